@@ -1,0 +1,3 @@
+from ddplint.cli import main
+
+main()

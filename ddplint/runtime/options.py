@@ -1,0 +1,27 @@
+"""What the user asked the runtime audit to do, as parsed by the CLI."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class RuntimeOptions:
+    script: Path
+    script_args: tuple[str, ...] = ()
+    nproc_per_node: int | None = None  # None: number of visible GPUs, or 2 without GPUs
+    backend: str = "auto"  # auto | gloo | nccl
+    steps: int = 8  # batches per epoch per DataLoader
+    epochs: int = 2  # truncated epochs of the training loader
+    timeout: float = 300.0  # whole audit, seconds
+    rdzv_timeout: float = 60.0  # rendezvous and process-group init, seconds
+    output_format: str = "text"  # text | json
+    output: Path | None = None
+    nnodes: int = 1
+    node_rank: int = 0
+    master_addr: str = "127.0.0.1"
+    master_port: int | None = None  # None: pick a free port
+    rdzv_backend: str | None = None
+    rdzv_endpoint: str | None = None
+    extra: dict[str, str] = field(default_factory=dict)
