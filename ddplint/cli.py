@@ -1,0 +1,173 @@
+"""Command line: options -> mode (lint, list, explain, runtime audit) -> exit code."""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import click
+
+from ddplint import __version__
+
+EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+
+
+def _split_codes(values: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(code.strip().upper() for value in values for code in value.split(",") if code.strip())
+
+
+def _fail(message: str) -> None:
+    click.echo(f"ddplint: error: {message}", err=True)
+    sys.exit(EXIT_ERROR)
+
+
+@click.command(
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+    epilog="Exit status: 0 no findings, 1 findings (or a runtime check FAILed), "
+    "2 usage error, unreadable input or internal error.",
+)
+@click.argument("paths", nargs=-1)
+@click.option("--select", multiple=True, metavar="CODES",
+              help="Comma-separated rule codes or prefixes to enable (e.g. DDP1,DDP301); default ALL.")
+@click.option("--ignore", multiple=True, metavar="CODES", help="Comma-separated rule codes or prefixes to disable.")
+@click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text",
+              show_default=True, help="Output format.")
+@click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write the report to FILE instead of stdout.")
+@click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="Read [tool.ddplint] from this pyproject.toml instead of the nearest one.")
+@click.option("--force-exclude", is_flag=True,
+              help="Apply `exclude` also to files named on the command line (for pre-commit).")
+@click.option("--exit-zero", is_flag=True, help="Exit 0 even when there are findings.")
+@click.option("--jobs", "-j", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Worker processes for linting; 0 picks one per core.")
+@click.option("--list-rules", is_flag=True, help="List every rule: code, name, severity, summary.")
+@click.option("--explain", metavar="CODE", help="Print the documentation of a rule.")
+@click.option("--runtime", is_flag=True,
+              help="Audit at runtime: run PATHS[0] under torchrun with the remaining arguments "
+              "(put them after `--`).")
+@click.option("--nproc-per-node", type=click.IntRange(min=1),
+              help="[runtime] Processes per node; default: visible GPUs, or 2 without GPUs.")
+@click.option("--backend", type=click.Choice(["auto", "gloo", "nccl"]), default="auto", show_default=True,
+              help="[runtime] Process-group backend; gloo also overrides a script's hard-coded nccl.")
+@click.option("--steps", type=click.IntRange(min=1), default=8, show_default=True,
+              help="[runtime] Batches per epoch per DataLoader.")
+@click.option("--epochs", type=click.IntRange(min=1), default=2, show_default=True,
+              help="[runtime] Truncated epochs of the training loader.")
+@click.option("--timeout", type=click.FloatRange(min=1), default=300.0, show_default=True,
+              help="[runtime] Seconds for the whole audit; a hang past it is reported.")
+@click.option("--rdzv-timeout", type=click.FloatRange(min=1), default=60.0, show_default=True,
+              help="[runtime] Seconds for rendezvous and process-group init.")
+@click.option("--nnodes", type=click.IntRange(min=1), default=1, show_default=True, help="[runtime] Number of nodes.")
+@click.option("--node-rank", type=click.IntRange(min=0), default=0, show_default=True,
+              help="[runtime] Rank of this node.")
+@click.option("--master-addr", default="127.0.0.1", show_default=True, help="[runtime] Address of node 0.")
+@click.option("--master-port", type=click.IntRange(1, 65535), help="[runtime] Port on node 0; default: a free one.")
+@click.option("--rdzv-backend", help="[runtime] torchrun rendezvous backend (e.g. c10d).")
+@click.option("--rdzv-endpoint", help="[runtime] torchrun rendezvous endpoint HOST:PORT.")
+@click.version_option(__version__, "--version", prog_name="ddplint")
+def main(paths: tuple[str, ...], select, ignore, output_format, output, config_path, force_exclude, exit_zero,
+         jobs, list_rules, explain, runtime, **runtime_options) -> None:
+    """Find distributed-training mistakes in PyTorch scripts.
+
+    \b
+    ddplint train.py src/               lint files and directories (static, no torch needed)
+    ddplint --explain DDP101            show a rule's documentation
+    ddplint --runtime train.py -- ARGS  run the script under torchrun and audit it
+    """
+    if list_rules:
+        _list_rules()
+    elif explain:
+        _explain(explain)
+    elif runtime:
+        _runtime(paths, output_format, output, runtime_options)
+    else:
+        _lint(paths, select, ignore, output_format, output, config_path, force_exclude, exit_zero, jobs)
+
+
+def _list_rules() -> None:
+    from ddplint.catalog import DocError, doc
+    from ddplint.lint.rules import CATALOG
+
+    for rule in CATALOG:
+        try:
+            summary = doc(rule.code).summary
+        except DocError as exc:
+            _fail(str(exc))
+        click.echo(f"{rule.code}  {rule.name:<30} {rule.severity.value:<8} {summary}")
+    sys.exit(EXIT_CLEAN)
+
+
+def _explain(code: str) -> None:
+    from ddplint.catalog import DocError, doc
+
+    try:
+        click.echo(doc(code.strip().upper()).markdown.rstrip())
+    except DocError as exc:
+        _fail(str(exc))
+    sys.exit(EXIT_CLEAN)
+
+
+def _lint(paths, select, ignore, output_format, output, config_path, force_exclude, exit_zero, jobs) -> None:
+    from ddplint import config as config_mod
+    from ddplint.lint.engine import lint_paths
+    from ddplint.lint.rules import RULES_BY_CODE
+    from ddplint.report import FORMATS
+
+    if not paths:
+        _fail("no paths given (try `ddplint train.py` or `ddplint --help`)")
+    codes = frozenset(RULES_BY_CODE)
+    try:
+        if config_path is not None:
+            if not config_path.is_file():
+                _fail(f"config file {config_path} does not exist")
+            config = config_mod.load(config_path, codes)
+        else:
+            config = config_mod.load(Path(os.path.commonpath([os.path.abspath(p) for p in paths])), codes)
+        changes = {"force_exclude": force_exclude}
+        if select:
+            changes["select"] = _split_codes(select)
+            config_mod.check_selectors(changes["select"], codes, "--select")
+        if ignore:
+            changes["ignore"] = _split_codes(ignore)
+            config_mod.check_selectors(changes["ignore"], codes, "--ignore")
+        config = replace(config, **changes)
+    except config_mod.ConfigError as exc:
+        _fail(str(exc))
+
+    result = lint_paths([Path(p) for p in paths], config, jobs=jobs)
+    for error in [*result.errors, *result.internal_errors]:
+        click.echo(f"ddplint: error: {error.path}: {error.message}", err=True)
+    rendered = FORMATS[output_format](result, config)
+    _write(rendered, output)
+    if result.errors or result.internal_errors:
+        sys.exit(EXIT_ERROR)
+    sys.exit(EXIT_FINDINGS if result.diagnostics and not exit_zero else EXIT_CLEAN)
+
+
+def _write(rendered: str, output: Path | None) -> None:
+    if output is None:
+        click.echo(rendered, nl=False)
+        return
+    try:
+        output.write_text(rendered, encoding="utf-8")
+    except OSError as exc:
+        _fail(f"cannot write {output}: {exc.strerror or exc}")
+
+
+def _runtime(paths, output_format, output, options) -> None:
+    from ddplint.runtime.options import RuntimeOptions
+
+    if not paths:
+        _fail("--runtime needs a script: ddplint --runtime train.py -- ARGS")
+    script, *script_args = paths
+    if output_format not in {"text", "json"}:
+        _fail("--runtime supports --format text or json")
+    from ddplint.runtime.audit import run_audit
+
+    sys.exit(run_audit(RuntimeOptions(
+        script=Path(script), script_args=tuple(script_args), output_format=output_format,
+        output=output, **options,
+    )))

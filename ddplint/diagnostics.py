@@ -1,0 +1,51 @@
+"""Plain data shared by every layer: what a rule found, where, and how to fix it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+
+class Severity(str, Enum):
+    ERROR = "error"
+    WARNING = "warning"
+
+
+@dataclass(frozen=True)
+class Edit:
+    """Replace the source between two 1-based (line, column) positions with `text`."""
+
+    start: tuple[int, int]
+    end: tuple[int, int]
+    text: str
+
+
+@dataclass(frozen=True)
+class Fix:
+    description: str
+    edits: tuple[Edit, ...]
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    path: str  # as the user named it (relative when they passed a relative path)
+    line: int  # 1-based
+    col: int  # 1-based
+    end_line: int
+    end_col: int
+    code: str  # e.g. "DDP101"
+    message: str
+    severity: Severity = Severity.ERROR
+    fix: Fix | None = None
+    source_line: str = ""  # the text of `line`, for fingerprints and context
+
+    def sort_key(self) -> tuple:
+        return (self.path, self.line, self.col, self.code)
+
+
+@dataclass(frozen=True)
+class FileError:
+    """A file that could not be linted at all (unreadable, undecodable, not found)."""
+
+    path: str
+    message: str

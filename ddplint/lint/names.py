@@ -1,0 +1,103 @@
+"""Small helpers to read names and literals out of libcst expressions.
+
+These replace libcst's QualifiedNameProvider/ScopeProvider, which cost 5-10x the parse: the
+few distributed APIs that matter are resolved with the module's own import table instead.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+# Public spellings of the same object, mapped to one canonical qualified name.
+CANONICAL = {
+    "torch.nn.parallel.distributed.DistributedDataParallel": "torch.nn.parallel.DistributedDataParallel",
+    "torch.nn.DistributedDataParallel": "torch.nn.parallel.DistributedDataParallel",
+    "torch.utils.data.distributed.DistributedSampler": "torch.utils.data.DistributedSampler",
+    "torch.utils.data.dataloader.DataLoader": "torch.utils.data.DataLoader",
+    "torch.distributed.distributed_c10d.init_process_group": "torch.distributed.init_process_group",
+    "torch.distributed.distributed_c10d.destroy_process_group": "torch.distributed.destroy_process_group",
+    "torch.distributed.distributed_c10d.get_rank": "torch.distributed.get_rank",
+    "torch.multiprocessing.spawn.spawn": "torch.multiprocessing.spawn",
+    "torch.cuda.device": "torch.cuda.device",
+}
+
+
+def dotted(expr: cst.BaseExpression) -> str | None:
+    """`a.b.c` for a Name/Attribute chain, else None."""
+    parts: list[str] = []
+    while isinstance(expr, cst.Attribute):
+        parts.append(expr.attr.value)
+        expr = expr.value
+    if not isinstance(expr, cst.Name):
+        return None
+    parts.append(expr.value)
+    return ".".join(reversed(parts))
+
+
+def string_value(expr: cst.BaseExpression | None) -> str | None:
+    """The value of a plain (non-f) string literal, else None."""
+    if isinstance(expr, (cst.SimpleString, cst.ConcatenatedString)):
+        value = expr.evaluated_value
+        return value if isinstance(value, str) else None
+    return None
+
+
+def int_value(expr: cst.BaseExpression | None) -> int | None:
+    if isinstance(expr, cst.Integer):
+        return int(expr.evaluated_value)
+    return None
+
+
+def is_constant(expr: cst.BaseExpression | None) -> bool:
+    """A literal that cannot change from one run or loop iteration to the next."""
+    if isinstance(expr, (cst.Integer, cst.Float, cst.SimpleString, cst.ConcatenatedString)):
+        return True
+    if isinstance(expr, cst.UnaryOperation):
+        return is_constant(expr.expression)
+    return isinstance(expr, cst.Name) and expr.value in {"True", "False", "None"}
+
+
+def arg(call: cst.Call, position: int | None, keyword: str | None) -> cst.BaseExpression | None:
+    """The argument given by keyword, or at a position (counting positional arguments only).
+
+    Positions after a `*args` are unknowable and give None.
+    """
+    index = 0
+    for a in call.args:
+        if a.keyword is not None:
+            if keyword is not None and a.keyword.value == keyword:
+                return a.value
+        elif a.star:
+            position = None
+        elif position is not None:
+            if index == position:
+                return a.value
+            index += 1
+    return None
+
+
+def has_keyword(call: cst.Call, keyword: str) -> bool:
+    return any(a.keyword is not None and a.keyword.value == keyword for a in call.args)
+
+
+def has_star_kwargs(call: cst.Call) -> bool:
+    return any(a.star == "**" for a in call.args)
+
+
+def names_in(expr: cst.CSTNode) -> set[str]:
+    """Every dotted name (and its prefixes' full chains) mentioned in an expression."""
+    found: set[str] = set()
+
+    class _Collect(cst.CSTVisitor):
+        def visit_Attribute(self, node: cst.Attribute) -> bool:
+            name = dotted(node)
+            if name:
+                found.add(name)
+                return False
+            return True
+
+        def visit_Name(self, node: cst.Name) -> None:
+            found.add(node.value)
+
+    expr.visit(_Collect())
+    return found

@@ -1,0 +1,66 @@
+"""Modules of the user's own project, found on disk from the imports of a linted file.
+
+A training script's guards and device setup often live in a helper module (`utils.py`,
+`util/misc.py`). Those modules are parsed on demand, once per run, even when only the
+script was named on the command line.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import libcst as cst
+
+from ddplint.lint import facts as facts_mod
+from ddplint.lint.source import SourceError, read_source
+
+SEARCH_PARENTS = 3  # how far above the script to look for a top-level package
+
+
+class ProjectIndex:
+    def __init__(self) -> None:
+        self._cache: dict[Path, facts_mod.ModuleFacts | None] = {}
+
+    def facts_for(self, path: Path) -> facts_mod.ModuleFacts | None:
+        path = path.resolve()
+        if path not in self._cache:
+            self._cache[path] = None  # also breaks import cycles
+            try:
+                self._cache[path] = facts_mod.collect(cst.parse_module(read_source(path)))
+            except (SourceError, cst.ParserSyntaxError, RecursionError):
+                pass
+        return self._cache[path]
+
+    def remember(self, path: Path, facts: facts_mod.ModuleFacts) -> None:
+        self._cache[path.resolve()] = facts
+
+    def resolve(self, importer: Path, qualified: str) -> tuple[Path, facts_mod.ModuleFacts, str] | None:
+        """Find the project module that defines `qualified` ("util.misc.save_on_master").
+
+        Returns the module's path, its facts and the attribute left over ("save_on_master",
+        or "" when the name is the module itself).
+        """
+        level = len(qualified) - len(qualified.lstrip("."))
+        parts = qualified.lstrip(".").split(".") if qualified.lstrip(".") else []
+        if level:
+            bases = [importer.resolve().parents[level - 1]] if level <= len(importer.resolve().parents) else []
+        else:
+            here = importer.resolve().parent
+            bases = [here, *list(here.parents)[:SEARCH_PARENTS]]
+        for base in bases:
+            for split in range(len(parts), 0, -1):
+                module_path = _module_file(base, parts[:split])
+                if module_path is not None:
+                    found = self.facts_for(module_path)
+                    if found is None:
+                        return None
+                    return module_path, found, ".".join(parts[split:])
+        return None
+
+
+def _module_file(base: Path, parts: list[str]) -> Path | None:
+    candidate = base.joinpath(*parts)
+    for path in (candidate.with_suffix(".py"), candidate / "__init__.py"):
+        if path.is_file():
+            return path
+    return None

@@ -1,0 +1,127 @@
+"""DDP101-DDP106: every rank must run on its own GPU, chosen from its local rank."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from ddplint.diagnostics import Severity
+from ddplint.lint.context import LintContext
+from ddplint.lint.devices import binding_sites, device_uses, visible_devices_per_rank
+from ddplint.lint.facts import INIT_PG, SET_DEVICE
+from ddplint.lint.names import arg, string_value
+from ddplint.lint.rules.base import Finding, Rule
+
+
+class HardCodedCudaIndex(Rule):
+    code = "DDP101"
+    name = "hard-coded-cuda-index"
+
+    def check(self, ctx: LintContext) -> Iterator[Finding]:
+        if visible_devices_per_rank(ctx):
+            return
+        for use in device_uses(ctx):
+            if use.kind == "index":
+                yield Finding(
+                    use.expr,
+                    f"device index {use.index} is hard-coded: every rank uses GPU {use.index}; "
+                    "use the local rank (int(os.environ['LOCAL_RANK'])) instead",
+                )
+
+
+class BareCudaBeforeSetDevice(Rule):
+    code = "DDP102"
+    name = "cuda-before-set-device"
+
+    def check(self, ctx: LintContext) -> Iterator[Finding]:
+        if visible_devices_per_rank(ctx):
+            return
+        bindings = binding_sites(ctx)
+        for use in device_uses(ctx):
+            if use.kind != "bare":
+                continue
+            same_function = [b for b in bindings if b.function == use.site.function]
+            if bindings and not same_function:
+                continue  # bound in another function: order unknown, assume right
+            if not use.placement and bindings:
+                continue
+            if any(b.order < use.site.order for b in same_function):
+                continue
+            yield Finding(
+                use.expr,
+                "'cuda' without an index before torch.cuda.set_device: every rank lands on GPU 0; "
+                "call torch.cuda.set_device(local_rank) first or use f'cuda:{local_rank}'",
+            )
+
+
+class NoDeviceBinding(Rule):
+    code = "DDP103"
+    name = "missing-set-device"
+
+    def check(self, ctx: LintContext) -> Iterator[Finding]:
+        if visible_devices_per_rank(ctx) or binding_sites(ctx):
+            return
+        if any(use.kind == "local" for use in device_uses(ctx)):
+            return
+        for site in ctx.facts.calls_to(INIT_PG):
+            backend = string_value(arg(site.node, 0, "backend"))
+            if backend is not None and "nccl" in backend:
+                yield Finding(
+                    site.node,
+                    "NCCL process group but no rank is bound to its GPU: all ranks share GPU 0 and "
+                    "collectives hang or run out of memory; call torch.cuda.set_device(local_rank) "
+                    "before init_process_group",
+                )
+
+
+class SetDeviceAfterInit(Rule):
+    code = "DDP104"
+    name = "set-device-after-init"
+    severity = Severity.WARNING
+
+    def check(self, ctx: LintContext) -> Iterator[Finding]:
+        inits = [
+            s for s in ctx.facts.calls_to(INIT_PG)
+            if string_value(arg(s.node, 0, "backend")) != "gloo" and arg(s.node, None, "device_id") is None
+        ]
+        for site in ctx.facts.calls_to(SET_DEVICE):
+            if any(i.function == site.function and i.order < site.order for i in inits):
+                yield Finding(
+                    site.node,
+                    "torch.cuda.set_device after init_process_group: NCCL may already have picked "
+                    "GPU 0 for this rank (barrier hangs, extra memory on GPU 0); bind the device first",
+                )
+
+
+class DeviceFromGlobalRank(Rule):
+    code = "DDP105"
+    name = "device-from-global-rank"
+
+    def check(self, ctx: LintContext) -> Iterator[Finding]:
+        for use in device_uses(ctx):
+            if use.kind == "global":
+                yield Finding(
+                    use.expr,
+                    "device chosen by the global rank: on every node but the first it names a GPU "
+                    "that does not exist; use LOCAL_RANK (or rank % torch.cuda.device_count())",
+                )
+
+
+class LocalRankArgument(Rule):
+    code = "DDP106"
+    name = "local-rank-argument"
+    severity = Severity.WARNING
+
+    def check(self, ctx: LintContext) -> Iterator[Finding]:
+        if "LOCAL_RANK" in ctx.facts.env_reads:
+            return
+        for site in ctx.facts.calls:
+            if site.method != "add_argument":
+                continue
+            flag = string_value(arg(site.node, 0, None))
+            if flag in {"--local_rank", "--local-rank"}:
+                yield Finding(
+                    site.node,
+                    f"'{flag}' is only passed by the deprecated torch.distributed.launch; torchrun "
+                    "sets the LOCAL_RANK environment variable instead, so this keeps its default; "
+                    "read int(os.environ['LOCAL_RANK'])",
+                )

@@ -1,0 +1,120 @@
+"""The run directory: how the launcher and the ranks' probes talk without a network.
+
+Every file here is written by exactly one rank and read by the launcher: the audit
+configuration (written by the launcher), and per rank a pid file (first thing the probe
+does, so the launcher can signal and kill it), a phase file (rewritten at each phase change,
+read for live progress and for the hang report), a faulthandler stack file (filled on
+SIGUSR1 when the audit times out), the final record (pickled, written atomically), and the
+scratch tree where the script's writes are redirected. Records are pickled because they
+carry index arrays of whole epochs; only ddplint itself writes them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+from pathlib import Path
+
+CONFIG = "config.json"
+SCRATCH = "scratch"
+
+
+class RunDir:
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+
+    def config_path(self) -> Path:
+        return self.path / CONFIG
+
+    def write_config(self, config: dict) -> None:
+        self.config_path().write_text(json.dumps(config))
+
+    def read_config(self) -> dict:
+        return json.loads(self.config_path().read_text())
+
+    def pid_path(self, rank: int) -> Path:
+        return self.path / f"rank-{rank}.pid"
+
+    def phase_path(self, rank: int) -> Path:
+        return self.path / f"rank-{rank}.phase"
+
+    def stack_path(self, rank: int) -> Path:
+        return self.path / f"rank-{rank}.stack"
+
+    def record_path(self, rank: int) -> Path:
+        return self.path / f"rank-{rank}.record"
+
+    def scratch(self, rank: int) -> Path:
+        return self.path / SCRATCH / f"rank-{rank}"
+
+    def log_path(self) -> Path:
+        return self.path / "torchrun.log"
+
+    # -- written by the probe, with the interpreter's own open (never the patched one) --
+
+    def write_small(self, path: Path, text: str) -> None:
+        tmp = path.with_name(path.name + ".tmp")
+        with _real_open(tmp, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+
+    def write_record(self, rank: int, record: dict) -> None:
+        path = self.record_path(rank)
+        tmp = path.with_name(path.name + ".tmp")
+        with _real_open(tmp, "wb") as f:
+            pickle.dump(record, f, protocol=pickle.HIGHEST_PROTOCOL)
+        os.replace(tmp, path)
+
+    # -- read by the launcher --
+
+    def ranks_with(self, suffix: str) -> dict[int, Path]:
+        found = {}
+        for p in self.path.glob(f"rank-*.{suffix}"):
+            try:
+                found[int(p.name[len("rank-") : -len(suffix) - 1])] = p
+            except ValueError:
+                continue
+        return found
+
+    def read_pids(self) -> dict[int, int]:
+        pids = {}
+        for rank, p in self.ranks_with("pid").items():
+            try:
+                pids[rank] = int(p.read_text().strip())
+            except (OSError, ValueError):
+                continue
+        return pids
+
+    def read_phases(self) -> dict[int, dict]:
+        phases = {}
+        for rank, p in self.ranks_with("phase").items():
+            try:
+                phases[rank] = json.loads(p.read_text())
+            except (OSError, ValueError):
+                continue
+        return phases
+
+    def read_records(self) -> dict[int, dict]:
+        records = {}
+        for rank, p in self.ranks_with("record").items():
+            try:
+                with open(p, "rb") as f:
+                    records[rank] = pickle.load(f)
+            except (OSError, pickle.UnpicklingError, EOFError):
+                continue
+        return records
+
+    def read_stacks(self) -> dict[int, str]:
+        stacks = {}
+        for rank, p in self.ranks_with("stack").items():
+            try:
+                stacks[rank] = p.read_text(errors="replace")
+            except OSError:
+                continue
+        return stacks
+
+
+# The probe replaces builtins.open while the user's script runs; the run directory must keep
+# using the interpreter's own. Bound at import, which happens before any patching.
+_real_open = open
