@@ -18,6 +18,16 @@ DDP = "torch.nn.parallel.DistributedDataParallel"
 SPAWN = {"torch.multiprocessing.spawn", "torch.multiprocessing.start_processes"}
 INIT_PG = "torch.distributed.init_process_group"
 SET_DEVICE = "torch.cuda.set_device"
+# Calls that every rank of the group must reach, in the same order.
+COLLECTIVES = frozenset(
+    f"{DIST}.{name}"
+    for name in (
+        "barrier", "monitored_barrier", "all_reduce", "broadcast", "all_gather", "all_gather_into_tensor",
+        "reduce", "reduce_scatter", "reduce_scatter_tensor", "gather", "scatter", "all_to_all",
+        "all_to_all_single", "all_gather_object", "broadcast_object_list", "gather_object",
+        "scatter_object_list", "send", "recv", "isend", "irecv", "new_group",
+    )
+) | {DDP}
 
 # Environment variables set by torchrun / SLURM, by what they hold.
 ENV_KINDS = {

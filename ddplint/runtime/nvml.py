@@ -41,6 +41,10 @@ class NvmlUnavailable(Exception):
     """NVML cannot be used here; the message says why in one line."""
 
 
+class NvmlReadFailed(Exception):
+    """NVML is there but a read failed (e.g. a GPU fell off the bus)."""
+
+
 class NvmlReads(Protocol):
     """One method per NVML read; None where NVML answers NOT_SUPPORTED."""
 
@@ -297,6 +301,7 @@ class PynvmlReads:
 
     def __init__(self, pynvml: Any):
         self._n = pynvml
+        self.error = pynvml.NVMLError
         self._handles = [pynvml.nvmlDeviceGetHandleByIndex(i)
                          for i in range(pynvml.nvmlDeviceGetCount())]
         # "not there on this GPU/driver" answers, which mean "no value" rather than a failure

@@ -25,21 +25,31 @@ _WRITE_MODES = set("wax+")
 _OS_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
 
 
-def _user_site(skip_dirs: tuple[str, ...]) -> str | None:
-    """file:line of the innermost frame outside the interpreter, torch and ddplint."""
-    f = sys._getframe(1)
+def _write_site(skip_dirs: tuple[str, ...], torch_dir: str) -> tuple[bool, str | None]:
+    """(is the script's write, file:line of the innermost frame of the user's code).
+
+    Writes that torch makes on its own behalf (compile caches, temp files of its lazy
+    imports) are redirected like all others but are not the script's: the innermost frame
+    outside ddplint and the standard library is then inside torch.
+    """
+    f = sys._getframe(2)
+    first = None
     while f is not None:
         fn = f.f_code.co_filename
-        if not fn.startswith(skip_dirs) and not fn.startswith("<"):
-            return f"{fn}:{f.f_lineno}"
+        if not fn.startswith("<"):
+            if first is None and (not fn.startswith(skip_dirs) or fn.startswith(torch_dir)):
+                first = fn
+            if not fn.startswith(skip_dirs):
+                return True, f"{fn}:{f.f_lineno}"
         f = f.f_back
-    return None
+    return first is None or not first.startswith(torch_dir), None
 
 
 class WriteRedirector:
-    def __init__(self, scratch: Path, skip_dirs: tuple[str, ...]):
+    def __init__(self, scratch: Path, skip_dirs: tuple[str, ...], torch_dir: str):
         self.scratch = scratch
         self.skip_dirs = skip_dirs
+        self.torch_dir = torch_dir
         self.writes: list[dict] = []
         self._orig: dict[str, object] = {}
         dirs = ["/dev", "/proc", "/sys", os.path.expanduser("~/.cache")]
@@ -62,9 +72,10 @@ class WriteRedirector:
             return None
         return str(self.scratch / full.lstrip(os.sep))
 
-    def _note(self, path, op: str) -> None:
-        self.writes.append({"path": os.path.abspath(os.fspath(path)), "op": op,
-                            "site": _user_site(self.skip_dirs)})
+    def _note(self, path, op: str, **extra) -> None:
+        ours, site = _write_site(self.skip_dirs, self.torch_dir)
+        if ours:
+            self.writes.append({"path": os.path.abspath(os.fspath(path)), "op": op, "site": site, **extra})
 
     def _for_write(self, path, op: str) -> str | None:
         target = self._redirect(path)
@@ -117,8 +128,7 @@ class WriteRedirector:
         target = self._redirect(name)
         if target is None:
             return self._orig["makedirs"](name, mode, exist_ok)
-        self.writes.append({"path": os.path.abspath(os.fspath(name)), "op": "makedirs",
-                            "site": _user_site(self.skip_dirs), "dir": True})
+        self._note(name, "makedirs", dir=True)
         if not exist_ok and os.path.isdir(name):
             raise FileExistsError(17, "File exists", os.fspath(name))
         return self._orig["makedirs"](target, mode, True)
@@ -127,8 +137,7 @@ class WriteRedirector:
         target = None if dir_fd is not None else self._redirect(path)
         if target is None:
             return self._orig["mkdir"](path, mode, dir_fd=dir_fd)
-        self.writes.append({"path": os.path.abspath(os.fspath(path)), "op": "mkdir",
-                            "site": _user_site(self.skip_dirs), "dir": True})
+        self._note(path, "mkdir", dir=True)
         if os.path.isdir(path) or os.path.isdir(target):
             raise FileExistsError(17, "File exists", os.fspath(path))
         self._orig["makedirs"](os.path.dirname(target), exist_ok=True)

@@ -6,7 +6,7 @@ from ddplint.lint.rules.device_binding import (
     HardCodedCudaIndex,
     LocalRankArgument,
     NoDeviceBinding,
-    SetDeviceAfterInit,
+    SetDeviceAfterCollective,
 )
 from ddplint.lint.rules.syntax import SyntaxErrorRule
 
@@ -15,7 +15,7 @@ ALL_RULES = [
     HardCodedCudaIndex,
     BareCudaBeforeSetDevice,
     NoDeviceBinding,
-    SetDeviceAfterInit,
+    SetDeviceAfterCollective,
     DeviceFromGlobalRank,
     LocalRankArgument,
 ]

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from ddplint.diagnostics import Severity
 from ddplint.lint.context import LintContext
 from ddplint.lint.devices import binding_sites, device_uses, visible_devices_per_rank
-from ddplint.lint.facts import INIT_PG, SET_DEVICE
+from ddplint.lint.facts import COLLECTIVES, INIT_PG, SET_DEVICE
 from ddplint.lint.names import arg, string_value
 from ddplint.lint.rules.base import Finding, Rule
 
@@ -73,7 +73,7 @@ class NoDeviceBinding(Rule):
                 )
 
 
-class SetDeviceAfterInit(Rule):
+class SetDeviceAfterCollective(Rule):
     code = "DDP104"
     name = "set-device-after-init"
     severity = Severity.WARNING
@@ -83,13 +83,22 @@ class SetDeviceAfterInit(Rule):
             s for s in ctx.facts.calls_to(INIT_PG)
             if string_value(arg(s.node, 0, "backend")) != "gloo" and arg(s.node, None, "device_id") is None
         ]
+        if not inits:
+            return
+        communicating = ctx.anywhere(COLLECTIVES)
         for site in ctx.facts.calls_to(SET_DEVICE):
-            if any(i.function == site.function and i.order < site.order for i in inits):
-                yield Finding(
-                    site.node,
-                    "torch.cuda.set_device after init_process_group: NCCL may already have picked "
-                    "GPU 0 for this rank (barrier hangs, extra memory on GPU 0); bind the device first",
-                )
+            for init in inits:
+                if init.function != site.function or init.order > site.order:
+                    continue
+                between = [c for c in communicating if c.function == site.function and init.order < c.order < site.order]
+                if between:
+                    yield Finding(
+                        site.node,
+                        "torch.cuda.set_device after init_process_group and a collective: that collective "
+                        "already ran on GPU 0 for every rank (hang or extra memory on GPU 0); bind the "
+                        "device before init_process_group",
+                    )
+                    break
 
 
 class DeviceFromGlobalRank(Rule):

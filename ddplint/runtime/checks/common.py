@@ -1,0 +1,54 @@
+"""Small helpers shared by the checks: worst status, sizes, truthy environment values."""
+
+from __future__ import annotations
+
+from ddplint.runtime.verdict import Status
+
+_ORDER = {Status.SKIP: 0, Status.INFO: 1, Status.PASS: 2, Status.WARN: 3, Status.FAIL: 4}
+
+
+def worst(statuses, default: Status = Status.PASS) -> Status:
+    statuses = list(statuses)
+    return max(statuses, key=_ORDER.__getitem__) if statuses else default
+
+
+def mib(n: int | None) -> str:
+    return "? MiB" if n is None else f"{n / 2**20:.0f} MiB"
+
+
+def gb_label(n: int) -> str:
+    """Memory as cards are sold: 25757220864 bytes -> "24 GB"."""
+    return f"{round(n / 2**30)} GB"
+
+
+def truthy(value: str | None) -> bool:
+    return value is not None and value.strip().lower() in ("1", "true", "yes", "on")
+
+
+class Findings:
+    """Problems found by one check; the worst one decides the status and the fix shown."""
+
+    def __init__(self) -> None:
+        self.items: list[tuple[Status, str, str | None]] = []
+
+    def add(self, status: Status, summary: str, fix: str | None = None) -> None:
+        self.items.append((status, summary, fix))
+
+    @property
+    def status(self) -> Status:
+        return worst(s for s, _, _ in self.items)
+
+    @property
+    def summary(self) -> str:
+        top = self.status
+        return "; ".join([m for s, m, _ in self.items if s is top] +
+                         [m for s, m, _ in self.items if s is not top])
+
+    @property
+    def fix(self) -> str | None:
+        top = self.status
+        return next((f for s, _, f in self.items if s is top and f), None)
+
+
+def plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"

@@ -1,0 +1,217 @@
+"""gpu.inventory and stack.nvml: which GPUs the job will get, and whether they can carry it."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+from dataclasses import dataclass
+from pathlib import Path
+
+from ddplint.runtime.checks.common import Findings, gb_label, mib, plural
+from ddplint.runtime.checks.stack import cuda_compat, driver_cuda_text
+from ddplint.runtime.nvml import Machine
+from ddplint.runtime.verdict import CheckResult, Status
+
+# A display server's framebuffer is expected on a desktop GPU; flag it only when it is large.
+GRAPHICS_TOLERATED = 0.05
+# A foreign process holding more than this share of a GPU leaves too little for a training job.
+FOREIGN_FAIL = 0.5
+
+
+@dataclass
+class Visible:
+    indices: list[int]  # NVML indices in CUDA order (PCI order assumed)
+    note: str | None  # why the list is shorter than CUDA_VISIBLE_DEVICES suggests
+
+
+def visible_gpus(machine: Machine, cuda_visible_devices: str | None) -> Visible:
+    """The GPUs CUDA will enumerate, honouring CUDA_VISIBLE_DEVICES by index and by UUID.
+
+    CUDA stops at the first entry that names no device (or one already named) and ignores the
+    rest, so "0,1,7,2" on a 4-GPU host exposes two GPUs, not three.
+    """
+    count = len(machine.gpus)
+    if cuda_visible_devices is None:
+        return Visible(list(range(count)), None)
+    out: list[int] = []
+    for token in (t.strip() for t in cuda_visible_devices.split(",")):
+        if not token:
+            if out or cuda_visible_devices.strip():
+                return Visible(out, f"empty entry in CUDA_VISIBLE_DEVICES={cuda_visible_devices!r}")
+            return Visible(out, "CUDA_VISIBLE_DEVICES is empty: no GPU is visible")
+        idx = _resolve(machine, token)
+        if idx is None or idx in out:
+            why = "names a GPU twice" if idx is not None else "names no GPU of this host"
+            return Visible(out, f"CUDA_VISIBLE_DEVICES entry {token!r} {why}; CUDA ignores it "
+                                "and every entry after it")
+        out.append(idx)
+    return Visible(out, None)
+
+
+def _resolve(machine: Machine, token: str) -> int | None:
+    if token.lstrip("-").isdigit():
+        idx = int(token)
+        return idx if 0 <= idx < len(machine.gpus) else None
+    if token.upper().startswith("GPU-"):
+        matches = [g.index for g in machine.gpus if g.uuid.lower().startswith(token.lower())]
+        return matches[0] if len(matches) == 1 else None
+    return None  # MIG-... instances and anything else: not a whole GPU a rank can bind
+
+
+def inventory_check(machine: Machine, nproc: int, environ: dict[str, str],
+                    torch_build: tuple[str, str | None] | None = None,
+                    backend: str = "auto") -> CheckResult:
+    """torch_build: (torch version, its CUDA version or None for a CPU build), None if unknown."""
+    visible = visible_gpus(machine, environ.get("CUDA_VISIBLE_DEVICES"))
+    job = visible.indices[:nproc]
+    found = Findings()
+    evidence = [f"driver {machine.driver_version}, supports CUDA "
+                f"{driver_cuda_text(machine.cuda_driver_version)}; "
+                f"{plural(len(machine.gpus), 'GPU')} on this host, {len(visible.indices)} visible, "
+                f"{len(job)} used by {plural(nproc, 'process')} per node"]
+    if visible.note:
+        evidence.append(visible.note)
+    for gpu in machine.gpus:
+        tag = "" if gpu.index in job else "  (not used by this job)"
+        evidence.append(_gpu_line(gpu) + tag)
+    data = {"driver_version": machine.driver_version,
+            "cuda_driver_version": machine.cuda_driver_version,
+            "visible": visible.indices, "job_gpus": job,
+            "gpus": [_gpu_data(g) for g in machine.gpus]}
+    shown = environ.get("CUDA_VISIBLE_DEVICES")
+    where = f" (CUDA_VISIBLE_DEVICES={shown})" if shown is not None else ""
+
+    if not visible.indices and backend != "nccl":
+        return CheckResult("gpu.inventory", Status.SKIP,
+                           f"no GPU visible{where}: the job runs on CPU with gloo",
+                           evidence, data=data)
+    if len(visible.indices) < nproc:
+        found.add(Status.FAIL, f"{plural(len(visible.indices), 'GPU')} visible{where}, "
+                               f"--nproc-per-node asks for {nproc}",
+                  f"use --nproc-per-node {len(visible.indices)} or make {nproc} GPUs visible")
+
+    used = [machine.gpus[i] for i in job]
+    names = sorted({g.name for g in used})
+    if len(names) > 1 or len({g.memory_total for g in used}) > 1:
+        smallest = min(used, key=lambda g: g.memory_total)
+        found.add(Status.WARN, f"mixed GPUs ({', '.join(names)}): the batch must fit the "
+                               f"{gb_label(smallest.memory_total)} card: the smallest sets the limit",
+                  "size the per-GPU batch for the smallest card, or use only identical GPUs")
+        if environ.get("CUDA_DEVICE_ORDER") != "PCI_BUS_ID":
+            evidence.append("CUDA_DEVICE_ORDER is not PCI_BUS_ID: CUDA numbers mixed GPUs "
+                            "fastest first, so CUDA indices may not match nvidia-smi's")
+
+    for gpu in used:
+        status, line = _foreign(gpu)
+        if line:
+            found.add(status, line, "stop the processes holding GPU memory, or pick free GPUs "
+                                    "with CUDA_VISIBLE_DEVICES")
+        if gpu.mig_current == 1 and nproc > 1:
+            found.add(Status.FAIL, f"GPU{gpu.index} is in MIG mode: NCCL cannot run collectives "
+                                   "across MIG instances",
+                      f"disable MIG (sudo nvidia-smi -i {gpu.index} -mig 0) before a "
+                      "multi-process job")
+        elif gpu.mig_pending is not None and gpu.mig_pending != gpu.mig_current:
+            found.add(Status.WARN, f"GPU{gpu.index} has a MIG mode change pending until the "
+                                   "GPU is reset",
+                      f"reset GPU{gpu.index} (sudo nvidia-smi -i {gpu.index} -r) or revert the "
+                      "pending MIG change")
+        if gpu.ecc_volatile_uncorrected:
+            found.add(Status.WARN, f"GPU{gpu.index} reports {gpu.ecc_volatile_uncorrected} "
+                                   "uncorrected ECC errors since the driver loaded",
+                      f"drain the node and check GPU{gpu.index} "
+                      "(nvidia-smi -q -d ECC,PAGE_RETIREMENT,ROW_REMAPPER)")
+
+    torch_cuda = torch_build[1] if torch_build else None
+    if used and torch_cuda:
+        status, line, fix = cuda_compat(machine.driver_version, machine.cuda_driver_version,
+                                        torch_cuda)
+        evidence.append(line)
+        if status is not Status.PASS:
+            found.add(status, line, fix)
+    elif used and torch_build:
+        found.add(Status.WARN, f"torch {torch_build[0]} here is a CPU-only build: the GPUs will not be used",
+                  "install a CUDA build of torch (https://pytorch.org/get-started/locally/)")
+
+    if found.status is Status.PASS:
+        text = (f"{len(job)} x {names[0]} ({gb_label(used[0].memory_total)}) free for "
+                f"{plural(nproc, 'process')}")
+    else:
+        text = found.summary
+    return CheckResult("gpu.inventory", found.status, text, evidence, found.fix, data=data)
+
+
+def _gpu_line(gpu) -> str:
+    flags = [
+        f"persistence {'on' if gpu.persistence_mode == 1 else 'off' if gpu.persistence_mode == 0 else '?'}",
+        f"MIG {'on' if gpu.mig_current == 1 else 'off' if gpu.mig_current == 0 else 'n/a'}",
+        "ECC n/a" if gpu.ecc_volatile_uncorrected is None else
+        f"ECC uncorrected {gpu.ecc_volatile_uncorrected} (aggregate {gpu.ecc_aggregate_uncorrected})",
+    ]
+    procs = "".join(f"; pid {p.pid} {p.name or '?'} {mib(p.used_bytes)} ({p.kind})"
+                    for p in gpu.processes)
+    return (f"GPU{gpu.index} {gpu.name} {gpu.uuid} bus {gpu.pci_bus_id}: "
+            f"{mib(gpu.memory_total)} total, {mib(gpu.memory_used)} used, "
+            f"{mib(gpu.memory_free)} free; {', '.join(flags)}{procs}")
+
+
+def _foreign(gpu) -> tuple[Status, str | None]:
+    held = [p for p in gpu.processes
+            if p.kind == "compute" or (p.used_bytes or 0) > GRAPHICS_TOLERATED * gpu.memory_total]
+    if not held:
+        return Status.PASS, None
+    total = sum(p.used_bytes or 0 for p in held)
+    who = ", ".join(f"pid {p.pid} {p.name or '?'} {mib(p.used_bytes)}" for p in held)
+    status = Status.FAIL if total > FOREIGN_FAIL * gpu.memory_total else Status.WARN
+    return status, (f"GPU{gpu.index} is already in use: {who} "
+                    f"({mib(gpu.memory_free)} of {mib(gpu.memory_total)} free)")
+
+
+def _gpu_data(gpu) -> dict:
+    return {"index": gpu.index, "name": gpu.name, "uuid": gpu.uuid, "pci_bus_id": gpu.pci_bus_id,
+            "memory_total": gpu.memory_total, "memory_used": gpu.memory_used,
+            "memory_free": gpu.memory_free, "persistence_mode": gpu.persistence_mode,
+            "mig_mode": [gpu.mig_current, gpu.mig_pending],
+            "ecc_uncorrected": [gpu.ecc_volatile_uncorrected, gpu.ecc_aggregate_uncorrected],
+            "processes": [{"pid": p.pid, "name": p.name, "used_bytes": p.used_bytes,
+                           "kind": p.kind} for p in gpu.processes]}
+
+
+def nvml_module_check() -> CheckResult:
+    """stack.nvml: `import pynvml` must load nvidia-ml-py, not the old `pynvml` distribution.
+
+    Both install a module named pynvml; the old one (a package directory) wins the import and
+    reports wrong NVLink counts on recent drivers.
+    """
+    spec = importlib.util.find_spec("pynvml")
+    if spec is None or spec.origin is None:
+        return CheckResult("stack.nvml", Status.SKIP, "nvidia-ml-py is not installed",
+                           fix="pip install nvidia-ml-py")
+    origin = Path(spec.origin).resolve()
+    owner = _owner(origin)
+    if owner is None:
+        return CheckResult("stack.nvml", Status.WARN,
+                           f"the pynvml module at {origin} belongs to no installed distribution",
+                           fix="pip install --force-reinstall nvidia-ml-py")
+    name, version = owner
+    if name == "nvidia-ml-py":
+        return CheckResult("stack.nvml", Status.PASS,
+                           f"pynvml comes from nvidia-ml-py {version}", [str(origin)])
+    return CheckResult(
+        "stack.nvml", Status.WARN,
+        f"`import pynvml` loads the stale `{name}` {version} distribution, not nvidia-ml-py "
+        "(wrong NVLink counts on recent drivers)", [str(origin)],
+        fix=f"pip uninstall -y {name} && pip install --force-reinstall nvidia-ml-py")
+
+
+def _owner(origin: Path) -> tuple[str, str] | None:
+    """The distribution whose RECORD lists the loaded module file."""
+    for name in ("nvidia-ml-py", "pynvml", "nvidia-ml-py3"):
+        try:
+            dist = importlib.metadata.distribution(name)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+        for f in dist.files or ():
+            if f.name in ("pynvml.py", "__init__.py") and Path(dist.locate_file(f)).resolve() == origin:
+                return name, dist.version
+    return None

@@ -1,0 +1,70 @@
+"""Host checks, run by the launcher before torchrun starts. No torch import, no GPU needed."""
+
+from __future__ import annotations
+
+import os
+
+from ddplint.runtime.checks.env import launch_env_check
+from ddplint.runtime.checks.gpu import inventory_check, nvml_module_check, visible_gpus
+from ddplint.runtime.checks.ports import port_check
+from ddplint.runtime.checks.stack import installed_torch_cuda
+from ddplint.runtime.checks.stale import stale_check
+from ddplint.runtime.checks.topology import topology_check
+from ddplint.runtime.nvml import (NvmlReadFailed, NvmlReads, NvmlUnavailable, load_machine,
+                                  open_nvml)
+from ddplint.runtime.options import RuntimeOptions
+from ddplint.runtime.verdict import CheckResult, Status
+
+
+def rendezvous_port(options: RuntimeOptions, master_port: int) -> tuple[str, int]:
+    """The address and port the store will listen on: the c10d endpoint, else the master's."""
+    if options.rdzv_endpoint:
+        host, _, port = options.rdzv_endpoint.rpartition(":")
+        if port.isdigit():
+            return host or options.master_addr, int(port)
+        return options.rdzv_endpoint, 29400  # torchrun's default c10d port
+    return options.master_addr, master_port
+
+
+def run_host_checks(options: RuntimeOptions, nproc: int, master_port: int,
+                    nvml: NvmlReads | None = None,
+                    environ: dict[str, str] | None = None) -> list[CheckResult]:
+    """gpu.inventory, gpu.topology, stack.nvml, env.port, env.stale, env.launch.
+
+    `nvml` replaces the real library (tests replay recorded machines through it).
+    """
+    environ = dict(os.environ) if environ is None else environ
+    results: list[CheckResult] = []
+    machine = None
+    job: list[int] = []
+    try:
+        machine = load_machine(nvml) if nvml is not None else _read_machine()
+    except NvmlUnavailable as e:
+        results.append(CheckResult("gpu.inventory", Status.SKIP, str(e)))
+        results.append(CheckResult("gpu.topology", Status.SKIP, str(e)))
+    except NvmlReadFailed as e:
+        results.append(CheckResult("gpu.inventory", Status.FAIL, str(e),
+                                   fix="run nvidia-smi; a GPU that fell off the bus needs a reset"))
+        results.append(CheckResult("gpu.topology", Status.SKIP, str(e)))
+    if machine is not None:
+        inventory = inventory_check(machine, nproc, environ, installed_torch_cuda(),
+                                    options.backend)
+        results.append(inventory)
+        job = visible_gpus(machine, environ.get("CUDA_VISIBLE_DEVICES")).indices[:nproc]
+        results.append(topology_check(machine, job))
+    results.append(nvml_module_check())
+    addr, port = rendezvous_port(options, master_port)
+    results.append(port_check(addr, port, options.node_rank))
+    results.append(stale_check(machine, job, port, options.nnodes))
+    results.append(launch_env_check(environ, nproc, options.nnodes))
+    return results
+
+
+def _read_machine():
+    reads = open_nvml()
+    try:
+        return load_machine(reads)
+    except reads.error as e:
+        raise NvmlReadFailed(f"NVML read failed ({e})") from None
+    finally:
+        reads.close()

@@ -1,0 +1,293 @@
+"""Start the real torchrun with the probe in every rank, watch it, and leave nothing behind.
+
+The launcher never imports torch. It picks or checks the master port (a stale listener makes
+a c10d rendezvous hang for over a minute, so it is probed first), starts
+`python -m torch.distributed.run ... -m ddplint.runtime.probe RUNDIR SCRIPT ARGS` in its own
+session with its output captured in the run directory, and polls the ranks' phase files for
+live progress. torchrun starts every rank in a session of its own, so the processes are
+tracked by pid (torchrun's children and the ranks' pid files) and killed by process group.
+
+On a timeout (the whole audit, or --rdzv-timeout spent in rendezvous or process-group init)
+every rank dumps its Python stacks through faulthandler (SIGUSR1), then everything is killed.
+SIGINT and SIGTERM to ddplint do the same cleanup. A final sweep kills any process whose
+command line still names the run directory.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from ddplint.runtime.rundir import RunDir
+
+POLL_S = 0.1
+STACK_WAIT_S = 3.0
+
+
+class Interrupted(Exception):
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+class PortInUse(Exception):
+    pass
+
+
+@dataclass
+class Hang:
+    reason: str  # "timeout" | "rendezvous" | "init"
+    after_s: float
+    phases: dict[int, dict]
+    stacks: dict[int, str]
+
+
+@dataclass
+class LaunchResult:
+    returncode: int | None
+    records: dict[int, dict]
+    phases: dict[int, dict]
+    hang: Hang | None
+    elapsed_s: float
+    log_tail: str
+    command: list[str] = field(default_factory=list)
+
+
+def port_is_free(port: int) -> bool:
+    """True when nothing listens on `port` (TIME_WAIT leftovers do not count: the store
+    binds with SO_REUSEADDR too)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("", port))
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                return False
+            raise
+    return True
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("", 0))
+        return s.getsockname()[1]
+
+
+def torchrun_command(rundir: RunDir, script: Path, script_args: tuple[str, ...], nproc: int,
+                     nnodes: int, node_rank: int, master_addr: str, master_port: int,
+                     rdzv_backend: str | None, rdzv_endpoint: str | None) -> list[str]:
+    cmd = [sys.executable, "-m", "torch.distributed.run",
+           "--nnodes", str(nnodes), "--nproc-per-node", str(nproc), "--max-restarts", "0"]
+    if rdzv_backend or rdzv_endpoint:
+        cmd += ["--rdzv-backend", rdzv_backend or "c10d", "--rdzv-endpoint",
+                rdzv_endpoint or f"{master_addr}:{master_port}"]
+    else:  # static rendezvous: fails fast when the port is taken
+        cmd += ["--node-rank", str(node_rank), "--master-addr", master_addr,
+                "--master-port", str(master_port)]
+    return cmd + ["-m", "ddplint.runtime.probe", str(rundir.path), str(script), *script_args]
+
+
+def _child_env() -> dict[str, str]:
+    env = dict(os.environ)
+    root = str(Path(__file__).resolve().parents[2])  # the ranks import this same ddplint
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env.setdefault("OMP_NUM_THREADS", "1")
+    return env
+
+
+def _proc_cmdline(pid: int) -> str | None:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return None
+
+
+def _children(pid: int) -> set[int]:
+    kids = set()
+    if not os.path.isdir("/proc"):
+        return kids
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    stat = f.read()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                kids.add(int(entry))
+    return kids
+
+
+def processes_naming(text: str) -> set[int]:
+    """Pids of live processes whose command line contains `text` (Linux /proc)."""
+    found = set()
+    if not os.path.isdir("/proc"):
+        return found
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and int(entry) != os.getpid():
+            cmd = _proc_cmdline(int(entry))
+            if cmd and text in cmd:
+                found.add(int(entry))
+    return found
+
+
+class Launch:
+    def __init__(self, rundir: RunDir, command: list[str], world_local: int, timeout: float,
+                 rdzv_timeout: float, progress: Callable[[str], None]):
+        self.rundir = rundir
+        self.command = command
+        self.world_local = world_local
+        self.timeout = timeout
+        self.rdzv_timeout = rdzv_timeout
+        self.progress = progress
+        self.proc: subprocess.Popen | None = None
+        self.rank_pids: set[int] = set()
+        self._shown: tuple | None = None
+
+    def run(self) -> LaunchResult:
+        start = time.monotonic()
+        hang = None
+        old = _install_signal_handlers()
+        try:
+            with open(self.rundir.log_path(), "wb") as log:
+                self.proc = subprocess.Popen(self.command, stdout=log, stderr=subprocess.STDOUT,
+                                             stdin=subprocess.DEVNULL, env=_child_env(),
+                                             start_new_session=True)
+            while self.proc.poll() is None:
+                time.sleep(POLL_S)
+                self.rank_pids |= _children(self.proc.pid)
+                phases = self.rundir.read_phases()
+                self._show(phases, time.monotonic() - start)
+                hang = self._stalled(phases, time.monotonic() - start)
+                if hang is not None:
+                    hang.stacks = self._dump_stacks()
+                    break
+        finally:
+            self._kill_all()
+            _restore_signal_handlers(old)
+        return LaunchResult(
+            returncode=None if hang else self.proc.returncode,
+            records=self.rundir.read_records(),
+            phases=self.rundir.read_phases(),
+            hang=hang,
+            elapsed_s=time.monotonic() - start,
+            log_tail=_tail(self.rundir.log_path()),
+            command=self.command,
+        )
+
+    def _stalled(self, phases: dict[int, dict], elapsed: float) -> Hang | None:
+        if elapsed >= self.timeout:
+            return Hang("timeout", elapsed, phases, {})
+        if elapsed >= self.rdzv_timeout and len(self.rundir.read_pids()) < self.world_local:
+            return Hang("rendezvous", elapsed, phases, {})
+        now = time.time()
+        for p in phases.values():
+            if p.get("phase") == "init" and now - p.get("since", now) >= self.rdzv_timeout:
+                return Hang("init", elapsed, phases, {})
+        return None
+
+    def _show(self, phases: dict[int, dict], elapsed: float) -> None:
+        key = tuple(sorted((r, p.get("phase"), p.get("epoch")) for r, p in phases.items()))
+        if key == self._shown:
+            return
+        self._shown = key
+        if not phases:
+            self.progress(f"[{elapsed:5.1f}s] rendezvous: waiting for {self.world_local} ranks")
+            return
+        parts = [f"rank {r} {describe_phase(p)}" for r, p in sorted(phases.items())]
+        self.progress(f"[{elapsed:5.1f}s] {len(phases)}/{self.world_local} ranks reporting: "
+                      + ", ".join(parts))
+
+    def _dump_stacks(self) -> dict[int, str]:
+        pids = self.rundir.read_pids()
+        for pid in pids.values():
+            _signal(pid, signal.SIGUSR1)
+        deadline = time.monotonic() + STACK_WAIT_S
+        sizes = None
+        while time.monotonic() < deadline:
+            time.sleep(POLL_S * 2)
+            now = {r: len(s) for r, s in self.rundir.read_stacks().items() if r in pids}
+            if now == sizes and len(now) == len(pids) and all(now.values()):
+                break  # every rank has written its dump and stopped writing
+            sizes = now
+        return self.rundir.read_stacks()
+
+    def _kill_all(self) -> None:
+        if self.proc is None:
+            return
+        marker = str(self.rundir.path)
+        if self.proc.poll() is None:
+            self.rank_pids |= _children(self.proc.pid)
+        for pid in self.rank_pids | set(self.rundir.read_pids().values()):
+            cmd = _proc_cmdline(pid)
+            if cmd is None or marker in cmd:  # never a recycled pid of someone else
+                _killpg(pid)
+        _killpg(self.proc.pid)
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+        for _ in range(50):
+            left = processes_naming(marker)
+            if not left:
+                break
+            for pid in left:
+                _signal(pid, signal.SIGKILL)
+            time.sleep(POLL_S)
+
+
+def describe_phase(p: dict) -> str:
+    phase = p.get("phase", "?")
+    if phase == "step":
+        return f"step {p.get('step')} (epoch {p.get('epoch')})"
+    if phase == "epoch end":
+        return f"epoch end (epoch {p.get('epoch')})"
+    return phase
+
+
+def _signal(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _killpg(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        _signal(pid, signal.SIGKILL)
+
+
+def _raise_interrupted(signum, frame):
+    raise Interrupted(signum)
+
+
+def _install_signal_handlers():
+    try:
+        return {s: signal.signal(s, _raise_interrupted) for s in (signal.SIGINT, signal.SIGTERM)}
+    except ValueError:  # not the main thread: the caller owns signal handling
+        return {}
+
+
+def _restore_signal_handlers(old: dict) -> None:
+    for s, handler in old.items():
+        signal.signal(s, handler)
+
+
+def _tail(path: Path, limit: int = 4000) -> str:
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return ""
+    return data[-limit:].decode(errors="replace")

@@ -1,0 +1,239 @@
+"""The entry point of every rank: `python -m ddplint.runtime.probe RUNDIR SCRIPT [ARGS...]`.
+
+torchrun starts this module in each rank instead of the user's script. It patches only what
+the audit needs (DataLoader iteration, file writes, init/destroy_process_group), runs the
+script with runpy as `__main__`, and writes one record per rank into the run directory.
+
+Hook points for the machine checks (module `ddplint.runtime.checks.rank`, optional): the probe
+calls `collect_rank_info()` before the script runs, `after_init_process_group()` right after
+the script's own init_process_group returns, and `at_first_batch()` when the training loader
+yields its first batch (after the script has bound its device); each returns a dict stored in
+the record under "info", "comm" and "binding". A hook that raises is stored as {"error": ...}.
+
+Ending: the script is unwound by AuditStop after --epochs epochs of the training loader, or
+ends by itself. A rank whose script raised exits 1 at once, so torchrun stops the others. A
+rank that finished waits on the process group's store until every rank has finished, then
+leaves with os._exit: no rank tears the process group down while a peer still uses it, and
+the script's own destroy_process_group() of the default group is deferred to that point (gloo
+can abort when ranks destroy at different times; that would be the audit's noise, not the
+user's bug).
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import json
+import os
+import signal
+import sys
+import time
+import traceback
+
+from ddplint.runtime.rundir import RunDir
+
+_HOOKS = ("collect_rank_info", "after_init_process_group", "at_first_batch")
+
+
+class Probe:
+    def __init__(self, rundir: RunDir, script: str, args: list[str]):
+        self.rundir = rundir
+        self.script = os.path.abspath(script)
+        self.args = args
+        self.rank = int(os.environ.get("RANK", "0"))
+        self.record: dict = {
+            "rank": self.rank,
+            "local_rank": int(os.environ.get("LOCAL_RANK", "0")),
+            "world_size": int(os.environ.get("WORLD_SIZE", "1")),
+            "node": os.uname().nodename,
+            "pid": os.getpid(),
+            "status": None,  # stopped | completed | raised
+            "error": None,
+            "backend": None,
+            "init_called": False,
+            "destroy_deferred": False,
+            "info": {}, "comm": {}, "binding": {},
+        }
+        self.config = rundir.read_config()
+        self.started = time.time()
+        self._phase = None
+        self._rank_hooks = _rank_hooks()
+        import ddplint
+        import torch
+
+        self.skip_dirs = tuple(os.path.dirname(m.__file__) + os.sep for m in (ddplint, torch, os))
+
+    # -- phases --
+
+    def phase(self, name: str, **extra) -> None:
+        """Publish what this rank is doing now (read by the launcher's progress and hang report)."""
+        state = {"phase": name, **extra}
+        if state == self._phase:
+            return
+        self._phase = state
+        state = {**state, "since": time.time()}
+        self.rundir.write_small(self.rundir.phase_path(self.rank), json.dumps(state))
+
+    def _hook(self, name: str, key: str) -> None:
+        fn = self._rank_hooks.get(name)
+        if fn is None:
+            return
+        try:
+            self.record[key] = fn() or {}
+        except Exception as exc:  # a machine check must not break the data audit
+            self.record[key] = {"error": f"{type(exc).__name__}: {exc}"}
+
+    # -- patches --
+
+    def _forced_backend(self) -> str | None:
+        import torch
+
+        wanted = self.config["backend"]
+        if wanted == "auto":
+            return None if torch.cuda.is_available() else "gloo"
+        return wanted
+
+    def _patch_process_group(self) -> None:
+        import torch.distributed as dist
+
+        orig_init = dist.init_process_group
+        orig_destroy = dist.destroy_process_group
+        forced = self._forced_backend()
+        probe = self
+
+        def init_process_group(*args, **kwargs):
+            args = list(args)
+            requested = args[0] if args else kwargs.get("backend")
+            if forced is not None:
+                if args:
+                    args[0] = forced
+                else:
+                    kwargs["backend"] = forced
+                if forced == "gloo":
+                    kwargs.pop("device_id", None)
+            probe.record["init_called"] = True
+            probe.record["backend"] = {"requested": requested, "forced": forced}
+            probe.phase("init")
+            result = orig_init(*args, **kwargs)
+            probe.record["backend"]["used"] = dist.get_backend()
+            probe.phase("first batch")
+            probe._hook("after_init_process_group", "comm")
+            return result
+
+        def destroy_process_group(group=None):
+            if group is None:
+                probe.record["destroy_deferred"] = True
+                return None
+            return orig_destroy(group)
+
+        dist.init_process_group = init_process_group
+        dist.destroy_process_group = destroy_process_group
+        self._orig_destroy = orig_destroy
+
+    # -- the run --
+
+    def run(self) -> int:
+        import runpy
+
+        from ddplint.runtime.dataprobe import AuditStop, LoaderTracker
+        from ddplint.runtime.writeprobe import WriteRedirector
+
+        self._hook("collect_rank_info", "info")
+        self._patch_process_group()
+        tracker = LoaderTracker(self.config["steps"], self.config["epochs"], self.skip_dirs,
+                                self.phase, lambda: self._hook("at_first_batch", "binding"))
+        tracker.install()
+        writes = WriteRedirector(self.rundir.scratch(self.rank), self.skip_dirs, self.skip_dirs[1])
+
+        sys.argv = [self.script, *self.args]
+        sys.path[0] = os.path.dirname(self.script)
+        sys.dont_write_bytecode = True  # no __pycache__ in the user's tree
+        writes.install()
+        try:
+            runpy.run_path(self.script, run_name="__main__")
+            self.record["status"] = "completed"
+        except AuditStop:
+            self.record["status"] = "stopped"
+        except SystemExit as exc:
+            if exc.code in (None, 0):
+                self.record["status"] = "completed"
+            else:
+                self.record["status"] = "raised"
+                self.record["error"] = self._error(exc, f"SystemExit: {exc.code}")
+        except BaseException as exc:
+            self.record["status"] = "raised"
+            self.record["error"] = self._error(exc)
+        finally:
+            writes.uninstall()
+        self.record["loaders"] = tracker.records()
+        self.record["training_site"] = tracker.training_site
+        self.record["writes"] = writes.writes
+        self.record["elapsed_s"] = round(time.time() - self.started, 3)
+        self.rundir.write_record(self.rank, self.record)
+        if self.record["status"] == "raised":
+            self.phase("raised")
+            sys.stderr.write(self.record["error"]["text"])
+            return 1
+        self.phase("finished")
+        self._exit_barrier()
+        return 0
+
+    def _error(self, exc: BaseException, headline: str | None = None) -> dict:
+        frames = traceback.extract_tb(exc.__traceback__)
+        user = [f for f in frames if f.filename != __file__ and not f.filename.startswith(self.skip_dirs)
+                and not f.filename.startswith("<")]
+        site = user[-1] if user else (frames[-1] if frames else None)
+        return {
+            "type": type(exc).__name__,
+            "message": headline or f"{type(exc).__name__}: {exc}",
+            "site": None if site is None else {"file": site.filename, "line": site.lineno,
+                                               "function": site.name, "code": site.line},
+            "text": "".join(traceback.format_exception(exc)),
+            "t": time.time(),
+        }
+
+    def _exit_barrier(self) -> None:
+        """Wait until every rank has finished its script, through the store (not a collective)."""
+        import datetime
+
+        import torch.distributed as dist
+
+        if not (dist.is_available() and dist.is_initialized()):
+            return
+        try:
+            store = dist.distributed_c10d._get_default_store()
+            world = dist.get_world_size()
+            if store.add("ddplint/finished", 1) >= world:
+                store.set("ddplint/all-finished", "1")
+            else:
+                store.wait(["ddplint/all-finished"], datetime.timedelta(seconds=self.config["timeout"]))
+        except Exception:
+            pass  # a peer failed; torchrun and the launcher deal with it
+
+
+def _rank_hooks() -> dict:
+    import importlib
+
+    try:
+        rank_checks = importlib.import_module("ddplint.runtime.checks.rank")
+    except ModuleNotFoundError as exc:
+        if exc.name in ("ddplint.runtime.checks", "ddplint.runtime.checks.rank"):
+            return {}
+        raise
+    return {name: getattr(rank_checks, name) for name in _HOOKS if hasattr(rank_checks, name)}
+
+
+def main() -> None:
+    rundir = RunDir(sys.argv[1])
+    rank = int(os.environ.get("RANK", "0"))
+    rundir.write_small(rundir.pid_path(rank), str(os.getpid()))
+    stack_file = open(rundir.stack_path(rank), "w")
+    faulthandler.register(signal.SIGUSR1, file=stack_file, all_threads=True)
+    rundir.write_small(rundir.phase_path(rank), json.dumps({"phase": "startup", "since": time.time()}))
+    code = Probe(rundir, sys.argv[2], sys.argv[3:]).run()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+if __name__ == "__main__":
+    main()
