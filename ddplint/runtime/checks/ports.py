@@ -62,8 +62,7 @@ def port_check(master_addr: str, port: int, node_rank: int = 0) -> CheckResult:
     data.update(holders=[{"pid": p.pid, "command": p.command} for p in owners],
                 free_port=alternative)
     if owners:
-        who = ", ".join(f"pid {p.pid} ({p.argv[0].rsplit('/', 1)[-1] if p.argv else '?'})"
-                        for p in owners)
+        who = ", ".join(f"pid {p.pid} ({p.short})" for p in owners)
         evidence = [f"pid {p.pid}, running {procs.age_text(p.age_s)}: {p.command}"
                     for p in owners]
         kill = " ".join(str(p.pid) for p in owners)

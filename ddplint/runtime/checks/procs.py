@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 PROC = Path("/proc")
+AGENT_MODULES = ("torch.distributed.run", "torch.distributed.launch")
 
 
 @dataclass
@@ -22,6 +23,30 @@ class Proc:
     @property
     def command(self) -> str:
         return " ".join(self.argv) if self.argv else "?"
+
+    @property
+    def short(self) -> str:
+        """What a person would call it: "torchrun", "python train.py", "nginx"."""
+        if is_agent(self.argv):
+            return "torchrun"
+        if not self.argv:
+            return "?"
+        head = self.argv[0].rsplit("/", 1)[-1]
+        if head.startswith("python") and len(self.argv) > 1:
+            if self.argv[1] == "-m" and len(self.argv) > 2:
+                return f"python -m {self.argv[2]}"
+            return f"python {self.argv[1].rsplit('/', 1)[-1]}"
+        return head
+
+
+def is_agent(argv: list[str]) -> bool:
+    """A torchrun (elastic agent) process, however it was started."""
+    heads = [a.rsplit("/", 1)[-1] for a in argv[:2]]
+    if "torchrun" in heads:
+        return True
+    return any(a == "-m" and argv[k + 1] in AGENT_MODULES for k, a in enumerate(argv[:-1])) or \
+        any(a.endswith(("torch/distributed/run.py", "torch/distributed/launch.py"))
+            for a in argv[:3])
 
 
 def _read(path: Path) -> bytes | None:

@@ -9,19 +9,6 @@ from ddplint.runtime.checks.common import mib, plural
 from ddplint.runtime.nvml import Machine
 from ddplint.runtime.verdict import CheckResult, Status
 
-AGENT_MODULES = ("torch.distributed.run", "torch.distributed.launch")
-
-
-def is_agent(argv: list[str]) -> bool:
-    """A torchrun (elastic agent) process, however it was started."""
-    heads = [a.rsplit("/", 1)[-1] for a in argv[:2]]
-    if "torchrun" in heads:
-        return True
-    return any(a == "-m" and argv[k + 1] in AGENT_MODULES for k, a in enumerate(argv[:-1])) or \
-        any(a.endswith("torch/distributed/run.py") or a.endswith("torch/distributed/launch.py")
-            for a in argv[:3])
-
-
 def _names_port(argv: list[str], port: int) -> bool:
     text = " ".join(argv)
     return f"port={port}" in text or f"port {port}" in text or f":{port}" in text
@@ -39,13 +26,13 @@ def find_stale(port: int | None = None, nnodes: int = 1) -> list[tuple[procs.Pro
     peers: set[int] = set()
     if nnodes > 1 and port is not None:
         for p in all_procs:
-            if is_agent(p.argv) and _names_port(p.argv, port):
+            if procs.is_agent(p.argv) and _names_port(p.argv, port):
                 peers |= {p.pid} | procs.descendants(p.pid, all_procs)
     out = []
     for p in all_procs:
         if p.pid in mine or p.pid in peers:
             continue
-        if is_agent(p.argv):
+        if procs.is_agent(p.argv):
             out.append((p, "torchrun agent"))
             continue
         env = procs.environ_of(p.pid)

@@ -1,0 +1,254 @@
+"""Host checks replayed on recorded inventories of real machine shapes (fixtures/nvml/)."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+
+from ddplint.runtime.checks.env import launch_env_check, nccl_ifname_matches
+from ddplint.runtime.checks.gpu import inventory_check, visible_gpus
+from ddplint.runtime.checks.host import rendezvous_port, run_host_checks
+from ddplint.runtime.checks.stack import cuda_compat
+from ddplint.runtime.checks.topology import expected_busbw, topology_check
+from ddplint.runtime.nvml import ReplayReads, load_machine, record
+from ddplint.runtime.options import RuntimeOptions
+from ddplint.runtime.verdict import Status
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "nvml"
+CU124 = ("2.4.1+cu124", "12.4")
+
+
+def inventory(name: str) -> dict:
+    return json.loads((FIXTURES / f"{name}.json").read_text())
+
+
+def machine(name: str, edit=None):
+    inv = inventory(name)
+    if edit:
+        edit(inv)
+    return load_machine(ReplayReads(inv))
+
+
+def test_every_fixture_replays_and_records_back_unchanged():
+    for path in sorted(FIXTURES.glob("*.json")):
+        inv = json.loads(path.read_text())
+        recorded = record(ReplayReads(inv))
+        assert recorded == {k: v for k, v in inv.items() if not k.startswith("_")}, path.name
+        assert inv["_machine"], path.name
+
+
+def test_fixture_values_use_nvml_units_and_names():
+    h100 = inventory("h100_sxm_8x_nvswitch")
+    assert h100["devices"][0]["name"] == "NVIDIA H100 80GB HBM3"
+    assert h100["devices"][0]["memory"]["total"] == 85520809984
+    assert h100["cuda_driver_version"] == 12040
+    for d in h100["devices"]:
+        m = d["memory"]
+        assert m["total"] == m["free"] + m["used"]
+        assert d["uuid"].startswith("GPU-") and len(d["uuid"]) == 40
+
+
+def test_h100_node_passes_with_full_nvlink_matrix():
+    m = machine("h100_sxm_8x_nvswitch")
+    inv = inventory_check(m, 8, {}, CU124)
+    assert inv.status is Status.PASS
+    assert inv.summary == "8 x NVIDIA H100 80GB HBM3 (80 GB) free for 8 processes"
+    assert any("81559 MiB total" in line for line in inv.evidence)
+    topo = topology_check(m, list(range(8)))
+    assert topo.status is Status.PASS
+    assert topo.data["matrix"][0] == ["X"] + ["NV18"] * 7
+    assert topo.evidence[1].split()[:3] == ["GPU0", "X", "NV18"]
+    assert "0-55,112-167" in topo.evidence[1] and "56-111,168-223" in topo.evidence[8]
+    assert topo.data["expected_busbw_gbps"] == 450.0
+
+
+def test_too_few_gpus_fails_and_names_the_count():
+    m = machine("h100_sxm_8x_nvswitch")
+    r = inventory_check(m, 8, {"CUDA_VISIBLE_DEVICES": "0,1,2,3"}, CU124)
+    assert r.status is Status.FAIL
+    assert r.summary.startswith("4 GPUs visible (CUDA_VISIBLE_DEVICES=0,1,2,3), "
+                                "--nproc-per-node asks for 8")
+    assert r.fix == "use --nproc-per-node 4 or make 8 GPUs visible"
+
+
+@pytest.mark.parametrize("value,expected", [
+    ("3,1", [3, 1]),
+    ("GPU-17b05e3c,GPU-5a3b7c92-6f1e-9d4c-a036-7e8d1f2a4b78", [3, 7]),
+    ("0,9,1", [0]),          # CUDA stops at the first entry that names no GPU
+    ("1,1,2", [1]),          # and at a repeated one
+    ("GPU-ffff", []),
+    ("", []),
+])
+def test_cuda_visible_devices_by_index_and_uuid(value, expected):
+    m = machine("h100_sxm_8x_nvswitch")
+    assert visible_gpus(m, value).indices == expected
+
+
+def test_no_visible_gpu_skips_to_cpu_unless_nccl_asked():
+    m = machine("h100_sxm_8x_nvswitch")
+    assert inventory_check(m, 2, {"CUDA_VISIBLE_DEVICES": ""}, CU124).status is Status.SKIP
+    assert inventory_check(m, 2, {"CUDA_VISIBLE_DEVICES": ""}, CU124,
+                           backend="nccl").status is Status.FAIL
+
+
+def test_mixed_a100_40_and_80_warns_that_the_smallest_sets_the_limit():
+    m = machine("a100_pcie_mixed_40gb_80gb")
+    r = inventory_check(m, 4, {}, ("2.1.2+cu121", "12.0"))
+    assert r.status is Status.WARN
+    assert "the batch must fit the 40 GB card: the smallest sets the limit" in r.summary
+    assert any("CUDA_DEVICE_ORDER" in e for e in r.evidence)
+    # the same machine with only the two 80 GB cards is uniform
+    only80 = inventory_check(m, 2, {"CUDA_VISIBLE_DEVICES": "2,3"}, ("2.1.2+cu121", "12.0"))
+    assert only80.status is Status.PASS
+
+
+def test_foreign_processes_warn_or_fail_by_how_much_they_hold():
+    m = machine("a100_sxm_4x_foreign_processes")
+    both = inventory_check(m, 4, {}, ("2.3.1+cu121", "12.1"))
+    assert both.status is Status.FAIL
+    assert "GPU2 is already in use: pid 51877 python 75016 MiB" in both.summary
+    assert "pid 48213 /opt/conda/bin/python3.10 31744 MiB" in both.summary
+    warn_only = inventory_check(m, 2, {"CUDA_VISIBLE_DEVICES": "0,1"}, ("2.3.1+cu121", "12.1"))
+    assert warn_only.status is Status.WARN
+    free = inventory_check(m, 2, {"CUDA_VISIBLE_DEVICES": "0,3"}, ("2.3.1+cu121", "12.1"))
+    assert free.status is Status.PASS
+
+
+def test_desktop_xorg_framebuffer_is_evidence_not_a_warning():
+    m = machine("rtx4090_2x_pcie_cross_socket")
+    r = inventory_check(m, 2, {}, ("2.3.1+cu121", "12.1"))
+    assert r.status is Status.PASS
+    assert any("pid 2107 /usr/lib/xorg/Xorg 258 MiB (graphics)" in e for e in r.evidence)
+
+
+def test_driver_too_old_for_cuda_12_4_fails_with_both_numbers():
+    m = machine("v100_sxm2_4x_driver_470")
+    r = inventory_check(m, 4, {}, CU124)
+    assert r.status is Status.FAIL
+    assert ("driver 470.256.02 supports CUDA 11.4; torch was built for CUDA 12.4: "
+            "torch cannot use the GPUs") in r.summary
+    assert r.fix == "upgrade the NVIDIA driver to 550.54.14 or newer, or install a torch build for CUDA 11.x"
+    assert "GPU3 reports 2 uncorrected ECC errors" in r.summary
+
+
+def test_cuda_minor_version_compatibility_is_a_warning():
+    status, line, fix = cuda_compat("535.129.03", 12020, "12.4")
+    assert status is Status.WARN and "minor-version compatibility" in line
+    assert cuda_compat("550.54.15", 12040, "12.1")[0] is Status.PASS
+    assert cuda_compat("560.35.03", 12060, "11.8")[0] is Status.PASS
+
+
+def test_cpu_only_torch_on_a_gpu_host_warns():
+    m = machine("rtx4090_2x_pcie_cross_socket")
+    r = inventory_check(m, 2, {}, ("2.13.0+cpu", None))
+    assert r.status is Status.WARN and "CPU-only build" in r.summary
+
+
+def test_mig_enabled_fails_and_pending_change_warns():
+    m = machine("a100_sxm_2x_mig")
+    r = inventory_check(m, 2, {}, CU124)
+    assert r.status is Status.FAIL
+    assert "GPU0 is in MIG mode" in r.summary
+    assert "GPU1 has a MIG mode change pending" in r.summary
+    assert r.fix == "disable MIG (sudo nvidia-smi -i 0 -mig 0) before a multi-process job"
+    assert inventory_check(m, 1, {"CUDA_VISIBLE_DEVICES": "1"}, CU124).status is Status.WARN
+
+
+def test_cross_socket_pcie_pair_warns_sys():
+    m = machine("rtx4090_2x_pcie_cross_socket")
+    r = topology_check(m, [0, 1])
+    assert r.status is Status.WARN
+    assert r.data["matrix"] == [["X", "SYS"], ["SYS", "X"]]
+    assert "GPU0-GPU1 connect through SYS" in r.summary
+    assert r.data["basis"] == "PCIe gen4 x16"
+    assert round(r.data["expected_busbw_gbps"], 1) == 31.5
+
+
+def test_h100_pair_across_sockets_suggests_one_socket_only_without_nvlink():
+    def drop_nvlink(inv):
+        for d in inv["devices"]:
+            d["nvlinks"] = []
+    m = machine("h100_sxm_8x_nvswitch", drop_nvlink)
+    r = topology_check(m, [0, 4])
+    assert r.status is Status.WARN
+    assert r.fix.startswith("keep the job on one socket (CUDA_VISIBLE_DEVICES=0,1, NUMA node 0)")
+    assert topology_check(machine("h100_sxm_8x_nvswitch"), [0, 4]).status is Status.PASS
+
+
+def test_degraded_nvlink_warns():
+    def one_link_down(inv):
+        inv["devices"][3]["nvlinks"][5]["state"] = 0
+    m = machine("h100_sxm_8x_nvswitch", one_link_down)
+    r = topology_check(m, list(range(8)))
+    assert r.status is Status.WARN
+    assert "GPU3 has 17 active NVLinks where its peers have 18" in r.summary
+    assert any(e.startswith("GPU3: 17/18 NVLinks active") and "inactive: [5]" in e
+               for e in r.evidence)
+
+
+def test_direct_nvlink_meshes_count_links_per_pair():
+    v100 = machine("v100_sxm2_4x_driver_470")
+    assert topology_check(v100, [0, 1, 2, 3]).data["matrix"][0] == ["X", "NV1", "NV1", "NV2"]
+    a100 = machine("a100_pcie_mixed_40gb_80gb")
+    assert [a100.link(0, j) for j in range(4)] == ["X", "NV12", "NODE", "NODE"]
+    # bridged pairs only: the whole set is limited by PCIe, a bridged pair by NVLink 3
+    assert expected_busbw(a100, [0, 1, 2, 3])[1] == "PCIe gen4 x16"
+    assert expected_busbw(a100, [0, 1])[0] == 300.0
+
+
+def test_single_gpu_topology_skips():
+    assert topology_check(machine("h100_sxm_8x_nvswitch"), [0]).status is Status.SKIP
+
+
+def test_launch_env_flags_settings_that_break_or_slow():
+    names = ["lo", "eth0", "ib0"]
+    bad = launch_env_check({"NCCL_P2P_DISABLE": "1", "NCCL_IB_DISABLE": "1",
+                            "CUDA_LAUNCH_BLOCKING": "1", "NCCL_SOCKET_IFNAME": "enp",
+                            "OMP_NUM_THREADS": "16"}, nproc=8, nnodes=2, ifnames=names, cpus=64)
+    assert bad.status is Status.FAIL
+    assert bad.summary.startswith("NCCL_SOCKET_IFNAME=enp selects no interface of this host "
+                                  "(it has lo, eth0, ib0)")
+    for text in ("NCCL_P2P_DISABLE=1", "NCCL_IB_DISABLE=1 on a multi-node job",
+                 "CUDA_LAUNCH_BLOCKING=1", "OMP_NUM_THREADS=16 x 8 processes = 128 threads"):
+        assert text in bad.summary
+    single = launch_env_check({"NCCL_IB_DISABLE": "1"}, 2, 1, names, 8)
+    assert single.status is Status.PASS and any("no effect on a single node" in e
+                                                for e in single.evidence)
+    clean = launch_env_check({"NCCL_SOCKET_IFNAME": "eth", "NCCL_DEBUG": "INFO"}, 2, 1, names, 8)
+    assert clean.status is Status.PASS
+    unset = launch_env_check({}, 2, 1, names, 8)
+    assert any("NCCL_DEBUG is unset" in e for e in unset.evidence)
+
+
+@pytest.mark.parametrize("spec,picked", [
+    ("eth", ["eth0"]), ("=eth", []), ("=eth0", ["eth0"]), ("^lo,docker", ["eth0", "ib0"]),
+    ("ib,eth", ["eth0", "ib0"]), ("^=eth0", ["lo", "ib0"]),
+])
+def test_nccl_socket_ifname_syntax(spec, picked):
+    assert nccl_ifname_matches(spec, ["lo", "eth0", "ib0"]) == picked
+
+
+def test_gloo_ifname_names_exact_interfaces():
+    r = launch_env_check({"GLOO_SOCKET_IFNAME": "eth"}, 2, 1, ["lo", "eth0"], 8)
+    assert r.status is Status.FAIL and "GLOO_SOCKET_IFNAME names eth" in r.summary
+
+
+def test_rendezvous_port_prefers_the_c10d_endpoint():
+    base = RuntimeOptions(script=Path("t.py"), master_addr="10.0.0.1")
+    assert rendezvous_port(base, 29500) == ("10.0.0.1", 29500)
+    c10d = RuntimeOptions(script=Path("t.py"), rdzv_backend="c10d", rdzv_endpoint="node0:29400")
+    assert rendezvous_port(c10d, 29500) == ("node0", 29400)
+
+
+def test_run_host_checks_on_a_replayed_machine_returns_every_check():
+    opts = RuntimeOptions(script=Path("t.py"))
+    reads = ReplayReads(copy.deepcopy(inventory("rtx4090_2x_pcie_cross_socket")))
+    results = run_host_checks(opts, 2, 0, nvml=reads, environ={})
+    assert [r.check for r in results] == ["gpu.inventory", "gpu.topology", "stack.nvml",
+                                          "env.port", "env.stale", "env.launch"]
+    assert results[1].status is Status.WARN
+    for r in results:
+        json.dumps(r.to_json())
