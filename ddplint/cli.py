@@ -68,7 +68,7 @@ def _fail(message: str) -> None:
 @click.option("--rdzv-backend", help="[runtime] torchrun rendezvous backend (e.g. c10d).")
 @click.option("--rdzv-endpoint", help="[runtime] torchrun rendezvous endpoint HOST:PORT.")
 @click.version_option(__version__, "--version", prog_name="ddplint")
-def main(paths: tuple[str, ...], select, ignore, output_format, output, config_path, force_exclude, exit_zero,
+def cli(paths: tuple[str, ...], select, ignore, output_format, output, config_path, force_exclude, exit_zero,
          jobs, list_rules, explain, runtime, **runtime_options) -> None:
     """Find distributed-training mistakes in PyTorch scripts.
 
@@ -85,6 +85,14 @@ def main(paths: tuple[str, ...], select, ignore, output_format, output, config_p
         _runtime(paths, output_format, output, runtime_options)
     else:
         _lint(paths, select, ignore, output_format, output, config_path, force_exclude, exit_zero, jobs)
+
+
+def main(args: list[str] | None = None) -> None:
+    """Console entry point: click's own handling, plus one line instead of a traceback."""
+    try:
+        cli.main(args=args, prog_name="ddplint")
+    except Exception as exc:  # a bug in ddplint; the user gets one line and exit 2
+        _fail(f"internal error: {type(exc).__name__}: {exc}")
 
 
 def _list_rules() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fnmatch
+import os
 import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
@@ -62,9 +63,9 @@ class Config:
         return any(_path_matches(rel, p) for p in (*self.exclude, *self.extend_exclude))
 
     def relative(self, path: Path) -> str:
-        resolved = path.resolve()
+        resolved = Path(os.path.realpath(path))
         try:
-            return resolved.relative_to(self.root.resolve()).as_posix()
+            return resolved.relative_to(os.path.realpath(self.root)).as_posix()
         except ValueError:
             return resolved.as_posix()
 
@@ -82,7 +83,7 @@ def _path_matches(rel: str, pattern: str) -> bool:
 
 
 def find_pyproject(start: Path) -> Path | None:
-    start = start.resolve()
+    start = Path(os.path.realpath(start))  # realpath, unlike resolve(), survives symlink loops
     for directory in (start if start.is_dir() else start.parent, *start.parents):
         candidate = directory / "pyproject.toml"
         if candidate.is_file():

@@ -53,7 +53,7 @@ def discover(paths: Sequence[Path], config: Config) -> tuple[list[Path], list[Fi
             errors.append(FileError(str(path), f"cannot access: {exc.strerror or exc}"))
             continue
         if is_dir:
-            if config.is_excluded(path) and path.resolve() != config.root.resolve():
+            if config.is_excluded(path) and os.path.realpath(path) != os.path.realpath(config.root):
                 continue
             files.extend(_walk(path, config, errors))
         elif is_file:

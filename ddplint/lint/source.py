@@ -37,10 +37,12 @@ def decode_source(data: bytes) -> str:
     try:
         text = data.decode(encoding)
     except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        where = f"line {line} (byte {exc.start})"
         raise SourceError(
-            f"not valid {encoding} at byte {exc.start} and no PEP 263 coding declaration says otherwise"
+            f"not valid {encoding} at {where}, and no PEP 263 coding declaration says otherwise"
             if encoding == "utf-8"
-            else f"not valid {encoding} at byte {exc.start}"
+            else f"not valid {encoding} at {where}"
         ) from None
     except LookupError:
         raise SourceError(f"unknown encoding {encoding!r} in coding declaration") from None

@@ -1,0 +1,221 @@
+"""The command line as a user runs it: output shape, exit codes, selection, bad input."""
+
+import json
+import os
+import sys
+
+import pytest
+
+from conftest import FIXTURES, ROOT, run_cli
+
+BAD = FIXTURES / "lint" / "device" / "hardcoded_to_cuda0.py"
+GOOD = FIXTURES / "lint" / "device" / "nanogpt_style.py"
+DIST_SCRIPT = 'import torch\nimport torch.distributed as dist\ndist.init_process_group("nccl")\nx = torch.zeros(1).to("cuda:0")\n'
+
+
+def test_findings_are_sorted_lines_with_summary_and_exit_1():
+    proc = run_cli(str(BAD), str(GOOD))
+    assert proc.returncode == 1
+    lines = proc.stdout.splitlines()
+    assert lines[-1] == "Found 3 problems in 1 file."
+    body = lines[:-1]
+    assert body == sorted(body, key=lambda l: (l.split(":")[0], int(l.split(":")[1]), int(l.split(":")[2])))
+    assert body[1].startswith(f"{BAD}:13:39: DDP101 device index 0 is hard-coded")
+
+
+def test_clean_file_exits_0():
+    proc = run_cli(str(GOOD))
+    assert proc.returncode == 0, proc.stdout
+    assert proc.stdout == "All checks passed (1 file).\n"
+
+
+def test_directories_are_walked_recursively_skipping_venvs_and_hidden(tmp_path):
+    for rel in ("src/pkg/train.py", ".venv/lib/x.py", "build/y.py", ".hidden/z.py", "src/__pycache__/w.py"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(DIST_SCRIPT)
+    (tmp_path / "src" / "notes.txt").write_text(DIST_SCRIPT)
+    proc = run_cli(str(tmp_path))
+    assert proc.returncode == 1
+    assert {line.split(":")[0] for line in proc.stdout.splitlines()[:-1]} == {str(tmp_path / "src/pkg/train.py")}
+
+
+def test_select_and_ignore_by_prefix():
+    assert "DDP103" not in run_cli("--select", "DDP101", str(BAD)).stdout
+    out = run_cli("--select", "DDP1", "--ignore", "DDP101", str(BAD)).stdout
+    assert "DDP103" in out and "DDP101" not in out
+
+
+def test_unknown_rule_code_is_a_usage_error():
+    proc = run_cli("--select", "DDP999", str(BAD))
+    assert proc.returncode == 2
+    assert "unknown rule selector 'DDP999'" in proc.stderr
+
+
+def test_json_output_schema():
+    proc = run_cli("--format", "json", str(BAD))
+    assert proc.returncode == 1
+    data = json.loads(proc.stdout)
+    assert data["schema_version"] == 1
+    assert data["summary"] == {"files": 1, "problems": 3, "errors": 0}
+    first = data["diagnostics"][0]
+    assert set(first) == {"path", "line", "column", "end_line", "end_column", "code", "name", "severity",
+                          "message", "fix"}
+    assert (first["code"], first["name"], first["line"]) == ("DDP103", "missing-set-device", 11)
+
+
+def test_output_file(tmp_path):
+    target = tmp_path / "report.json"
+    proc = run_cli("--format", "json", "--output", str(target), str(BAD))
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert json.loads(target.read_text())["summary"]["problems"] == 3
+
+
+def test_exit_zero():
+    assert run_cli("--exit-zero", str(BAD)).returncode == 0
+
+
+def test_list_rules_and_explain():
+    listing = run_cli("--list-rules")
+    assert listing.returncode == 0
+    codes = [line.split()[0] for line in listing.stdout.splitlines()]
+    assert codes[:7] == ["DDP001", "DDP101", "DDP102", "DDP103", "DDP104", "DDP105", "DDP106"]
+    explain = run_cli("--explain", "ddp101")
+    assert explain.returncode == 0
+    assert explain.stdout.startswith("# DDP101 hard-coded-cuda-index")
+    assert "## How to fix" in explain.stdout
+    missing = run_cli("--explain", "DDP999")
+    assert missing.returncode == 2 and "unknown rule 'DDP999'" in missing.stderr
+
+
+def test_help_documents_every_option():
+    out = run_cli("--help").stdout
+    for option in ("--select", "--ignore", "--format", "--output", "--config", "--force-exclude", "--exit-zero",
+                   "--jobs", "--list-rules", "--explain", "--runtime", "--nproc-per-node", "--backend",
+                   "--steps", "--epochs", "--timeout", "--rdzv-timeout", "--nnodes", "--node-rank",
+                   "--master-addr", "--master-port", "--rdzv-backend", "--rdzv-endpoint", "--version"):
+        assert option in out, option
+
+
+def test_console_script_matches_module(tmp_path):
+    script = ROOT / ".venv" / "bin" / "ddplint"
+    exe = script if script.exists() else None
+    if exe is None:
+        pytest.skip("console script not installed in this environment")
+    import subprocess
+
+    proc = subprocess.run([str(exe), str(BAD)], capture_output=True, text=True)
+    assert proc.stdout == run_cli(str(BAD)).stdout
+
+
+# -- bad input: one clear line, the right exit code, other files still linted ------------
+
+
+def test_syntax_error_is_a_finding_and_other_files_are_linted(tmp_path):
+    broken = tmp_path / "broken.py"
+    broken.write_text("import torch\n\ndef train(:\n    pass\n")
+    proc = run_cli(str(broken), str(BAD))
+    assert proc.returncode == 1
+    assert f"{broken}:3:11: DDP001 syntax error: " in proc.stdout
+    assert "DDP101" in proc.stdout
+
+
+def test_syntax_error_in_file_without_torch(tmp_path):
+    broken = tmp_path / "util.py"
+    broken.write_text("x = (1,\n")
+    proc = run_cli(str(broken))
+    assert proc.returncode == 1 and "DDP001" in proc.stdout
+
+
+@pytest.mark.parametrize(
+    "content,message",
+    [
+        (b"import torch\nx = '\xff\xfe'\n", "not valid utf-8 at line 2 (byte 18)"),
+        (b"import torch\x00\n", "file contains a NUL byte"),
+        (b"# -*- coding: klingon -*-\nimport torch\n", "unknown encoding"),
+    ],
+)
+def test_undecodable_files_give_one_line_and_exit_2(tmp_path, content, message):
+    path = tmp_path / "bad.py"
+    path.write_bytes(content)
+    proc = run_cli(str(path), str(BAD))
+    assert proc.returncode == 2
+    errors = proc.stderr.strip().splitlines()
+    assert len(errors) == 1 and message in errors[0] and str(path) in errors[0]
+    assert "Traceback" not in proc.stderr
+    assert "DDP101" in proc.stdout
+
+
+def test_pep263_latin1_and_bom_are_honoured(tmp_path):
+    latin = tmp_path / "latin.py"
+    latin.write_bytes(b"# -*- coding: latin-1 -*-\n" + DIST_SCRIPT.encode() + b"print('\xe9')\n")
+    bom = tmp_path / "bom.py"
+    bom.write_bytes(b"\xef\xbb\xbf" + DIST_SCRIPT.encode())
+    proc = run_cli(str(latin), str(bom))
+    assert proc.returncode == 1
+    assert f"{latin}:5:" in proc.stdout and f"{bom}:4:" in proc.stdout
+
+
+def test_empty_file_is_clean(tmp_path):
+    empty = tmp_path / "empty.py"
+    empty.write_text("")
+    proc = run_cli(str(empty))
+    assert proc.returncode == 0 and "All checks passed" in proc.stdout
+
+
+def test_missing_path_exits_2(tmp_path):
+    proc = run_cli(str(tmp_path / "nope"), str(GOOD))
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == f"ddplint: error: {tmp_path / 'nope'}: no such file or directory"
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads files without read permission")
+def test_unreadable_file_exits_2(tmp_path):
+    path = tmp_path / "secret.py"
+    path.write_text(DIST_SCRIPT)
+    path.chmod(0)
+    proc = run_cli(str(path))
+    assert proc.returncode == 2 and "permission denied" in proc.stderr
+
+
+def test_symlink_loop_exits_2(tmp_path):
+    (tmp_path / "a.py").symlink_to(tmp_path / "b.py")
+    (tmp_path / "b.py").symlink_to(tmp_path / "a.py")
+    proc = run_cli(str(tmp_path / "a.py"))
+    assert proc.returncode == 2
+    assert "symlink loop" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_directory_symlink_loop_terminates(tmp_path):
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "train.py").write_text(DIST_SCRIPT)
+    (tmp_path / "pkg" / "loop").symlink_to(tmp_path / "pkg")
+    proc = run_cli(str(tmp_path))
+    assert proc.returncode == 1 and proc.stdout.count("DDP101") == 1
+
+
+def test_huge_file_is_refused_with_one_line(tmp_path):
+    path = tmp_path / "generated.py"
+    path.write_bytes(b"import torch\n" + b"x = 1\n" * 2_000_000)
+    proc = run_cli(str(path))
+    assert proc.returncode == 2 and "larger than 10 MiB" in proc.stderr
+
+
+def test_no_paths_is_a_usage_error():
+    proc = run_cli()
+    assert proc.returncode == 2 and "no paths given" in proc.stderr
+
+
+def test_static_path_never_imports_torch_or_pynvml():
+    code = (
+        "import sys\n"
+        "from ddplint.cli import main\n"
+        "try:\n"
+        f"    main([{str(BAD)!r}, {str(FIXTURES / 'lint')!r}])\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "print('torch' in sys.modules, 'pynvml' in sys.modules, file=sys.stderr)\n"
+    )
+    import subprocess
+
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.stderr.strip().splitlines()[-1] == "False False"
