@@ -101,6 +101,10 @@ class LoaderTracker:
             dataset_len = len(loader.dataset)
         except Exception:
             dataset_len = None
+        try:
+            sampler_len = None if iterable else len(owner)
+        except Exception:
+            sampler_len = None
         rec = self.loaders.get(site)
         if rec is None:
             rec = self.loaders[site] = {"site": site, "epochs": [], "set_epoch": [], "training": False}
@@ -113,6 +117,8 @@ class LoaderTracker:
             "num_replicas": getattr(owner, "num_replicas", None),
             "sampler_rank": getattr(owner, "rank", None),
             "sampler_drop_last": getattr(owner, "drop_last", None),
+            "sampler_len": sampler_len,
+            "replacement": getattr(owner, "replacement", None),
             "batch_size": loader.batch_size,
             "drop_last": loader.drop_last,
             "batched": loader.batch_sampler is not None,
@@ -177,6 +183,10 @@ class LoaderTracker:
 
     def _iter(self, loader):
         site = getattr(loader, "_ddplint_site", None)
+        try:
+            sampler_len = None if iterable else len(owner)
+        except Exception:
+            sampler_len = None
         rec = self.loaders.get(site)
         if rec is None:
             return self._orig["iter"](loader)

@@ -33,16 +33,16 @@ def _write_site(skip_dirs: tuple[str, ...], torch_dir: str) -> tuple[bool, str |
     outside ddplint and the standard library is then inside torch.
     """
     f = sys._getframe(2)
-    first = None
-    while f is not None:
+    first = site = None
+    while f is not None and site is None:
         fn = f.f_code.co_filename
         if not fn.startswith("<"):
             if first is None and (not fn.startswith(skip_dirs) or fn.startswith(torch_dir)):
                 first = fn
             if not fn.startswith(skip_dirs):
-                return True, f"{fn}:{f.f_lineno}"
+                site = f"{fn}:{f.f_lineno}"
         f = f.f_back
-    return first is None or not first.startswith(torch_dir), None
+    return first is None or not first.startswith(torch_dir), site
 
 
 class WriteRedirector:
@@ -68,7 +68,7 @@ class WriteRedirector:
         if isinstance(p, bytes):
             p = os.fsdecode(p)
         full = os.path.abspath(p)
-        if full.startswith(self._scratch_prefix) or (full + os.sep).startswith(self._passthrough):
+        if (full + os.sep).startswith((self._scratch_prefix, *self._passthrough)):
             return None
         return str(self.scratch / full.lstrip(os.sep))
 
@@ -77,11 +77,24 @@ class WriteRedirector:
         if ours:
             self.writes.append({"path": os.path.abspath(os.fspath(path)), "op": op, "site": site, **extra})
 
+    def _ensure_dir(self, path: str) -> None:
+        """mkdir -p inside the scratch tree with the real os.mkdir (os.makedirs would call
+        the patched one back for every parent)."""
+        missing = []
+        while not os.path.isdir(path) and path != os.path.dirname(path):
+            missing.append(path)
+            path = os.path.dirname(path)
+        for p in reversed(missing):
+            try:
+                self._orig["mkdir"](p)
+            except FileExistsError:
+                pass
+
     def _for_write(self, path, op: str) -> str | None:
         target = self._redirect(path)
         if target is not None:
             self._note(path, op)
-            self._orig["makedirs"](os.path.dirname(target), exist_ok=True)
+            self._ensure_dir(os.path.dirname(target))
         return target
 
     def _for_read(self, path) -> object:
@@ -129,9 +142,9 @@ class WriteRedirector:
         if target is None:
             return self._orig["makedirs"](name, mode, exist_ok)
         self._note(name, "makedirs", dir=True)
-        if not exist_ok and os.path.isdir(name):
+        if not exist_ok and (os.path.isdir(name) or os.path.isdir(target)):
             raise FileExistsError(17, "File exists", os.fspath(name))
-        return self._orig["makedirs"](target, mode, True)
+        self._ensure_dir(target)
 
     def _mkdir(self, path, mode=0o777, *, dir_fd=None):
         target = None if dir_fd is not None else self._redirect(path)
@@ -140,7 +153,7 @@ class WriteRedirector:
         self._note(path, "mkdir", dir=True)
         if os.path.isdir(path) or os.path.isdir(target):
             raise FileExistsError(17, "File exists", os.fspath(path))
-        self._orig["makedirs"](os.path.dirname(target), exist_ok=True)
+        self._ensure_dir(os.path.dirname(target))
         return self._orig["mkdir"](target, mode)
 
     def _remove(self, path, *, dir_fd=None):
@@ -163,7 +176,7 @@ class WriteRedirector:
             if d is None:
                 return real(src if s is None else self._for_read(src), dst)
             self._note(dst, "os." + key)
-            self._orig["makedirs"](os.path.dirname(d), exist_ok=True)
+            self._ensure_dir(os.path.dirname(d))
             source = self._for_read(src)
             if source == src and s is not None:
                 # The source is a user file: copy it rather than move it away.

@@ -1,0 +1,204 @@
+"""`ddplint --runtime`: plan, launch, merge, report. `run_audit(options)` returns the exit code.
+
+0 when no check FAILs, 1 when one does, 2 when ddplint itself could not run (bad arguments,
+script not found, torch missing, interrupted) with a one-line reason on stderr.
+
+Hook points for the machine checks (`ddplint.runtime.checks`, optional modules):
+- before torchrun starts: `checks.host.run_host_checks(options, nproc, master_port)` ->
+  list[CheckResult], reported first;
+- after the run: `checks.rank.rank_checks(records)` -> list[CheckResult], over every rank's
+  record (the dicts the probe's rank hooks filled are under "info", "comm", "binding").
+A hook that raises becomes a WARN line of its own; the data audit still runs.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import shutil
+import sys
+import tempfile
+import time
+
+from ddplint.runtime.options import RuntimeOptions
+from ddplint.runtime.verdict import CheckResult, Status
+
+INSTALL_HINT = "install the runtime extra: pip install 'ddplint[runtime]'"
+
+
+class UsageError(Exception):
+    pass
+
+
+def _progress(message: str) -> None:
+    print(f"ddplint: {message}", file=sys.stderr, flush=True)
+
+
+def visible_gpu_count() -> int:
+    """GPUs CUDA would enumerate here, read through NVML (no torch import); 0 without a driver."""
+    try:
+        from ddplint.runtime.checks.gpu import visible_gpus
+        from ddplint.runtime.nvml import NvmlReadFailed, NvmlUnavailable, load_machine, open_nvml
+    except ImportError:
+        return 0
+    try:
+        reads = open_nvml()
+    except (NvmlUnavailable, NvmlReadFailed):
+        return 0
+    try:
+        machine = load_machine(reads)
+    except Exception:
+        return 0
+    finally:
+        reads.close()
+    return len(visible_gpus(machine, os.environ.get("CUDA_VISIBLE_DEVICES")).indices)
+
+
+def _validate(options: RuntimeOptions) -> tuple[int, str]:
+    """(processes per node, backend to report) or UsageError."""
+    script = options.script
+    if not script.exists():
+        raise UsageError(f"script not found: {script}")
+    if not script.is_file():
+        raise UsageError(f"not a file: {script}")
+    for module in ("torch", "numpy"):
+        if importlib.util.find_spec(module) is None:
+            raise UsageError(f"{module} is not installed; {INSTALL_HINT}")
+    if options.backend not in ("auto", "gloo", "nccl"):
+        raise UsageError(f"unknown backend {options.backend!r}: use auto, gloo or nccl")
+    for name, value in (("--steps", options.steps), ("--epochs", options.epochs)):
+        if value < 1:
+            raise UsageError(f"{name} must be at least 1")
+    if options.timeout <= 0 or options.rdzv_timeout <= 0:
+        raise UsageError("--timeout and --rdzv-timeout must be positive")
+    gpus = visible_gpu_count()
+    nproc = options.nproc_per_node or gpus or 2
+    if nproc < 1:
+        raise UsageError("--nproc-per-node must be at least 1")
+    if options.backend == "nccl" and not gpus:
+        raise UsageError("--backend nccl needs GPUs and none is visible; use --backend gloo")
+    backend = options.backend if options.backend != "auto" else ("nccl" if gpus else "gloo")
+    return nproc, backend
+
+
+def _master_port(options: RuntimeOptions) -> int:
+    from ddplint.runtime.launcher import free_port, port_is_free
+
+    if options.master_port is None:
+        return free_port()
+    local = options.node_rank == 0 and not options.rdzv_endpoint
+    if local and not port_is_free(options.master_port):
+        raise UsageError(f"--master-port {options.master_port} is in use (a stale torchrun?); "
+                         "free it or omit --master-port to pick a free one")
+    return options.master_port
+
+
+def _hook(module: str, name: str):
+    try:
+        mod = importlib.import_module(f"ddplint.runtime.checks.{module}")
+    except ModuleNotFoundError as exc:
+        if exc.name in ("ddplint.runtime.checks", f"ddplint.runtime.checks.{module}"):
+            return None
+        raise
+    return getattr(mod, name, None)
+
+
+def _call_hook(module: str, name: str, *args) -> list[CheckResult]:
+    fn = _hook(module, name)
+    if fn is None:
+        return []
+    try:
+        return list(fn(*args))
+    except Exception as exc:
+        return [CheckResult(f"{module}.checks", Status.WARN,
+                            f"the {module} checks could not run: {type(exc).__name__}: {exc}")]
+
+
+def run_audit(options: RuntimeOptions) -> int:
+    try:
+        nproc, backend = _validate(options)
+        port = _master_port(options)
+    except UsageError as exc:
+        print(f"ddplint: error: {exc}", file=sys.stderr)
+        return 2
+    from ddplint.runtime.launcher import Interrupted, Launch, torchrun_command
+    from ddplint.runtime.rundir import RunDir
+
+    script = options.script.resolve()
+    world = nproc * options.nnodes
+    rundir = RunDir(tempfile.mkdtemp(prefix="ddplint-run-"))
+    started = time.monotonic()
+    try:
+        host = _call_hook("host", "run_host_checks", options, nproc, port)
+        rundir.write_config({"steps": options.steps, "epochs": options.epochs,
+                             "backend": options.backend, "timeout": options.timeout})
+        command = torchrun_command(rundir, script, options.script_args, nproc, options.nnodes,
+                                   options.node_rank, options.master_addr, port,
+                                   options.rdzv_backend, options.rdzv_endpoint)
+        _progress(f"launching torchrun: {nproc} processes x {options.nnodes} node(s), {backend}, "
+                  f"port {port}, timeout {options.timeout:g} s")
+        result = Launch(rundir, command, nproc, options.timeout, options.rdzv_timeout, _progress).run()
+        report = _merge(options, script, host, result, nproc, world, backend, port,
+                        time.monotonic() - started)
+    except Interrupted as exc:
+        print(f"ddplint: error: interrupted ({exc}); every rank was stopped", file=sys.stderr)
+        return 2
+    finally:
+        shutil.rmtree(rundir.path, ignore_errors=True)
+    return _emit(options, report)
+
+
+def _merge(options, script, host, result, nproc, world, backend, port, elapsed) -> dict:
+    from ddplint.runtime import report as rpt
+    from ddplint.runtime.data_checks import data_checks, loaders_of
+    from ddplint.runtime.io_checks import check_single_writer, written_paths
+    from ddplint.runtime.run_checks import check_failure, check_hang
+
+    base = os.getcwd()
+    records = result.records
+    checks = list(host)
+    checks += _call_hook("rank", "rank_checks", [records[r] for r in sorted(records)])
+    checks += data_checks(records, world, str(script.parent), options.steps)
+    checks.append(check_single_writer(records, base))
+    checks.append(check_failure(result, world, base))
+    checks.append(check_hang(result, world, base, options.timeout))
+    launch = {"nnodes": options.nnodes, "node_rank": options.node_rank, "nproc_per_node": nproc,
+              "world_size": world, "backend": backend, "master_addr": options.master_addr,
+              "master_port": port, "steps": options.steps, "epochs": options.epochs,
+              "timeout_s": options.timeout, "rdzv_timeout_s": options.rdzv_timeout,
+              "command": result.command}
+    ranks = []
+    for rank in range(world):
+        rec = records.get(rank)
+        phase = result.phases.get(rank, {})
+        ranks.append({"rank": rank,
+                      "status": rec["status"] if rec else ("hung" if result.hang else "missing"),
+                      "phase": phase.get("phase"),
+                      "backend": (rec.get("backend") or {}).get("used") if rec else None,
+                      "elapsed_s": rec.get("elapsed_s") if rec else None})
+    loaders = [{"site": l.site, "training": l.training, "dataset": l.meta["dataset"],
+                "dataset_len": l.meta["dataset_len"], "sampler": l.meta["sampler"],
+                "shuffle": l.meta["shuffle"], "batch_size": l.meta["batch_size"],
+                "ranks": sorted(l.per_rank),
+                "epochs_seen": max(len(r["epochs"]) for r in l.per_rank.values()),
+                "set_epoch_calls": [c["value"] for c in l.meta.get("set_epoch", [])]}
+               for l in loaders_of(records)]
+    writes = [{"path": p, **e} for p, e in sorted(written_paths(records).items())]
+    return rpt.build(checks, script=str(script), script_args=options.script_args, launch=launch,
+                     elapsed_s=elapsed, ranks=ranks, loaders=loaders, writes=writes)
+
+
+def _emit(options: RuntimeOptions, report: dict) -> int:
+    from ddplint.runtime import report as rpt
+
+    text = rpt.to_json(report) if options.output_format == "json" else rpt.to_text(report)
+    if options.output is None:
+        sys.stdout.write(text)
+    else:
+        try:
+            options.output.write_text(text, encoding="utf-8")
+        except OSError as exc:
+            print(f"ddplint: error: cannot write {options.output}: {exc.strerror or exc}", file=sys.stderr)
+            return 2
+    return report["exit_code"]

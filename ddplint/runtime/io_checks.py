@@ -1,0 +1,59 @@
+"""io.single_writer: no file path is written by more than one rank.
+
+Built from the writes the probe recorded (and redirected) in each rank. Directories are left
+out: `os.makedirs(..., exist_ok=True)` on every rank is fine. A path written through
+torch.save by several ranks is a checkpoint race (DDP301); any other shared path is a log or
+tracker write (DDP302).
+"""
+
+from __future__ import annotations
+
+from ddplint.runtime.sites import short
+from ddplint.runtime.verdict import CheckResult, Status
+
+
+def written_paths(records: dict[int, dict]) -> dict[str, dict]:
+    """path -> {"ranks": [...], "ops": [...], "sites": [...]} over every rank, files only."""
+    paths: dict[str, dict] = {}
+    for rank, rec in sorted(records.items()):
+        for w in rec.get("writes") or []:
+            if w.get("dir"):
+                continue
+            entry = paths.setdefault(w["path"], {"ranks": [], "ops": [], "sites": []})
+            if rank not in entry["ranks"]:
+                entry["ranks"].append(rank)
+            if w["op"] not in entry["ops"]:
+                entry["ops"].append(w["op"])
+            if w.get("site") and w["site"] not in entry["sites"]:
+                entry["sites"].append(w["site"])
+    return paths
+
+
+def check_single_writer(records: dict[int, dict], base: str) -> CheckResult:
+    if not records:
+        return CheckResult("io.single_writer", Status.SKIP, "no rank reported its writes")
+    paths = written_paths(records)
+    data = {"paths": [{"path": p, **e} for p, e in sorted(paths.items())]}
+
+    def line(path: str, entry: dict) -> str:
+        sites = ", ".join(short(s, base) for s in entry["sites"][:2])
+        ops = "/".join(sorted({op.split(":")[0] for op in entry["ops"]}))
+        ranks = ", ".join(map(str, entry["ranks"]))
+        return f"{short(path, base)}: rank{'s' if len(entry['ranks']) > 1 else ''} {ranks} ({ops} at {sites})"
+
+    shared = {p: e for p, e in paths.items() if len(e["ranks"]) > 1}
+    if not shared:
+        if not paths:
+            return CheckResult("io.single_writer", Status.PASS, "the script wrote no files", data=data)
+        return CheckResult("io.single_writer", Status.PASS,
+                           f"{len(paths)} path(s) written, each by one rank (redirected; your files are untouched)",
+                           [line(p, e) for p, e in sorted(paths.items())], data=data)
+    checkpoint = any("torch.save" in e["ops"] for e in shared.values())
+    first = sorted(shared)[0]
+    summary = (f"{len(shared)} path(s) written by more than one rank: {short(first, base)} by ranks "
+               f"{', '.join(map(str, shared[first]['ranks']))}")
+    return CheckResult(
+        "io.single_writer", Status.FAIL, summary, [line(p, e) for p, e in sorted(shared.items())],
+        fix="write only on rank 0 (`if dist.get_rank() == 0:`), or give each rank its own path",
+        rule="DDP301" if checkpoint else "DDP302", data=data,
+    )

@@ -1,0 +1,66 @@
+"""The runtime audit's report: one dict (the documented JSON, docs/runtime-json.md) and its text.
+
+The text form is one line per check (STATUS, check, summary, "see DDPxxx"), then the
+evidence and the fix indented under it, then a count of statuses. The dict is built once and
+both renderers read it, so the two formats never disagree.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import ddplint
+from ddplint.runtime.sites import short
+from ddplint.runtime.verdict import CheckResult, Status
+
+SCHEMA = "ddplint.runtime/1"
+
+
+def exit_code(checks: list[CheckResult]) -> int:
+    return 1 if any(c.status is Status.FAIL for c in checks) else 0
+
+
+def build(checks: list[CheckResult], *, script: str, script_args: tuple[str, ...], launch: dict,
+          elapsed_s: float, ranks: list[dict], loaders: list[dict], writes: list[dict]) -> dict:
+    counts = Counter(c.status.value for c in checks)
+    return {
+        "schema": SCHEMA,
+        "ddplint_version": ddplint.__version__,
+        "script": script,
+        "script_args": list(script_args),
+        "launch": launch,
+        "elapsed_s": round(elapsed_s, 3),
+        "exit_code": exit_code(checks),
+        "counts": {s.value: counts.get(s.value, 0) for s in Status},
+        "checks": [c.to_json() for c in checks],
+        "ranks": ranks,
+        "loaders": loaders,
+        "writes": writes,
+    }
+
+
+def to_json(report: dict) -> str:
+    return json.dumps(report, indent=2, default=str) + "\n"
+
+
+def to_text(report: dict) -> str:
+    launch = report["launch"]
+    nodes = launch["nnodes"]
+    head = (f"ddplint runtime audit: {short(report['script'])}  ({launch['world_size']} ranks"
+            f"{f' on {nodes} nodes' if nodes > 1 else ''}, {launch['backend']}, {launch['epochs']} epochs x "
+            f"{launch['steps']} steps, {report['elapsed_s']:.1f} s)")
+    lines = [head, ""]
+    width = max([len(c["check"]) for c in report["checks"]] + [12])
+    for c in report["checks"]:
+        see = f" (see {c['rule']})" if c.get("rule") else ""
+        lines.append(f"{c['status']:<5} {c['check']:<{width}}  {c['summary']}{see}")
+        pad = " " * (6 + width + 2)
+        for ev in c.get("evidence", []):
+            lines.append(pad + ev)
+        if c.get("fix") and c["status"] in ("FAIL", "WARN"):
+            lines.append(pad + "fix: " + c["fix"])
+    counts = report["counts"]
+    lines += ["", ", ".join(f"{counts[s]} {s}" for s in ("FAIL", "WARN", "INFO", "PASS", "SKIP") if counts[s])
+              or "no checks ran"]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,133 @@
+"""run.failure and run.hang: did every rank run its script to the audit's end, and if not, why.
+
+A failure is told from the first rank that raised (by time): later failures of other ranks are
+usually consequences (a peer closed the connection). A hang is told from the phase files and
+the faulthandler stacks the ranks dumped on SIGUSR1 before they were killed. Ranks blocked at
+different lines of the script in collectives or p2p calls point at DDP401.
+"""
+
+from __future__ import annotations
+
+import linecache
+import re
+from dataclasses import dataclass
+
+from ddplint.runtime.launcher import LaunchResult, describe_phase
+from ddplint.runtime.sites import is_user_file, short
+from ddplint.runtime.verdict import CheckResult, Status
+
+_FRAME = re.compile(r'^\s*File "(?P<file>.+)", line (?P<line>\d+) in (?P<func>\S+)')
+_THREAD = re.compile(r"^(Current thread|Thread) ")
+
+
+@dataclass
+class Frame:
+    file: str
+    line: int
+    func: str
+
+    def where(self, base: str) -> str:
+        return f"{short(self.file, base)}:{self.line}"
+
+
+def main_thread_frames(dump: str) -> list[Frame]:
+    """Innermost-first frames of the thread that runs the probe (and so the user's script)."""
+    threads: list[list[Frame]] = []
+    for line in dump.splitlines():
+        if _THREAD.match(line):
+            threads.append([])
+        elif threads and (m := _FRAME.match(line)):
+            threads[-1].append(Frame(m["file"], int(m["line"]), m["func"]))
+    for frames in threads:
+        if any(f.file.endswith("ddplint/runtime/probe.py") for f in frames):
+            return frames
+    return threads[-1] if threads else []
+
+
+def blocked_at(frames: list[Frame]) -> tuple[Frame | None, Frame | None]:
+    """(the torch.distributed call it waits in, the innermost frame of the user's code)."""
+    call = next((f for f in frames if "/torch/distributed/" in f.file
+                 and not f.func.startswith("_") and f.func != "wrapper"), None)
+    user = next((f for f in frames if is_user_file(f.file)), None)
+    return call, user
+
+
+def check_failure(result: LaunchResult, world: int, base: str) -> CheckResult:
+    records = result.records
+    raised = sorted((r for r in records.values() if r.get("status") == "raised"),
+                    key=lambda r: r["error"]["t"])
+    missing = [r for r in range(world) if r not in records]
+    if raised:
+        first = raised[0]
+        err = first["error"]
+        site = err.get("site")
+        where = f" at {short(site['file'], base)}:{site['line']} in {site['function']}" if site else ""
+        evidence = [f"    {site['code']}"] if site and site.get("code") else []
+        for other in raised[1:]:
+            evidence.append(f"rank {other['rank']} then failed: {other['error']['message']}")
+        if missing:
+            evidence.append(f"rank(s) {', '.join(map(str, missing))} stopped by torchrun after the failure")
+        return CheckResult("run.failure", Status.FAIL, f"rank {first['rank']} raised {err['message']}{where}",
+                           evidence, data={"ranks": [{"rank": r["rank"], **{k: v for k, v in r["error"].items()
+                                                                               if k != "t"}} for r in raised]})
+    if result.hang is not None:
+        return CheckResult("run.failure", Status.SKIP, "no rank raised before the audit timed out (see run.hang)")
+    if missing:
+        tail = [line for line in result.log_tail.strip().splitlines()[-6:]]
+        what = "torchrun failed before any rank reported" if len(missing) == world else \
+            f"rank(s) {', '.join(map(str, missing))} ended without reporting (killed or crashed)"
+        return CheckResult("run.failure", Status.FAIL, f"{what}; torchrun exit status {result.returncode}",
+                           tail, data={"missing_ranks": missing, "returncode": result.returncode})
+    evidence = []
+    if result.returncode:
+        evidence.append(f"torchrun exit status {result.returncode} after every rank finished its script "
+                        f"(process teardown, not the script)")
+    ends = sorted({r["status"] for r in records.values()})
+    how = "were stopped by the audit" if ends == ["stopped"] else "finished the script" \
+        if ends == ["completed"] else "finished or were stopped"
+    return CheckResult("run.failure", Status.PASS, f"all {world} ranks {how} without an error", evidence,
+                       data={"returncode": result.returncode})
+
+
+def check_hang(result: LaunchResult, world: int, base: str, timeout: float) -> CheckResult:
+    hang = result.hang
+    if hang is None:
+        return CheckResult("run.hang", Status.PASS, f"finished in {result.elapsed_s:.1f} s "
+                           f"(timeout {timeout:g} s)", data={"elapsed_s": round(result.elapsed_s, 3)})
+    ranks, evidence, user_lines = [], [], set()
+    for rank in range(world):
+        phase = hang.phases.get(rank)
+        frames = main_thread_frames(hang.stacks.get(rank, ""))
+        call, user = blocked_at(frames)
+        state = "never started (rendezvous)" if phase is None else describe_phase(phase)
+        line = f"rank {rank}: {state}"
+        if call is not None:
+            line += f", waiting in {call.func}()"
+        if user is not None:
+            line += f" at {user.where(base)}"
+            code = linecache.getline(user.file, user.line).strip()
+            if code:
+                line += f": {code}"
+            if call is not None:
+                user_lines.add((user.file, user.line))
+        elif frames:
+            line += f" at {frames[0].where(base)}"
+        evidence.append(line)
+        ranks.append({"rank": rank, "phase": phase.get("phase") if phase else "rendezvous",
+                      "step": (phase or {}).get("step"), "epoch": (phase or {}).get("epoch"),
+                      "call": call.func if call else None,
+                      "location": user.where(base) if user else None,
+                      "stack": [f"{f.file}:{f.line} in {f.func}" for f in frames]})
+    if hang.reason == "rendezvous":
+        summary = f"rendezvous did not complete within {hang.after_s:.0f} s"
+    elif hang.reason == "init":
+        summary = f"init_process_group did not return within {hang.after_s:.0f} s"
+    else:
+        summary = f"the ranks did not finish within {hang.after_s:.0f} s"
+    rule = fix = None
+    if len(user_lines) > 1:
+        summary += ": ranks are blocked in different collective calls"
+        rule = "DDP401"
+        fix = "every rank must call the same collectives in the same order; move them out of rank-conditional code"
+    return CheckResult("run.hang", Status.FAIL, summary, evidence, fix=fix, rule=rule,
+                       data={"reason": hang.reason, "after_s": round(hang.after_s, 3), "ranks": ranks})
