@@ -32,7 +32,7 @@ def _fail(message: str) -> None:
 @click.option("--select", multiple=True, metavar="CODES",
               help="Comma-separated rule codes or prefixes to enable (e.g. DDP1,DDP301); default ALL.")
 @click.option("--ignore", multiple=True, metavar="CODES", help="Comma-separated rule codes or prefixes to disable.")
-@click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text",
+@click.option("--format", "output_format", type=click.Choice(["text", "json", "sarif", "github"]), default="text",
               show_default=True, help="Output format.")
 @click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path),
               help="Write the report to FILE instead of stdout.")

@@ -6,11 +6,21 @@ from collections.abc import Callable
 
 from ddplint.config import Config
 from ddplint.lint.engine import LintResult
-from ddplint.report import json_report, text
+from ddplint.report import github, json_report, text
 
 Renderer = Callable[[LintResult, Config], str]
+
+
+def _sarif(result: LintResult, config: Config) -> str:
+    """Imported on use: sarif-om would add ~50 ms to every lint's startup (pre-commit runs it often)."""
+    from ddplint.report import sarif
+
+    return sarif.render(result, config)
+
 
 FORMATS: dict[str, Renderer] = {
     "text": text.render,
     "json": json_report.render,
+    "sarif": _sarif,
+    "github": github.render,
 }

@@ -1,0 +1,45 @@
+"""GitHub Actions workflow commands: one `::error`/`::warning` annotation per finding.
+
+For repositories without code scanning: the runner turns these lines into annotations on
+the pull request's diff. Paths are repository-relative, as the runner resolves them.
+"""
+
+from __future__ import annotations
+
+from ddplint.config import Config
+from ddplint.lint.engine import LintResult
+from ddplint.lint.rules import RULES_BY_CODE
+from ddplint.report.locations import relative_to, repository_root
+
+
+def escape_data(text: str) -> str:
+    """The message after `::`; the runner decodes these three."""
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def escape_property(text: str) -> str:
+    """A `key=value` property: also `:` and `,`, which would end the value."""
+    return escape_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def _command(level: str, message: str, **properties: object) -> str:
+    props = ",".join(f"{key}={escape_property(str(value))}" for key, value in properties.items())
+    return f"::{level} {props}::{escape_data(message)}"
+
+
+def render(result: LintResult, config: Config) -> str:
+    root = repository_root()
+
+    def file(path: str) -> str:
+        return relative_to(path, root) or path
+
+    lines = []
+    for d in result.diagnostics:
+        rule = RULES_BY_CODE.get(d.code)
+        lines.append(_command(
+            d.severity.value, d.message, file=file(d.path), line=d.line, col=d.col,
+            endLine=d.end_line, endColumn=d.end_col, title=f"{d.code} {rule.name}" if rule else d.code,
+        ))
+    for error in [*result.errors, *result.internal_errors]:
+        lines.append(_command("error", error.message, file=file(error.path), title="ddplint"))
+    return "".join(line + "\n" for line in lines)

@@ -1,0 +1,179 @@
+"""SARIF 2.1.0 for GitHub code scanning, built with the sarif-om object model.
+
+What code scanning reads: the rules with their documentation (the same rules/*.md text as
+`--explain`), results located by repository-relative URIs under %SRCROOT%, and our own
+`partialFingerprints` so an alert survives edits elsewhere in the file. Files that could
+not be read or parsed are tool notifications, not results: they are not mistakes in the
+user's training code, and code scanning lists notifications on its tool status page.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import sys
+from collections import Counter
+from pathlib import Path
+from urllib.parse import quote
+
+import sarif_om as om
+
+from ddplint import __version__
+from ddplint.catalog import doc
+from ddplint.config import Config
+from ddplint.diagnostics import Diagnostic, Severity
+from ddplint.lint.engine import SYNTAX_ERROR, LintResult
+from ddplint.lint.rules import CATALOG
+from ddplint.report.locations import relative_to, repository_root
+from ddplint.report.sarif_json import to_json
+
+SCHEMA_URI = "https://json.schemastore.org/sarif-2.1.0.json"
+INFORMATION_URI = "https://github.com/ddplint/ddplint"
+SRCROOT = "%SRCROOT%"
+FINGERPRINT_KEY = "ddplint/v1"
+# GitHub rejects a run past these (docs: "SARIF support for code scanning", upload limits).
+MAX_RESULTS = 25_000
+MAX_COMPRESSED_BYTES = 10 * 1024 * 1024
+MAX_DESCRIPTION = 1024  # GitHub cuts fullDescription here
+SEVERITY_ORDER = {Severity.ERROR: 0, Severity.WARNING: 1}
+
+
+def render(result: LintResult, config: Config) -> str:
+    root = repository_root()
+    findings = [d for d in result.diagnostics if d.code != SYNTAX_ERROR]
+    unparsable = [d for d in result.diagnostics if d.code == SYNTAX_ERROR]
+    prints = fingerprints(findings)
+    kept = _most_severe(findings, MAX_RESULTS)
+    while True:
+        text = _serialize(result, config, root, findings, prints, kept, unparsable)
+        size = len(gzip.compress(text.encode("utf-8")))
+        if size <= MAX_COMPRESSED_BYTES or not kept:
+            break
+        kept = _most_severe(findings, min(len(kept) - 1, int(len(kept) * MAX_COMPRESSED_BYTES / size * 0.95)))
+    if len(kept) < len(findings):
+        print(
+            f"ddplint: warning: {len(findings)} findings exceed GitHub code scanning's limits "
+            f"({MAX_RESULTS} results, {MAX_COMPRESSED_BYTES // (1024 * 1024)} MB compressed per run); "
+            f"the SARIF keeps the {len(kept)} most severe",
+            file=sys.stderr,
+        )
+    return text
+
+
+def fingerprints(diagnostics: list[Diagnostic]) -> list[str]:
+    """Per finding: hash of rule, whitespace-free source line, and which repeat of that pair in the file it is.
+
+    No line number goes in, so inserting code above a finding keeps its fingerprint.
+    """
+    seen: Counter[tuple[str, str, str]] = Counter()
+    out = []
+    for d in diagnostics:
+        key = (d.path, d.code, "".join(d.source_line.split()))
+        occurrence = seen[key]
+        seen[key] += 1
+        digest = hashlib.sha256(f"{d.code}\0{key[2]}\0{occurrence}".encode()).hexdigest()
+        out.append(digest[:32])
+    return out
+
+
+def _most_severe(findings: list[Diagnostic], limit: int) -> set[int]:
+    order = sorted(range(len(findings)), key=lambda i: SEVERITY_ORDER[findings[i].severity])
+    return set(order[:max(limit, 0)])
+
+
+def _serialize(result, config, root, findings, prints, kept, unparsable) -> str:
+    used = {d.code for d in findings}
+    rules = [r for r in CATALOG if r.code != SYNTAX_ERROR and (config.enabled(r.code) or r.code in used)]
+    index = {rule.code: i for i, rule in enumerate(rules)}
+    results = [
+        _result(d, index[d.code], prints[i], root) for i, d in enumerate(findings) if i in kept
+    ]
+    notifications = [
+        *(_notification(d.path, d.message, root, d) for d in unparsable),
+        *(_notification(e.path, e.message, root) for e in result.errors),
+        *(_notification(e.path, e.message, root) for e in result.internal_errors),
+    ]
+    run = om.Run(
+        tool=om.Tool(driver=om.ToolComponent(
+            name="ddplint", version=__version__, semantic_version=__version__,
+            information_uri=INFORMATION_URI, rules=[_rule(rule) for rule in rules],
+        )),
+        invocations=[om.Invocation(
+            execution_successful=not (result.errors or result.internal_errors),
+            tool_execution_notifications=notifications or None,
+        )],
+        original_uri_base_ids={SRCROOT: om.ArtifactLocation(uri=root.as_uri().rstrip("/") + "/")},
+        column_kind="unicodeCodePoints",
+        results=results,
+    )
+    log = om.SarifLog(version="2.1.0", schema_uri=SCHEMA_URI, runs=[run])
+    return json.dumps(to_json(log), indent=2, ensure_ascii=False) + "\n"
+
+
+def _rule(rule) -> om.ReportingDescriptor:
+    rule_doc = doc(rule.code)
+    summary = rule_doc.summary
+    if len(summary) > MAX_DESCRIPTION:
+        summary = summary[:MAX_DESCRIPTION - 1].rsplit(" ", 1)[0] + "…"
+    return om.ReportingDescriptor(
+        id=rule.code,
+        name=rule.name,
+        short_description=om.MultiformatMessageString(text=summary),
+        full_description=om.MultiformatMessageString(text=summary),
+        help=om.MultiformatMessageString(text=rule_doc.markdown, markdown=rule_doc.markdown),
+        default_configuration=om.ReportingConfiguration(level=rule.severity.value),
+        properties={"tags": list(rule.tags), "precision": rule.precision},
+    )
+
+
+def _artifact(path: str, root: Path) -> om.ArtifactLocation:
+    relative = relative_to(path, root)
+    if relative is None:  # outside the repository: only an absolute URI can name it
+        return om.ArtifactLocation(uri=Path(path).resolve().as_uri())
+    return om.ArtifactLocation(uri=quote(relative), uri_base_id=SRCROOT)
+
+
+def _region(line: int, col: int, end_line: int, end_col: int) -> om.Region:
+    return om.Region(start_line=line, start_column=col, end_line=end_line, end_column=end_col)
+
+
+def _result(d: Diagnostic, rule_index: int, fingerprint: str, root: Path) -> om.Result:
+    artifact = _artifact(d.path, root)
+    fixes = None
+    if d.fix is not None:
+        fixes = [om.Fix(
+            description=om.Message(text=d.fix.description),
+            artifact_changes=[om.ArtifactChange(
+                artifact_location=artifact,
+                replacements=[
+                    om.Replacement(
+                        deleted_region=_region(*edit.start, *edit.end),
+                        inserted_content=om.ArtifactContent(text=edit.text),
+                    )
+                    for edit in d.fix.edits
+                ],
+            )],
+        )]
+    return om.Result(
+        rule_id=d.code,
+        rule_index=rule_index,
+        level=d.severity.value,
+        message=om.Message(text=d.message),
+        locations=[om.Location(physical_location=om.PhysicalLocation(
+            artifact_location=artifact, region=_region(d.line, d.col, d.end_line, d.end_col),
+        ))],
+        partial_fingerprints={FINGERPRINT_KEY: fingerprint},
+        fixes=fixes,
+    )
+
+
+def _notification(path: str, message: str, root: Path, where: Diagnostic | None = None) -> om.Notification:
+    region = None if where is None else _region(where.line, where.col, where.end_line, where.end_col)
+    return om.Notification(
+        level="error",
+        message=om.Message(text=f"{path}: {message}"),
+        locations=[om.Location(physical_location=om.PhysicalLocation(
+            artifact_location=_artifact(path, root), region=region,
+        ))],
+    )
