@@ -145,10 +145,11 @@ def cpu_list(mask_words: list[int] | None) -> str:
     if not mask_words:
         return "?"
     cpus = [w * 64 + b for w, word in enumerate(mask_words) for b in range(64) if word >> b & 1]
-    return format_cpu_ranges(cpus)
+    return format_ranges(cpus)
 
 
-def format_cpu_ranges(cpus: list[int]) -> str:
+def format_ranges(cpus: list[int]) -> str:
+    """[0, 1, 2, 5] -> "0-2,5"."""
     parts: list[str] = []
     start = prev = None
     for c in cpus + [None]:

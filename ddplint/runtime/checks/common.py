@@ -16,6 +16,14 @@ def mib(n: int | None) -> str:
     return "? MiB" if n is None else f"{n / 2**20:.0f} MiB"
 
 
+def size_text(n: int) -> str:
+    """Bytes in the largest binary unit that keeps a number >= 1: "1.5 KiB", "3.2 GiB"."""
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n} B"
+
+
 def gb_label(n: int) -> str:
     """Memory as cards are sold: 25757220864 bytes -> "24 GB"."""
     return f"{round(n / 2**30)} GB"

@@ -10,7 +10,9 @@ import importlib.util
 import re
 from pathlib import Path
 
-from ddplint.runtime.verdict import Status
+from ddplint.runtime.checks.common import Findings
+from ddplint.runtime.checks.records import group_by, node, part, rank_of
+from ddplint.runtime.verdict import CheckResult, Status
 
 # Oldest Linux driver per CUDA toolkit release (NVIDIA CUDA release notes, table 3).
 MIN_DRIVER = {
@@ -58,3 +60,127 @@ def installed_torch_cuda() -> tuple[str, str | None] | None:
     if version is None:
         return None
     return version.group(1), cuda.group(1) if cuda else None
+
+
+# ---- inside each rank -------------------------------------------------------------------
+
+
+def script_path() -> str | None:
+    """The user's script: the probe runs as `python -m ddplint.runtime.probe RUNDIR SCRIPT ...`
+    and sets sys.argv to the script's own only when it starts it."""
+    import sys
+
+    main = sys.modules.get("__main__")
+    if getattr(main, "__spec__", None) is not None and main.__spec__.name == "ddplint.runtime.probe":
+        return sys.argv[2] if len(sys.argv) > 2 else None
+    return sys.argv[0] if sys.argv and sys.argv[0] else None
+
+
+def _sha256(path: str | None) -> str | None:
+    import hashlib
+
+    if not path:
+        return None
+    try:
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
+def _git_commit(path: str | None) -> str | None:
+    import subprocess
+
+    if not path or not Path(path).is_file():
+        return None
+    try:
+        out = subprocess.run(["git", "-C", str(Path(path).resolve().parent), "rev-parse", "HEAD"],
+                             capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return (out.stdout.strip() or None) if out.returncode == 0 else None
+
+
+def installed_packages() -> list[str]:
+    import importlib.metadata
+
+    return sorted({f"{(d.metadata['Name'] or '?').lower().replace('_', '-')}=={d.version}"
+                   for d in importlib.metadata.distributions()})
+
+
+def collect_versions() -> dict:
+    """What must be identical on every rank and node, as this rank sees it."""
+    import hashlib
+    import platform
+
+    import torch
+
+    nccl = None
+    if torch.distributed.is_nccl_available() and torch.cuda.is_available():
+        try:
+            v = torch.cuda.nccl.version()
+            nccl = ".".join(map(str, v)) if isinstance(v, tuple) else str(v)
+        except (AttributeError, RuntimeError):
+            nccl = None
+    packages = installed_packages()
+    script = script_path()
+    return {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
+        "nccl": nccl,
+        "cuda_available": torch.cuda.is_available(),
+        "device_count": torch.cuda.device_count(),
+        "packages": packages,
+        "packages_hash": hashlib.sha256("\n".join(packages).encode()).hexdigest()[:16],
+        "script": script,
+        "script_sha256": _sha256(script),
+        "git_commit": _git_commit(script),
+    }
+
+
+def versions_check(records: list[dict]) -> CheckResult:
+    """stack.versions: torch, CUDA, cuDNN, NCCL, Python, and torch's view of the GPUs against NVML's."""
+    by_rank = {rank_of(r): r for r in records}
+    nodes = group_by([r for r in records if part(r, "info").get("versions")], node)
+    if not nodes:
+        return CheckResult("stack.versions", Status.SKIP, "no rank reported its versions")
+    found = Findings()
+    evidence = []
+    for where, ranks in nodes.items():
+        v = part(by_rank[ranks[0]], "info")["versions"]
+        nv = next((part(by_rank[r], "info")["nvml"] for r in ranks
+                   if part(by_rank[r], "info").get("nvml")), {})
+        evidence.append(
+            f"{where}: Python {v['python']}, torch {v['torch']}, CUDA "
+            f"{v['cuda'] or 'none (CPU build)'}, cuDNN {v['cudnn'] or '-'}, NCCL {v['nccl'] or '-'}; "
+            f"torch.cuda.is_available()={v['cuda_available']}, device_count()={v['device_count']}")
+        if nv.get("error"):
+            evidence.append(f"{where}: {nv['error']}")
+            continue
+        if not nv:
+            continue
+        seen = nv["visible"]
+        evidence.append(f"{where}: NVML driver {nv['driver_version']} (CUDA "
+                        f"{driver_cuda_text(nv['cuda_driver_version'])}), {seen} GPUs visible")
+        compat = None
+        if v["cuda"]:
+            compat = cuda_compat(nv["driver_version"], nv["cuda_driver_version"], v["cuda"])
+            if compat[0] is not Status.PASS:
+                found.add(compat[0], f"{where}: {compat[1]}", compat[2])
+        if seen and not v["cuda_available"]:
+            why = "torch is a CPU-only build" if not v["cuda"] else (
+                compat[1] if compat and compat[0] is Status.FAIL else "see the torch warning")
+            found.add(Status.FAIL, f"{where}: torch.cuda.is_available() is False while NVML "
+                                   f"sees {seen} GPUs ({why})",
+                      compat[2] if compat and compat[2] else
+                      "install a CUDA build of torch that matches the driver")
+        elif v["cuda_available"] and v["device_count"] != seen:
+            found.add(Status.WARN, f"{where}: torch sees {v['device_count']} GPUs, NVML {seen}",
+                      "check CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER in the launch environment")
+    if found.items:
+        return CheckResult("stack.versions", found.status, found.summary, evidence, found.fix)
+    v = part(by_rank[next(iter(nodes.values()))[0]], "info")["versions"]
+    return CheckResult("stack.versions", Status.PASS,
+                       f"torch {v['torch']} (CUDA {v['cuda'] or 'none'}), Python {v['python']}"
+                       + ("" if len(nodes) == 1 else f" on {len(nodes)} nodes"), evidence)

@@ -1,0 +1,64 @@
+"""stack.consistent: every rank and node runs the same code on the same software stack."""
+
+from __future__ import annotations
+
+from ddplint.runtime.checks.records import group_by, node, part, rank_of, ranks_text
+from ddplint.runtime.verdict import CheckResult, Status
+
+FIELDS = (("Python", "python"), ("torch", "torch"), ("CUDA", "cuda"), ("cuDNN", "cudnn"),
+          ("NCCL", "nccl"), ("packages", "packages_hash"), ("script sha256", "script_sha256"),
+          ("git commit", "git_commit"))
+
+
+def _short(value) -> str:
+    text = str(value)
+    return text[:12] if len(text) > 16 and " " not in text else text
+
+
+def package_diff(base: list[str], other: list[str], limit: int = 10) -> list[str]:
+    """"name: a -> b", "+name==v", "-name==v" between two `name==version` lists."""
+    a = dict(p.split("==", 1) for p in base)
+    b = dict(p.split("==", 1) for p in other)
+    out = [f"{n}: {a[n]} -> {b[n]}" for n in sorted(a.keys() & b.keys()) if a[n] != b[n]]
+    out += [f"+{n}=={b[n]}" for n in sorted(b.keys() - a.keys())]
+    out += [f"-{n}=={a[n]}" for n in sorted(a.keys() - b.keys())]
+    return out[:limit] + ([f"... {len(out) - limit} more"] if len(out) > limit else [])
+
+
+def consistent_check(records: list[dict]) -> CheckResult:
+    reported = [r for r in records if part(r, "info").get("versions")]
+    if not reported:
+        return CheckResult("stack.consistent", Status.SKIP, "no rank reported its versions")
+    by_rank = {rank_of(r): r for r in reported}
+
+    def where(ranks) -> str:
+        nodes = sorted({node(by_rank[r]) for r in ranks})
+        return f"{ranks_text(ranks)} ({', '.join(nodes)})"
+
+    differ, evidence = [], []
+    for label, key in FIELDS:
+        groups = group_by(reported, lambda r, k=key: part(r, "info")["versions"].get(k))
+        if len(groups) < 2:
+            continue
+        differ.append(label)
+        evidence.append(f"{label:<14} " + " | ".join(f"{_short(v)} on {where(rs)}"
+                                                      for v, rs in groups.items()))
+        if key == "packages_hash":
+            ordered = sorted(groups.values(), key=len, reverse=True)
+            base = part(by_rank[ordered[0][0]], "info")["versions"]["packages"]
+            for ranks in ordered[1:]:
+                other = part(by_rank[ranks[0]], "info")["versions"]["packages"]
+                evidence.append(f"  {where(ranks)} vs {where(ordered[0])}: "
+                                + "; ".join(package_diff(base, other)))
+    nodes = {node(r) for r in reported}
+    scope = f"{len(reported)} ranks on {len(nodes)} node{'s' if len(nodes) > 1 else ''}"
+    if not differ:
+        v = part(reported[0], "info")["versions"]
+        return CheckResult("stack.consistent", Status.PASS,
+                           f"{scope} run the same script, torch {v['torch']}, Python "
+                           f"{v['python']} and package set", data={"nodes": sorted(nodes)})
+    return CheckResult("stack.consistent", Status.FAIL,
+                       f"{', '.join(differ)} differ across {scope}", evidence,
+                       "run the same code and environment everywhere: the same commit and "
+                       "script on every node, the same `pip freeze`",
+                       data={"differ": differ, "nodes": sorted(nodes)})

@@ -1,0 +1,75 @@
+"""The rank side of the machine checks, and their verdicts over all ranks.
+
+The probe calls, in every rank: `collect_rank_info()` before the script runs,
+`after_init_process_group()` right after the script's init_process_group returns (every rank
+at the same point: it runs collectives), and `at_first_batch()` when the training loader
+yields its first batch. Their dicts land in the rank record under "info", "comm" and
+"binding"; the launcher passes all records to `rank_checks()`.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import socket
+
+from ddplint.runtime.checks.binding import binding_info, ddp_models, distinct_check
+from ddplint.runtime.checks.comm import allreduce_check, bandwidth_check, measure
+from ddplint.runtime.checks.consistency import consistent_check
+from ddplint.runtime.checks.gpu import visible_gpus
+from ddplint.runtime.checks.memory import estimate, fit_check
+from ddplint.runtime.checks.ranks import ranks_check
+from ddplint.runtime.checks.records import IDENTITY_VARS
+from ddplint.runtime.checks.stack import collect_versions, versions_check
+from ddplint.runtime.checks.topology import expected_busbw
+from ddplint.runtime.nvml import NvmlUnavailable, load_machine, open_nvml
+from ddplint.runtime.verdict import CheckResult
+
+
+def nvml_view() -> dict:
+    """Driver, visible GPUs and what their links allow, as NVML sees them from this rank."""
+    try:
+        reads = open_nvml()
+    except NvmlUnavailable as exc:
+        return {"error": str(exc)}
+    try:
+        machine = load_machine(reads)
+    except reads.error as exc:
+        return {"error": f"NVML read failed ({exc})"}
+    finally:
+        reads.close()
+    visible = visible_gpus(machine, os.environ.get("CUDA_VISIBLE_DEVICES")).indices
+    job = visible[:int(os.environ.get("LOCAL_WORLD_SIZE", len(visible)))]
+    gbps, basis = expected_busbw(machine, job)
+    return {"driver_version": machine.driver_version,
+            "cuda_driver_version": machine.cuda_driver_version, "visible": len(visible),
+            "uuids": [machine.gpus[i].uuid for i in visible],
+            "expected_busbw_gbps": gbps, "basis": basis}
+
+
+def collect_rank_info() -> dict:
+    info = {"hostname": socket.gethostname(), "pid": os.getpid(),
+            "env": {k: os.environ[k] for k in IDENTITY_VARS if k in os.environ},
+            "versions": collect_versions()}
+    if os.environ.get("LOCAL_RANK", "0") == "0":  # one NVML read per node is enough
+        info["nvml"] = nvml_view()
+    return info
+
+
+def after_init_process_group() -> dict:
+    return measure()
+
+
+def at_first_batch() -> dict:
+    objects = gc.get_objects()
+    models = ddp_models(objects)
+    out = binding_info(models)
+    out["model"] = estimate(models, objects)
+    return out
+
+
+def rank_checks(records: list[dict], log_tail: str | None = None) -> list[CheckResult]:
+    """Every rank-side verdict; `log_tail` (torchrun's output) lets a stall quote NCCL's last line."""
+    return [versions_check(records), consistent_check(records), ranks_check(records),
+            distinct_check(records), allreduce_check(records, log_tail),
+            bandwidth_check(records), fit_check(records)]

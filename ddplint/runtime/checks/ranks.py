@@ -1,0 +1,82 @@
+"""env.ranks: the launcher gave every rank a consistent identity."""
+
+from __future__ import annotations
+
+from ddplint.runtime.checks.common import Findings
+from ddplint.runtime.checks.records import env, group_by, node, part, rank_of, ranks_text
+from ddplint.runtime.verdict import CheckResult, Status
+
+
+def _int(value) -> int | None:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def ranks_check(records: list[dict]) -> CheckResult:
+    if not records:
+        return CheckResult("env.ranks", Status.SKIP, "no rank reported")
+    found = Findings()
+    envs = {rank_of(r): env(r) for r in records}
+    evidence = [f"rank {rank_of(r)}: {node(r)}, LOCAL_RANK={env(r).get('LOCAL_RANK')}, "
+                f"WORLD_SIZE={env(r).get('WORLD_SIZE')}, LOCAL_WORLD_SIZE="
+                f"{env(r).get('LOCAL_WORLD_SIZE')}, MASTER_ADDR={env(r).get('MASTER_ADDR')}, "
+                f"MASTER_PORT={env(r).get('MASTER_PORT')}" for r in sorted(records, key=rank_of)]
+
+    for var in ("WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
+        values = group_by(records, lambda r, v=var: env(r).get(v))
+        if len(values) > 1:
+            where = "; ".join(f"{v!r} on {ranks_text(rs)}" for v, rs in values.items())
+            found.add(Status.FAIL, f"{var} differs between ranks: {where}",
+                      f"launch every node with the same --nnodes/--nproc-per-node and master "
+                      f"address")
+    world = _int(next(iter(envs.values())).get("WORLD_SIZE"))
+    ranks = [_int(e.get("RANK")) for e in envs.values()]
+    dup = sorted({r for r in ranks if r is not None and ranks.count(r) > 1})
+    if dup or None in ranks:
+        found.add(Status.FAIL, f"RANK is not unique: {dup or 'missing on some ranks'}",
+                  "let torchrun assign RANK; do not export RANK in the launching shell")
+    if world is not None:
+        outside = sorted(r for r in ranks if r is not None and not 0 <= r < world)
+        if outside:
+            found.add(Status.FAIL, f"RANK {outside} outside 0..{world - 1}",
+                      "let torchrun assign RANK")
+        missing = sorted(set(range(world)) - {r for r in ranks if r is not None})
+        if missing:
+            evidence.append(f"no record from {ranks_text(missing)} (see run.failure / run.hang)")
+
+    by_rank = {rank_of(r): r for r in records}
+    for where, rank_list in group_by(records, node).items():
+        local = [_int(envs[r].get("LOCAL_RANK")) for r in rank_list]
+        if len(set(local)) != len(local):
+            found.add(Status.FAIL, f"LOCAL_RANK repeats on {where}: {local}",
+                      "give each node a distinct --node-rank")
+        sizes = {_int(envs[r].get("LOCAL_WORLD_SIZE")) for r in rank_list}
+        complete = world is not None and len(records) == world
+        if len(sizes) > 1 or (complete and sizes != {len(rank_list)}):
+            found.add(Status.FAIL, f"LOCAL_WORLD_SIZE {sorted(s for s in sizes if s is not None)} "
+                                   f"does not match the {len(rank_list)} ranks on {where}",
+                      "use the same --nproc-per-node on every node")
+        gpus = {part(by_rank[r], "info").get("versions", {}).get("device_count") for r in rank_list}
+        gpus.discard(None)
+        gpus.discard(0)
+        local_world = max((s for s in sizes if s is not None), default=len(rank_list))
+        same_view = len({envs[r].get("CUDA_VISIBLE_DEVICES") for r in rank_list}) == 1
+        if gpus and same_view and local_world > min(gpus):
+            found.add(Status.FAIL, f"{local_world} ranks on {where} but only {min(gpus)} GPUs "
+                                   "visible to them: ranks must share GPUs",
+                      f"use --nproc-per-node {min(gpus)} on {where}")
+    for rec in records:
+        comm = part(rec, "comm")
+        if "rank" in comm and (comm["rank"] != rank_of(rec) or
+                               (world is not None and comm.get("world_size") != world)):
+            found.add(Status.FAIL, f"rank {rank_of(rec)} joined the process group as rank "
+                                   f"{comm['rank']} of {comm.get('world_size')}",
+                      "call init_process_group() without rank/world_size, or pass the "
+                      "RANK/WORLD_SIZE torchrun sets")
+    if not found.items:
+        return CheckResult("env.ranks", Status.PASS,
+                           f"{len(records)} ranks with unique RANK 0..{len(records) - 1} and "
+                           "consistent WORLD_SIZE / MASTER_ADDR / MASTER_PORT", evidence)
+    return CheckResult("env.ranks", found.status, found.summary, evidence, found.fix)
