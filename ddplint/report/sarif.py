@@ -107,8 +107,9 @@ def _serialize(result, config, root, findings, prints, kept, unparsable) -> str:
         column_kind="unicodeCodePoints",
         results=results,
     )
-    log = om.SarifLog(version="2.1.0", schema_uri=SCHEMA_URI, runs=[run])
-    return json.dumps(to_json(log), indent=2, ensure_ascii=False) + "\n"
+    log = to_json(om.SarifLog(version="2.1.0", schema_uri=SCHEMA_URI, runs=[run]))
+    header = {"$schema": log.pop("$schema"), "version": log.pop("version")}  # first, where people look
+    return json.dumps({**header, **log}, indent=2, ensure_ascii=False) + "\n"
 
 
 def _rule(rule) -> om.ReportingDescriptor:
