@@ -159,8 +159,13 @@ def _merge(options, script, host, result, nproc, world, backend, port, elapsed) 
     records = result.records
     checks = list(host)
     checks += _call_hook("rank", "rank_checks", [records[r] for r in sorted(records)])
-    checks += data_checks(records, world, str(script.parent), options.steps)
-    checks.append(check_single_writer(records, base))
+    if records:
+        checks += data_checks(records, world, str(script.parent), options.steps)
+        checks.append(check_single_writer(records, base))
+    else:
+        why = "no rank reported (see run.failure and run.hang)"
+        checks += [CheckResult(name, Status.SKIP, why) for name in
+                   ("data.disjoint", "data.coverage", "data.content", "data.set_epoch", "io.single_writer")]
     checks.append(check_failure(result, world, base))
     checks.append(check_hang(result, world, base, options.timeout))
     launch = {"nnodes": options.nnodes, "node_rank": options.node_rank, "nproc_per_node": nproc,

@@ -332,7 +332,7 @@ def check_set_epoch(loaders: list[Loader], base: str) -> CheckResult:
         else:
             out.append((Status.FAIL, f"{name}: same order in epoch 0 and epoch 1 on rank(s) "
                         f"{_ranks(same_on)} although set_epoch was called ({shown})", [], None, None))
-    return _result("data.set_epoch", out, "no shuffling DataLoader ran two epochs", data)
+    return _result("data.set_epoch", out, "no map-style DataLoader ran two epochs on a rank", data)
 
 
 def _ranks(ranks: list[int]) -> str:

@@ -182,9 +182,11 @@ class Probe:
         user = [f for f in frames if f.filename != __file__ and not f.filename.startswith(self.skip_dirs)
                 and not f.filename.startswith("<")]
         site = user[-1] if user else (frames[-1] if frames else None)
+        message = headline or f"{type(exc).__name__}: {exc}"
+        first_line = message.strip().splitlines()[0] if message.strip() else message
         return {
             "type": type(exc).__name__,
-            "message": headline or f"{type(exc).__name__}: {exc}",
+            "message": first_line if len(first_line) <= 200 else first_line[:197] + "...",
             "site": None if site is None else {"file": site.filename, "line": site.lineno,
                                                "function": site.name, "code": site.line},
             "text": "".join(traceback.format_exception(exc)),

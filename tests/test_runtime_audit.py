@@ -1,0 +1,280 @@
+"""End to end: `python -m ddplint --runtime` on the fixtures, under the real torchrun (gloo, 2
+processes on CPU). Each fixture is launched once per module; the tests read its JSON report."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+pytest.importorskip("torch")
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = ROOT / "fixtures" / "runtime"
+OURS = ("data.disjoint", "data.coverage", "data.content", "data.set_epoch", "io.single_writer",
+        "run.failure", "run.hang")
+
+
+def report_schema() -> dict:
+    doc = (ROOT / "docs" / "runtime-json.md").read_text()
+    return json.loads(re.search(r"```json\n(.*?)```", doc, re.S).group(1))
+
+
+def env() -> dict:
+    e = dict(os.environ)
+    e["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), e.get("PYTHONPATH")) if p)
+    return e
+
+
+def tree(path: Path) -> dict[str, str]:
+    """Every file and directory under `path`, with a digest of each file's bytes."""
+    out = {}
+    for p in sorted(path.rglob("*")):
+        out[str(p.relative_to(path))] = hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else "dir"
+    return out
+
+
+def processes_naming(text: str) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                cmd = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except OSError:
+                continue
+            if text in cmd:
+                found.append(int(entry))
+    return found
+
+
+class Run:
+    def __init__(self, workdir: Path, script: Path, proc: subprocess.CompletedProcess, wall: float,
+                 report: dict | None, before: dict, after: dict):
+        self.workdir, self.script, self.proc, self.wall = workdir, script, proc, wall
+        self.report, self.before, self.after = report, before, after
+
+    def status(self) -> dict[str, str]:
+        return {c["check"]: c["status"] for c in self.report["checks"] if c["check"] in OURS}
+
+    def check(self, name: str) -> dict:
+        return next(c for c in self.report["checks"] if c["check"] == name)
+
+
+def launch(base: Path, fixture: str, *options: str, script_args: tuple[str, ...] = (),
+           prepare=None, fmt: str = "json") -> Run:
+    """Copy the fixture into a directory of its own and audit it there (cwd = that directory)."""
+    workdir = Path(tempfile.mkdtemp(prefix=fixture[:-3] + "-", dir=base))
+    script = workdir / fixture
+    shutil.copy(FIXTURES / fixture, script)
+    if prepare:
+        prepare(workdir)
+    before = tree(workdir)
+    out = workdir.with_suffix(".json")
+    cmd = [sys.executable, "-m", "ddplint", "--runtime", *options]
+    if fmt == "json":
+        cmd += ["--format", "json", "--output", str(out)]
+    cmd += [str(script)]
+    if script_args:
+        cmd += ["--", *script_args]
+    start = time.monotonic()
+    proc = subprocess.run(cmd, cwd=workdir, env=env(), capture_output=True, text=True, timeout=200)
+    wall = time.monotonic() - start
+    report = json.loads(out.read_text()) if fmt == "json" and out.exists() else None
+    return Run(workdir, script, proc, wall, report, before, tree(workdir))
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    base = tmp_path_factory.mktemp("runtime")
+    cache: dict[tuple, Run] = {}
+
+    def get(fixture: str, *options: str, **kw) -> Run:
+        key = (fixture, options, kw.get("script_args", ()), kw.get("fmt", "json"))
+        if key not in cache:
+            cache[key] = launch(base, fixture, *options, **kw)
+        return cache[key]
+
+    return get
+
+
+def assert_report_shape(run: Run) -> None:
+    assert run.report is not None, run.proc.stderr
+    jsonschema.validate(run.report, report_schema())
+    has_fail = any(c["status"] == "FAIL" for c in run.report["checks"])
+    assert run.report["exit_code"] == int(has_fail)
+    assert run.proc.returncode == run.report["exit_code"], run.proc.stderr
+    assert run.proc.stdout == ""  # the report went to --output; progress is on stderr
+    assert "ddplint: launching torchrun: 2 processes" in run.proc.stderr
+    assert re.search(r"2/2 ranks reporting: rank 0 (first batch|step)", run.proc.stderr)
+    assert run.after == run.before, "the audit changed the script's directory"
+    assert processes_naming(str(run.workdir)) == []
+
+
+def test_correct_script_passes_every_check(runs):
+    run = runs("correct.py")
+    assert_report_shape(run)
+    assert run.status() == {
+        "data.disjoint": "PASS", "data.coverage": "PASS", "data.content": "PASS",
+        "data.set_epoch": "PASS", "io.single_writer": "PASS", "run.failure": "PASS", "run.hang": "PASS",
+    }
+    [loader] = run.report["loaders"]
+    assert loader["training"] and loader["sampler"] == "DistributedSampler"
+    assert loader["site"].endswith("correct.py:17") and loader["epochs_seen"] == 2
+    assert loader["set_epoch_calls"][:2] == [0, 1]
+    assert [w["path"] for w in run.report["writes"]] == [str(run.workdir / "checkpoint.pt")]
+    assert run.report["writes"][0]["ranks"] == [0]
+    assert [r["status"] for r in run.report["ranks"]] == ["stopped", "stopped"]
+    assert run.report["launch"]["backend"] == "gloo" and run.report["launch"]["world_size"] == 2
+
+
+def test_no_distributed_sampler(runs):
+    run = runs("no_sampler.py")
+    assert_report_shape(run)
+    assert run.status() == {
+        "data.disjoint": "FAIL", "data.coverage": "PASS", "data.content": "FAIL",
+        "data.set_epoch": "PASS", "io.single_writer": "PASS", "run.failure": "PASS", "run.hang": "PASS",
+    }
+    disjoint = run.check("data.disjoint")
+    assert disjoint["rule"] == "DDP201"
+    assert "no_sampler.py:13" in disjoint["summary"]
+    assert "ranks 0 and 1 read the same 100% of sample indices" in disjoint["summary"]
+    assert run.check("data.content")["rule"] == "DDP201"
+    assert run.proc.returncode == 1
+
+
+def test_set_epoch_missing(runs):
+    run = runs("set_epoch_missing.py")
+    assert_report_shape(run)
+    assert run.status() == {
+        "data.disjoint": "PASS", "data.coverage": "PASS", "data.content": "PASS",
+        "data.set_epoch": "FAIL", "io.single_writer": "PASS", "run.failure": "PASS", "run.hang": "PASS",
+    }
+    c = run.check("data.set_epoch")
+    assert c["rule"] == "DDP202" and "never called" in c["summary"]
+    assert "DistributedSampler" in c["summary"] and "set_epoch_missing.py:12" in c["summary"]
+    assert c["data"]["loaders"][0]["same_order_ranks"] == [0, 1]
+
+
+def test_set_epoch_constant(runs):
+    run = runs("set_epoch_constant.py")
+    assert_report_shape(run)
+    assert run.status()["data.set_epoch"] == "FAIL"
+    assert {k: v for k, v in run.status().items() if k != "data.set_epoch"} == dict.fromkeys(
+        ["data.disjoint", "data.coverage", "data.content", "io.single_writer", "run.failure", "run.hang"], "PASS")
+    c = run.check("data.set_epoch")
+    assert c["rule"] == "DDP204" and "always called with 0" in c["summary"]
+    assert c["data"]["loaders"][0]["set_epoch_calls"][:2] == [0, 0]
+
+
+def test_unsharded_iterable_dataset_is_caught_by_content(runs):
+    run = runs("iterable_unsharded.py")
+    assert_report_shape(run)
+    assert run.status() == {
+        "data.disjoint": "FAIL", "data.coverage": "SKIP", "data.content": "FAIL",
+        "data.set_epoch": "SKIP", "io.single_writer": "PASS", "run.failure": "PASS", "run.hang": "PASS",
+    }
+    c = run.check("data.content")
+    assert c["rule"] == "DDP201" and "100%" in c["summary"] and "IterableDataset" in c["fix"]
+    assert run.check("data.disjoint")["data"]["loaders"][0]["level"] == "fingerprints"
+
+
+def test_checkpoint_by_every_rank_fails_and_touches_nothing(runs):
+    original = b"the user's own checkpoint, not to be touched\n"
+
+    def prepare(workdir: Path) -> None:
+        (workdir / "checkpoint.pt").write_bytes(original)
+
+    run = runs("checkpoint_every_rank.py", prepare=prepare)
+    assert_report_shape(run)
+    assert (run.workdir / "checkpoint.pt").read_bytes() == original
+    assert not (run.workdir / "logs").exists()
+    assert run.status() == {
+        "data.disjoint": "PASS", "data.coverage": "PASS", "data.content": "PASS",
+        "data.set_epoch": "PASS", "io.single_writer": "FAIL", "run.failure": "PASS", "run.hang": "PASS",
+    }
+    c = run.check("io.single_writer")
+    assert c["rule"] == "DDP301"
+    shared = {p["path"]: p for p in c["data"]["paths"]}
+    ckpt, log = str(run.workdir / "checkpoint.pt"), str(run.workdir / "logs" / "train.log")
+    assert shared[ckpt]["ranks"] == [0, 1] and shared[ckpt]["ops"] == ["torch.save"]
+    assert shared[log]["ranks"] == [0, 1] and shared[log]["ops"] == ["open:a"]
+    assert shared[ckpt]["sites"] == [f"{run.script}:28"]
+
+
+def test_odd_length_padding_is_a_counted_warning(runs):
+    run = runs("odd_length.py")
+    assert_report_shape(run)
+    assert run.status() == {
+        "data.disjoint": "WARN", "data.coverage": "PASS", "data.content": "PASS",
+        "data.set_epoch": "PASS", "io.single_writer": "PASS", "run.failure": "PASS", "run.hang": "PASS",
+    }
+    c = run.check("data.disjoint")
+    assert "1 padding duplicate" in c["summary"] and "len 101 % 2 ranks" in c["summary"]
+    assert c["data"]["loaders"][0]["duplicates"] == 1 and c["data"]["loaders"][0]["padding"] == 1
+
+
+def test_odd_length_drop_last_is_info(runs):
+    run = runs("odd_length.py", script_args=("--drop-last",))
+    assert_report_shape(run)
+    assert run.status() == {
+        "data.disjoint": "PASS", "data.coverage": "INFO", "data.content": "PASS",
+        "data.set_epoch": "PASS", "io.single_writer": "PASS", "run.failure": "PASS", "run.hang": "PASS",
+    }
+    c = run.check("data.coverage")
+    assert "1 of 101 samples dropped" in c["summary"]
+    assert c["data"]["loaders"][0] == {"site": f"{run.script}:19", "dataset_len": 101, "covered": 100,
+                                       "missing": 1, "documented_drops": 1}
+
+
+def test_rank_that_raises(runs):
+    run = runs("raises.py")
+    assert_report_shape(run)
+    status = run.status()
+    assert status["run.failure"] == "FAIL" and status["run.hang"] == "PASS"
+    assert status["data.disjoint"] == "PASS"  # the first epoch's shards were still recorded
+    c = run.check("run.failure")
+    assert c["summary"] == "rank 1 raised ValueError: corrupt batch on rank 1 at raises.py:11 in check_batch"
+    assert c["evidence"][0].strip() == 'raise ValueError("corrupt batch on rank 1")'
+    first = c["data"]["ranks"][0]
+    assert first["rank"] == 1 and first["site"]["line"] == 11 and "Traceback" in first["text"]
+    assert {r["rank"]: r["status"] for r in run.report["ranks"]}[1] == "raised"
+
+
+def test_hardcoded_nccl_runs_with_forced_gloo(runs):
+    run = runs("hardcoded_nccl.py", "--backend", "gloo")
+    assert_report_shape(run)
+    assert set(run.status().values()) == {"PASS"}
+    assert [r["backend"] for r in run.report["ranks"]] == ["gloo", "gloo"]
+
+
+def test_argparse_arguments_after_double_dash(runs):
+    out = "ckpts"
+    run = runs("with_args.py", script_args=("--epochs", "3", "--batch-size", "8", "--samples", "96",
+                                            "--lr", "0.05", "--out", out))
+    assert_report_shape(run)
+    assert set(run.status().values()) == {"PASS"}
+    assert run.report["script_args"] == ["--epochs", "3", "--batch-size", "8", "--samples", "96",
+                                         "--lr", "0.05", "--out", out]
+    [loader] = run.report["loaders"]
+    assert loader["batch_size"] == 8 and loader["dataset_len"] == 96
+    assert [w["path"] for w in run.report["writes"]] == [str(run.workdir / out / f"epoch{e}.pt") for e in (0, 1)]
+
+
+def test_text_report(runs):
+    run = runs("correct.py", fmt="text")
+    assert run.proc.returncode in (0, 1)
+    lines = run.proc.stdout.splitlines()
+    assert lines[0].startswith("ddplint runtime audit: correct.py  (2 ranks, gloo, 2 epochs x 8 steps,")
+    for name in OURS:
+        assert re.search(rf"^PASS  {re.escape(name)} +\S", run.proc.stdout, re.M), name
+    assert re.match(r"^(\d+ \w+, )*\d+ PASS(, \d+ SKIP)?$", lines[-1])
