@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 import libcst as cst
 
 from ddplint.config import Config
-from ddplint.lint.facts import CallSite, ModuleFacts
+from ddplint.lint.facts import SPAWN, CallSite, ModuleFacts
+from ddplint.lint.guards import Guards
+from ddplint.lint.names import arg, dotted
 from ddplint.lint.project import ProjectIndex
 
 FOLLOW_DEPTH = 3  # how many project function calls deep `reaches` looks
@@ -46,24 +50,58 @@ class LintContext:
     def reaches(self, site: CallSite, targets: frozenset[str], facts: ModuleFacts | None = None,
                 path: Path | None = None, depth: int = FOLLOW_DEPTH) -> bool:
         """A call to a project function that (transitively) calls one of `targets`."""
+        return self.reaches_if(site, targets, lambda s, f, p: s.name in targets, facts, path, depth)
+
+    def reaches_if(self, site: CallSite, key: object, found: Callable[[CallSite, ModuleFacts, Path], bool],
+                   facts: ModuleFacts | None = None, path: Path | None = None, depth: int = FOLLOW_DEPTH) -> bool:
+        """The site, or a project function it calls (transitively), is a call that `found` accepts.
+
+        `found(site, facts, path)` judges one call in the module it belongs to; `key` names the
+        question for the cache.
+        """
         facts = facts or self.facts
         path = path or self.path
-        if site.name in targets:
+        if found(site, facts, path):
             return True
         if depth == 0:
             return False
-        resolved = self.resolve_function(facts, path, site.name)
+        resolved = self.resolve_function(facts, path, self.method_target(facts, site))
         if resolved is None:
             return False
-        key = (id(resolved[0]), resolved[2], targets)
-        if key not in self._reach_cache:
-            self._reach_cache[key] = False  # recursion guard
+        cache_key = (id(resolved[0]), resolved[2], key)
+        if cache_key not in self._reach_cache:
+            self._reach_cache[cache_key] = False  # recursion guard
             inner_facts, inner_path, function = resolved
-            self._reach_cache[key] = any(
-                self.reaches(inner, targets, inner_facts, inner_path, depth - 1)
+            self._reach_cache[cache_key] = any(
+                self.reaches_if(inner, key, found, inner_facts, inner_path, depth - 1)
                 for inner in self.function_body_calls(inner_facts, function)
             )
-        return self._reach_cache[key]
+        return self._reach_cache[cache_key]
+
+    @staticmethod
+    def method_target(facts: ModuleFacts, site: CallSite) -> str | None:
+        """`self._save(...)` inside a method names `Class._save`; other names stay as they are."""
+        name = site.name
+        if name and name.startswith("self.") and name.count(".") == 1 and "." in site.function:
+            candidate = f"{site.function.split('.')[0]}.{name[5:]}"
+            if candidate in facts.functions:
+                return candidate
+        return name
+
+    @cached_property
+    def guards(self) -> Guards:
+        return Guards(self)
+
+    def spawn_targets(self, facts: ModuleFacts) -> set[str]:
+        """Functions that mp.spawn starts: every rank runs them."""
+        targets = set()
+        for site in facts.calls:
+            if site.name in SPAWN:
+                fn = arg(site.node, 0, "fn")
+                name = dotted(fn) if fn is not None else None
+                if name is not None:
+                    targets.add(name)
+        return targets
 
     def anywhere(self, targets: frozenset[str]) -> list[CallSite]:
         """Call sites of this module that are, or lead through project helpers to, `targets`."""

@@ -112,6 +112,7 @@ class Assignment:
     function: str
     order: int
     conditions: tuple[Condition, ...]
+    loops: tuple[cst.For | cst.While, ...] = ()
 
 
 @dataclass
@@ -120,6 +121,7 @@ class FunctionInfo:
     node: cst.FunctionDef
     params: tuple[str, ...]
     decorators: tuple[str, ...]  # resolved dotted names
+    returns: list[cst.BaseExpression] = field(default_factory=list)  # values of its own `return`s
 
 
 @dataclass
@@ -134,6 +136,7 @@ class ModuleFacts:
     name_kinds: dict[tuple[str, str], str] = field(default_factory=dict)  # (function, name) -> kind
     framework: str | None = None
     is_distributed: bool = False
+    is_script: bool = False  # has an `if __name__ == "__main__":` block
 
     # -- name resolution -------------------------------------------------------------
 
@@ -314,6 +317,8 @@ class _Collector(cst.CSTVisitor):
 
     def visit_If(self, node: cst.If) -> bool:
         node.test.visit(self)
+        if not self.function and _is_main_block(node.test):
+            self.facts.is_script = True
         self.conditions.append(Condition(node.test, False))
         node.body.visit(self)
         self.conditions.pop()
@@ -326,6 +331,16 @@ class _Collector(cst.CSTVisitor):
             self.conditions.append(Condition(node.test, True))
             if self.suite_exits:
                 self.suite_exits[-1] += 1
+        return False
+
+    def visit_IfExp(self, node: cst.IfExp) -> bool:
+        # `SummaryWriter(...) if rank == 0 else None` guards its body like an `if` statement
+        node.test.visit(self)
+        self.conditions.append(Condition(node.test, False))
+        node.body.visit(self)
+        self.conditions[-1] = Condition(node.test, True)
+        node.orelse.visit(self)
+        self.conditions.pop()
         return False
 
     def _open_suite(self) -> None:
@@ -368,6 +383,11 @@ class _Collector(cst.CSTVisitor):
 
     # -- events ----------------------------------------------------------------------
 
+    def visit_Return(self, node: cst.Return) -> None:
+        info = self.facts.functions.get(self.scope)
+        if info is not None and node.value is not None:
+            info.returns.append(node.value)
+
     def visit_Subscript(self, node: cst.Subscript) -> None:
         env = self.facts.env_read(node)
         if env is not None:
@@ -391,6 +411,13 @@ class _Collector(cst.CSTVisitor):
         if node.value is not None:
             self._assign(node.target, node.value)
 
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        name = dotted(node.target)
+        if name is not None:
+            self.facts.assignments.append(
+                Assignment(name, node.value, self.scope, self._next(), tuple(self.conditions), tuple(self.loops))
+            )
+
     def _assign(self, target: cst.BaseExpression, value: cst.BaseExpression) -> None:
         if isinstance(target, (cst.Tuple, cst.List)) and isinstance(value, (cst.Tuple, cst.List)):
             if len(target.elements) == len(value.elements):
@@ -399,13 +426,24 @@ class _Collector(cst.CSTVisitor):
             return
         env = self.facts.env_read(target) if isinstance(target, cst.Subscript) else None
         if env is not None:
-            self.facts.env_writes[env] = Assignment(env, value, self.scope, self._next(), tuple(self.conditions))
+            self.facts.env_writes[env] = Assignment(
+                env, value, self.scope, self._next(), tuple(self.conditions), tuple(self.loops)
+            )
             return
         name = dotted(target)
         if name is not None:
             self.facts.assignments.append(
-                Assignment(name, value, self.scope, self._next(), tuple(self.conditions))
+                Assignment(name, value, self.scope, self._next(), tuple(self.conditions), tuple(self.loops))
             )
+
+
+def _is_main_block(test: cst.BaseExpression) -> bool:
+    """`__name__ == "__main__"`, either way round."""
+    if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
+        return False
+    sides = {dotted(test.left), string_value(test.comparisons[0].comparator),
+             dotted(test.comparisons[0].comparator), string_value(test.left)}
+    return "__name__" in sides and "__main__" in sides
 
 
 def _exits(body: cst.BaseSuite) -> bool:

@@ -1,5 +1,13 @@
 """The rule registry: every rule class, in catalog order."""
 
+from ddplint.lint.rules.collectives import CollectiveUnderRankGuard
+from ddplint.lint.rules.data_loading import (
+    ConstantSetEpoch,
+    SamplerBeforeInit,
+    SamplerWithoutSetEpoch,
+    ShuffleWithSampler,
+    UnshardedDataLoader,
+)
 from ddplint.lint.rules.device_binding import (
     BareCudaBeforeSetDevice,
     DeviceFromGlobalRank,
@@ -7,6 +15,13 @@ from ddplint.lint.rules.device_binding import (
     LocalRankArgument,
     NoDeviceBinding,
     SetDeviceAfterCollective,
+)
+from ddplint.lint.rules.process_group import HardCodedRendezvous, NoDestroyProcessGroup
+from ddplint.lint.rules.side_effects import (
+    CheckpointOnEveryRank,
+    LoadWithoutMapLocation,
+    LogWriterOnEveryRank,
+    MakedirsRace,
 )
 from ddplint.lint.rules.syntax import SyntaxErrorRule
 
@@ -18,6 +33,18 @@ ALL_RULES = [
     SetDeviceAfterCollective,
     DeviceFromGlobalRank,
     LocalRankArgument,
+    UnshardedDataLoader,
+    SamplerWithoutSetEpoch,
+    ShuffleWithSampler,
+    ConstantSetEpoch,
+    SamplerBeforeInit,
+    CheckpointOnEveryRank,
+    LogWriterOnEveryRank,
+    LoadWithoutMapLocation,
+    MakedirsRace,
+    CollectiveUnderRankGuard,
+    NoDestroyProcessGroup,
+    HardCodedRendezvous,
 ]
 
 # Every code a user can select, ignore, list or explain.

@@ -1,0 +1,329 @@
+"""Which statements run on the main process only, and which on some ranks but not others.
+
+Rules about side effects (checkpoints, logs, directories) must stay quiet when only one rank
+can get there, and the collective rule must speak when only some ranks can. Both questions
+are answered from the `if` conditions that facts.py records around every call, from the
+decorators of the enclosing function, and from the callers of that function, following
+predicates and helpers into the user's own modules (`utils.is_main_process()`).
+
+A test is classified by what it says about the process that passes it:
+    "main"    true only on the main process     rank == 0, is_main_process(), master_process
+    "notmain" true only off the main process    rank != 0, not is_main_process()
+    "single"  true only without distribution   not args.distributed, world_size == 1
+    "dist"    true only with distribution       args.distributed, dist.is_initialized()
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+from ddplint.lint.facts import CallSite, Condition, ModuleFacts
+from ddplint.lint.names import dotted, int_value
+
+if TYPE_CHECKING:
+    from ddplint.lint.context import LintContext
+
+MAIN, NOTMAIN, SINGLE, DIST = "main", "notmain", "single", "dist"
+OPPOSITE = {MAIN: NOTMAIN, NOTMAIN: MAIN, SINGLE: DIST, DIST: SINGLE}
+
+# Predicates by the last part of their name: `utils.is_main_process()`, `accelerator.is_main_process`.
+MAIN_PREDICATES = {
+    "is_main_process", "is_local_main_process", "is_master", "is_main", "is_rank_zero", "is_rank0",
+    "is_global_zero", "is_local_zero", "master_process", "main_process", "is_leader", "is_chief",
+}
+# Decorators that run the function on the main process only.
+MAIN_DECORATORS = {
+    "rank_zero_only", "main_process_only", "on_main_process", "on_local_main_process", "master_only",
+    "rank0_only", "on_rank_zero", "only_main_process", "main_only",
+}
+# Flags and calls that say "this run is distributed".
+DIST_FLAGS = {
+    "distributed", "ddp", "is_distributed", "use_ddp", "multiprocessing_distributed", "use_distributed",
+    "is_initialized", "is_dist_avail_and_initialized", "is_dist_initialized", "dist_initialized",
+}
+RANK_CALLS = {"get_rank", "get_local_rank", "get_global_rank", "get_node_local_rank"}
+WORLD_NAMES = {"world_size", "ddp_world_size", "num_gpus", "ngpus", "n_gpus", "get_world_size"}
+CALLER_DEPTH = 4  # how many callers up a guard is looked for
+
+
+class Guards:
+    def __init__(self, ctx: LintContext) -> None:
+        self.ctx = ctx
+        self._callers: dict[int, dict[str, list[CallSite]]] = {}
+        self._predicates: dict[tuple[int, str], str | None] = {}
+        self._helpers = set(ctx.config.main_process_helpers)
+        self._extra_predicates = set(ctx.config.main_process_predicates)
+
+    # -- tests -------------------------------------------------------------------------
+
+    def test_kind(self, expr: cst.BaseExpression, facts: ModuleFacts, path: Path, function: str,
+                  depth: int = 2) -> str | None:
+        """What passing the test `expr` says about the process: MAIN, NOTMAIN, SINGLE, DIST or None."""
+        if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Not):
+            inner = self.test_kind(expr.expression, facts, path, function, depth)
+            return OPPOSITE.get(inner) if inner else None
+        if isinstance(expr, cst.BooleanOperation):
+            left = self.test_kind(expr.left, facts, path, function, depth)
+            right = self.test_kind(expr.right, facts, path, function, depth)
+            return _combine(left, right, isinstance(expr.operator, cst.And))
+        if isinstance(expr, cst.Comparison):
+            return self._comparison(expr, facts, path, function, depth)
+        if isinstance(expr, (cst.Name, cst.Attribute)):
+            return self._name(expr, facts, path, function, depth)
+        if isinstance(expr, cst.Call):
+            return self._call(expr, facts, path, function, depth)
+        return None
+
+    def _name(self, expr, facts, path, function, depth) -> str | None:
+        name = dotted(expr)
+        if name is None:
+            return None
+        last = name.rsplit(".", 1)[-1]
+        if self._declared(name, facts, self._extra_predicates) or facts.kind_of(expr, function) == "main":
+            return MAIN
+        if last in MAIN_PREDICATES:
+            return MAIN
+        if last in DIST_FLAGS:
+            return DIST
+        if depth > 0:  # `is_chief = rank == 0`, then `if is_chief:`
+            kinds = {
+                self.test_kind(a.value, facts, path, a.function, depth - 1)
+                for a in facts.assignments
+                if a.target == name and a.function in {function, ""} and not _is_bool_literal(a.value)
+            }
+            if len(kinds) == 1:
+                return kinds.pop()
+        return None
+
+    def _call(self, call: cst.Call, facts, path, function, depth) -> str | None:
+        raw = dotted(call.func)
+        name = facts.qualify(raw)
+        if name is None:
+            return None
+        last = name.rsplit(".", 1)[-1]
+        if self._declared(raw, facts, self._extra_predicates):
+            return MAIN
+        if last in MAIN_PREDICATES:
+            return MAIN
+        if last in DIST_FLAGS:
+            return DIST
+        if depth > 0:
+            return self._project_predicate(facts, path, name, depth - 1)
+        return None
+
+    def _project_predicate(self, facts, path, name, depth) -> str | None:
+        """A project function whose returns are all the same kind of test is that kind of predicate."""
+        resolved = self.ctx.resolve_function(facts, path, name)
+        if resolved is None:
+            return None
+        inner_facts, inner_path, function = resolved
+        key = (id(inner_facts), function)
+        if key not in self._predicates:
+            self._predicates[key] = None  # recursion guard
+            info = inner_facts.functions[function]
+            kinds = {self.test_kind(r, inner_facts, inner_path, function, depth) for r in info.returns}
+            self._predicates[key] = kinds.pop() if len(kinds) == 1 else None
+        return self._predicates[key]
+
+    def _comparison(self, expr: cst.Comparison, facts, path, function, depth) -> str | None:
+        if len(expr.comparisons) != 1:
+            return None
+        target = expr.comparisons[0]
+        op, left, right = target.operator, expr.left, target.comparator
+        if _is_zero_set(right) and self._rankish(left, facts, path, function):
+            if isinstance(op, cst.In):
+                return MAIN
+            if isinstance(op, cst.NotIn):
+                return NOTMAIN
+            return None
+        if int_value(left) == 0 and self._rankish(right, facts, path, function):
+            left, right = right, left
+            op = _FLIPPED.get(type(op), lambda: op)()
+        if int_value(right) == 0 and self._rankish(left, facts, path, function):
+            if isinstance(op, (cst.Equal, cst.LessThanEqual, cst.Is)):
+                return MAIN
+            if isinstance(op, (cst.NotEqual, cst.GreaterThan, cst.IsNot)):
+                return NOTMAIN
+            return None
+        if int_value(right) == 1 and _is_world(left, facts):
+            if isinstance(op, (cst.Equal, cst.LessThanEqual)):
+                return SINGLE
+            if isinstance(op, (cst.NotEqual, cst.GreaterThan)):
+                return DIST
+        if _minus_one(right) and self._rankish(left, facts, path, function):
+            # `local_rank == -1`: the script was not started by a launcher
+            if isinstance(op, cst.Equal):
+                return SINGLE
+            if isinstance(op, cst.NotEqual):
+                return DIST
+        return None
+
+    def _rankish(self, expr, facts: ModuleFacts, path: Path, function: str) -> bool:
+        if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Modulo):
+            return self._rankish(expr.left, facts, path, function)
+        if isinstance(expr, cst.Call):
+            name = facts.qualify(dotted(expr.func)) or ""
+            if name.rsplit(".", 1)[-1] in RANK_CALLS:
+                return True
+            if name in {"int", "str"} and expr.args:
+                return self._rankish(expr.args[0].value, facts, path, function)
+        return facts.is_rankish(expr, function)
+
+    # -- statements --------------------------------------------------------------------
+
+    def condition_kind(self, condition: Condition, facts: ModuleFacts, path: Path, function: str) -> str | None:
+        kind = self.test_kind(condition.test, facts, path, function)
+        return OPPOSITE.get(kind) if condition.negated and kind else kind
+
+    def guarded_here(self, site: CallSite, facts: ModuleFacts | None = None, path: Path | None = None) -> bool:
+        """Only the main process (or a run without distribution) gets past the site's own guards."""
+        facts, path = facts or self.ctx.facts, path or self.ctx.path
+        for condition in site.conditions:
+            if self.condition_kind(condition, facts, path, site.function) in {MAIN, SINGLE}:
+                return True
+        info = _enclosing_function(facts, site.function)
+        return info is not None and any(self._main_decorator(d) for d in info.decorators)
+
+    def main_only(self, site: CallSite, facts: ModuleFacts | None = None, path: Path | None = None,
+                  depth: int = CALLER_DEPTH) -> bool:
+        """No rank but the main one reaches the site: by its guards, or because every caller is guarded.
+
+        A function of this module that nothing here calls is taken as guarded: its callers live
+        elsewhere, and a call from the linted script to a project helper is judged at that call.
+        """
+        facts, path = facts or self.ctx.facts, path or self.ctx.path
+        if self.guarded_here(site, facts, path):
+            return True
+        info = _enclosing_function(facts, site.function)
+        if info is None or depth == 0:
+            return False
+        if info.name in self.ctx.spawn_targets(facts):
+            return False
+        callers = self.callers(facts).get(info.name, [])
+        if not callers:
+            return True
+        return all(self.main_only(c, facts, path, depth - 1) for c in callers if c.function != info.name)
+
+    def rank_conditional(self, site: CallSite) -> bool:
+        """The site runs on some ranks and not others: under a main-process guard or its negation."""
+        facts, path = self.ctx.facts, self.ctx.path
+        for condition in site.conditions:
+            if self.test_kind(condition.test, facts, path, site.function) in {MAIN, NOTMAIN}:
+                return True
+        info = _enclosing_function(facts, site.function)
+        return info is not None and any(self._main_decorator(d) for d in info.decorators)
+
+    def safe_helper(self, site: CallSite) -> bool:
+        """A call to a helper the user declared as main-process only (`extend-main-process-helpers`)."""
+        return self._declared(dotted(site.node.func), self.ctx.facts, self._helpers)
+
+    def _main_decorator(self, name: str) -> bool:
+        last = name.rsplit(".", 1)[-1]
+        return last in MAIN_DECORATORS or name in self._helpers or last in self._helpers
+
+    def _declared(self, raw: str | None, facts: ModuleFacts, declared: set[str]) -> bool:
+        if not raw or not declared:
+            return False
+        qualified = facts.qualify(raw) or raw
+        return bool({raw, qualified, raw.rsplit(".", 1)[-1]} & declared)
+
+    # -- call graph --------------------------------------------------------------------
+
+    def callers(self, facts: ModuleFacts) -> dict[str, list[CallSite]]:
+        """Function name -> the call sites in the same module that call it."""
+        key = id(facts)
+        if key not in self._callers:
+            self._callers[key] = _callers(facts)
+        return self._callers[key]
+
+
+def _callers(facts: ModuleFacts) -> dict[str, list[CallSite]]:
+    instances: dict[str, str] = {}  # `trainer` -> "Trainer" for `trainer = Trainer(...)`
+    classes = {name.split(".")[0] for name in facts.functions if "." in name}
+    for a in facts.assignments:
+        if isinstance(a.value, cst.Call):
+            cls = dotted(a.value.func)
+            if cls in classes:
+                instances[a.target] = cls
+    out: dict[str, list[CallSite]] = {}
+    for site in facts.calls:
+        if site.name is None:
+            continue
+        if site.name in facts.functions:
+            out.setdefault(site.name, []).append(site)
+            continue
+        receiver, _, method = site.name.rpartition(".")
+        if not receiver:
+            continue
+        if receiver in {"self", "cls"}:
+            cls = site.function.split(".")[0]
+        else:
+            cls = instances.get(receiver)
+        if cls is not None and f"{cls}.{method}" in facts.functions:
+            out.setdefault(f"{cls}.{method}", []).append(site)
+    return out
+
+
+def _enclosing_function(facts: ModuleFacts, scope: str):
+    """The innermost function around a scope ("Trainer.train" -> its FunctionInfo)."""
+    while scope:
+        if scope in facts.functions:
+            return facts.functions[scope]
+        scope = scope.rpartition(".")[0]
+    return None
+
+
+def _combine(left: str | None, right: str | None, conjunction: bool) -> str | None:
+    kinds = {left, right}
+    if conjunction:
+        # `a and b` is true only where both are: one restrictive side is enough
+        for kind in (MAIN, NOTMAIN, SINGLE):
+            if kind in kinds:
+                return kind
+        return DIST if DIST in kinds else None
+    # `a or b` is true wherever either is: both sides must be restrictive
+    if kinds <= {MAIN, SINGLE}:
+        return MAIN if MAIN in kinds else SINGLE
+    if kinds <= {NOTMAIN, DIST}:
+        return NOTMAIN if NOTMAIN in kinds else DIST
+    return None
+
+
+def _is_zero_set(expr: cst.BaseExpression) -> bool:
+    """`[0]`, `(-1, 0)`, `{0, -1}`: the ranks of the main process, with or without a launcher."""
+    if not isinstance(expr, (cst.List, cst.Tuple, cst.Set)):
+        return False
+    values = set()
+    for element in expr.elements:
+        value = element.value
+        if isinstance(value, cst.UnaryOperation) and isinstance(value.operator, cst.Minus):
+            number = int_value(value.expression)
+            values.add(-number if number is not None else None)
+        else:
+            values.add(int_value(value))
+    return 0 in values and values <= {0, -1}
+
+
+def _is_world(expr: cst.BaseExpression, facts: ModuleFacts) -> bool:
+    if isinstance(expr, cst.Call):
+        expr = expr.func
+    name = facts.qualify(dotted(expr)) or ""
+    return name.rsplit(".", 1)[-1] in WORLD_NAMES
+
+
+def _is_bool_literal(expr: cst.BaseExpression) -> bool:
+    return isinstance(expr, cst.Name) and expr.value in {"True", "False"}
+
+
+def _minus_one(expr: cst.BaseExpression) -> bool:
+    return (isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Minus)
+            and int_value(expr.expression) == 1)
+
+
+_FLIPPED = {
+    cst.LessThan: cst.GreaterThan, cst.GreaterThan: cst.LessThan,
+    cst.LessThanEqual: cst.GreaterThanEqual, cst.GreaterThanEqual: cst.LessThanEqual,
+}

@@ -1,0 +1,82 @@
+"""DDP401: a collective that only some ranks reach.
+
+Every rank must enter each collective, in the same order. Inside `if rank == 0:` (or its
+negation) the other ranks never arrive and the job hangs until the NCCL timeout. Saves that
+gather state from every rank (torch.distributed.checkpoint, FSDP state dicts) are collectives
+too, so they belong outside the guard.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import libcst as cst
+
+from ddplint.lint.context import LintContext
+from ddplint.lint.facts import COLLECTIVES, DDP, DIST, CallSite
+from ddplint.lint.guards import MAIN, NOTMAIN, OPPOSITE
+from ddplint.lint.names import dotted
+from ddplint.lint.rules.base import Finding, Rule
+
+POINT_TO_POINT = {f"{DIST}.{name}" for name in ("send", "recv", "isend", "irecv")}
+FSDP = "torch.distributed.fsdp.FullyShardedDataParallel"
+DCP = "torch.distributed.checkpoint"
+# Saves and state-dict gathers that every rank has to take part in.
+COLLECTIVE_SAVES = frozenset({
+    f"{DCP}.save", f"{DCP}.save_state_dict", f"{DCP}.async_save", f"{DCP}.state_dict_saver.save",
+    f"{DCP}.state_dict.get_model_state_dict", f"{DCP}.state_dict.get_optimizer_state_dict",
+    f"{DCP}.state_dict.get_state_dict", f"{FSDP}.state_dict_type", f"{FSDP}.full_optim_state_dict",
+    f"{FSDP}.optim_state_dict", f"{FSDP}.sharded_optim_state_dict", f"{FSDP}.summon_full_params",
+})
+BLOCKING = (COLLECTIVES - POINT_TO_POINT) | COLLECTIVE_SAVES
+WRAPPERS = {DDP, FSDP, "torch.distributed.fsdp.fully_shard", "torch.distributed._composable.fsdp.fully_shard"}
+
+
+def _wrapped_models(ctx: LintContext) -> set[str]:
+    """Names that hold a DDP/FSDP-wrapped model: calling them is a forward pass that communicates."""
+    return {
+        a.target for a in ctx.facts.assignments
+        if isinstance(a.value, cst.Call) and ctx.facts.callee(a.value) in WRAPPERS
+    }
+
+
+class CollectiveUnderRankGuard(Rule):
+    code = "DDP401"
+    name = "collective-in-rank-branch"
+
+    def check(self, ctx: LintContext) -> Iterator[Finding]:
+        guards = ctx.guards
+        models = _wrapped_models(ctx)
+        communicating = []
+        for site in ctx.facts.calls:
+            if site.name in models:
+                communicating.append((site, f"forward pass of the wrapped model '{site.name}'"))
+            elif ctx.reaches(site, BLOCKING):
+                what = site.name if site.name in BLOCKING else f"{dotted(site.node.func)}() (it runs a collective)"
+                communicating.append((site, what))
+        sides = {id(site): self._side(ctx, site) for site, _ in communicating}
+        for site, what in communicating:
+            side = sides[id(site)]
+            if side is None or not guards.rank_conditional(site):
+                continue
+            paired = any(
+                other.name == site.name and other is not site and other.function == site.function
+                and sides[id(other)] == OPPOSITE[side]
+                for other, _ in communicating
+            )
+            if paired:  # `if rank == 0: barrier()` matched by `if rank != 0: barrier()`
+                continue
+            yield Finding(
+                site.node,
+                f"{what} runs only on some ranks (inside a rank-dependent branch): the other ranks "
+                "never join it and the job hangs; call it on every rank, outside the rank check",
+            )
+
+    @staticmethod
+    def _side(ctx: LintContext, site: CallSite) -> str | None:
+        """MAIN or NOTMAIN: which ranks the site's conditions let through."""
+        for condition in site.conditions:
+            kind = ctx.guards.condition_kind(condition, ctx.facts, ctx.path, site.function)
+            if kind in {MAIN, NOTMAIN}:
+                return kind
+        return MAIN if ctx.guards.rank_conditional(site) else None

@@ -1,0 +1,311 @@
+"""DDP201-DDP205: every rank must read its own shard of the data, in a new order each epoch."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+import libcst as cst
+
+from ddplint.lint.context import LintContext
+from ddplint.lint.facts import DDP, INIT_PG, CallSite, ModuleFacts
+from ddplint.lint.guards import RANK_CALLS
+from ddplint.lint.names import arg, dotted, has_keyword, is_constant, names_in
+from ddplint.lint.rules.base import Finding, Rule
+
+LOADER = "torch.utils.data.DataLoader"
+SAMPLER = "torch.utils.data.DistributedSampler"
+PLAIN_SAMPLERS = {
+    "torch.utils.data.RandomSampler", "torch.utils.data.SequentialSampler",
+    "torch.utils.data.SubsetRandomSampler", "torch.utils.data.WeightedRandomSampler",
+}
+BATCH_SAMPLER = "torch.utils.data.BatchSampler"
+YES, NO, UNKNOWN = "yes", "no", "unknown"
+DATA_PARALLEL = frozenset({INIT_PG, DDP, "torch.distributed.fsdp.FullyShardedDataParallel",
+                           "torch.distributed.fsdp.fully_shard"})
+EVAL_WORDS = re.compile(r"val|test|eval|dev\b|holdout", re.IGNORECASE)
+SHARD_WORDS = re.compile(r"shard|split_by_node|split_dataset_by_node|nodesplitter|rank", re.IGNORECASE)
+
+
+def _data_name(name: str | None) -> str | None:
+    """torch.utils.data.sampler.RandomSampler -> torch.utils.data.RandomSampler."""
+    if name and name.startswith("torch.utils.data."):
+        return "torch.utils.data." + name.rsplit(".", 1)[-1]
+    return name
+
+
+def loaders(facts: ModuleFacts) -> list[CallSite]:
+    return [c for c in facts.calls if _data_name(c.name) == LOADER]
+
+
+def samplers(facts: ModuleFacts) -> list[CallSite]:
+    return [c for c in facts.calls if _data_name(c.name) == SAMPLER]
+
+
+def _targets(facts: ModuleFacts, node: cst.CSTNode) -> list[str]:
+    """Names a value is assigned to: `train_loader = DataLoader(...)` -> ["train_loader"]."""
+    out = []
+    for a in facts.assignments:
+        if a.value is node or isinstance(a.value, cst.IfExp) and node in (a.value.body, a.value.orelse):
+            out.append(a.target)
+    return out
+
+
+def sharding(expr: cst.BaseExpression | None, facts: ModuleFacts, depth: int = 3) -> str:
+    """Whether a sampler expression splits the data by rank: YES, NO, or UNKNOWN."""
+    if expr is None or isinstance(expr, cst.Name) and expr.value == "None":
+        return NO
+    if isinstance(expr, cst.IfExp):
+        return _either(sharding(expr.body, facts, depth), sharding(expr.orelse, facts, depth))
+    if isinstance(expr, cst.Call):
+        name = _data_name(facts.callee(expr)) or ""
+        if name == SAMPLER or "Distributed" in name.rsplit(".", 1)[-1]:
+            return YES
+        if has_keyword(expr, "num_replicas") or has_keyword(expr, "rank"):
+            return YES
+        if name in PLAIN_SAMPLERS:
+            return NO
+        if name == BATCH_SAMPLER:
+            return sharding(arg(expr, 0, "sampler"), facts, depth)
+        return UNKNOWN
+    name = dotted(expr)
+    if name is None or depth == 0:
+        return UNKNOWN
+    values = [a.value for a in facts.assignments if a.target == name]
+    if not values:
+        return UNKNOWN
+    verdict = NO
+    for value in values:
+        verdict = _either(verdict, sharding(value, facts, depth - 1))
+    return verdict
+
+
+def _either(a: str, b: str) -> str:
+    if YES in (a, b):
+        return YES
+    return UNKNOWN if UNKNOWN in (a, b) else NO
+
+
+def _dataset_shards(ctx: LintContext, expr: cst.BaseExpression | None) -> bool:
+    """The dataset splits itself by rank: a sharded stream, or a dataset class that reads the rank."""
+    if expr is None:
+        return True
+    facts = ctx.facts
+    exprs = [expr]
+    name = dotted(expr)
+    if name is not None:
+        exprs += [a.value for a in facts.assignments if a.target == name]
+    for e in exprs:
+        if any(SHARD_WORDS.search(n.rsplit(".", 1)[-1]) for n in names_in(e)):
+            return True
+        if isinstance(e, cst.Call) and _class_reads_rank(ctx, facts.callee(e)):
+            return True
+    return False
+
+
+def _class_reads_rank(ctx: LintContext, name: str | None) -> bool:
+    if not name:
+        return False
+    found = (ctx.facts, name) if any(f.startswith(name + ".") for f in ctx.facts.functions) else None
+    if found is None:
+        resolved = ctx.project.resolve(ctx.path, name)
+        if resolved is None or not resolved[2]:
+            return False
+        found = (resolved[1], resolved[2])
+    facts, cls = found
+    prefix = cls + "."
+    for site in facts.calls:
+        if site.function.startswith(prefix) and (site.name or "").rsplit(".", 1)[-1] in RANK_CALLS:
+            return True
+    for a in facts.assignments:
+        if a.function.startswith(prefix) and facts.kind_of(a.value, a.function) in {"local", "global"}:
+            return True
+    return any(
+        {"rank", "num_replicas", "world_size"} & set(info.params)
+        for fname, info in facts.functions.items() if fname.startswith(prefix)
+    )
+
+
+def _is_training(facts: ModuleFacts, site: CallSite, dataset: cst.BaseExpression | None) -> bool:
+    shuffle = arg(site.node, 2, "shuffle")
+    if isinstance(shuffle, cst.Name) and shuffle.value == "True":
+        return True
+    words = " ".join([*_targets(facts, site.node), *(names_in(dataset) if dataset is not None else ())])
+    if "train" in words.lower():
+        return True
+    if EVAL_WORDS.search(words):
+        return False
+    return any(c.method == "backward" for c in facts.calls)
+
+
+class UnshardedDataLoader(Rule):
+    code = "DDP201"
+    name = "dataloader-without-distributed-sampler"
+
+    def check(self, ctx: LintContext) -> Iterator[Finding]:
+        facts = ctx.facts
+        if not ctx.anywhere(DATA_PARALLEL):
+            return  # rpc or custom schemes: no data-parallel training here
+        for site in loaders(facts):
+            call = site.node
+            dataset = arg(call, 0, "dataset")
+            chosen = arg(call, 4, "batch_sampler") or arg(call, 3, "sampler")
+            if chosen is not None:
+                if sharding(chosen, facts) != NO:
+                    continue
+            elif _dataset_shards(ctx, dataset) or any(a.star for a in call.args):
+                continue
+            if not _is_training(facts, site, dataset) or ctx.guards.main_only(site):
+                continue
+            label = (_targets(facts, call) or ["DataLoader"])[0]
+            yield Finding(
+                call,
+                f"training loader '{label}' has no DistributedSampler: every rank reads the whole "
+                "dataset in the same order (duplicated batches, no speed-up); pass "
+                "sampler=DistributedSampler(dataset) and call sampler.set_epoch(epoch) each epoch",
+            )
+
+
+def _set_epoch_receivers(ctx: LintContext) -> tuple[set[str], bool]:
+    """Receivers of `.set_epoch(...)` in this module, and whether a project helper calls set_epoch."""
+    receivers = {c.name.rsplit(".", 1)[0] for c in ctx.facts.calls if c.method == "set_epoch" and c.name}
+    in_helper = any(
+        ctx.reaches_if(c, "set_epoch", lambda s, f, p: s.method == "set_epoch")
+        for c in ctx.facts.calls if c.method != "set_epoch"
+    )
+    return receivers, in_helper
+
+
+class SamplerWithoutSetEpoch(Rule):
+    code = "DDP202"
+    name = "missing-set-epoch"
+
+    def check(self, ctx: LintContext) -> Iterator[Finding]:
+        facts = ctx.facts
+        shuffling = [s for s in samplers(facts) if not _false(arg(s.node, 3, "shuffle"))]
+        if not shuffling:
+            return
+        receivers, in_helper = _set_epoch_receivers(ctx)
+        if in_helper:
+            return
+        lasts = {r.rsplit(".", 1)[-1] for r in receivers}
+        for site in shuffling:
+            names = _targets(facts, site.node)
+            dataset = arg(site.node, 0, "dataset")
+            if EVAL_WORDS.search(" ".join([*names, *(names_in(dataset) if dataset is not None else ())])):
+                continue  # an evaluation sampler: its order does not matter
+            if names and {n.rsplit(".", 1)[-1] for n in names} & lasts:
+                continue
+            if any(_escapes(ctx, n) for n in names):
+                continue  # handed to a function this linter cannot see into
+            if lasts & {"sampler", "batch_sampler"} or not names and receivers:
+                continue  # loader.sampler.set_epoch(epoch)
+            label = names[0] if names else "sampler"
+            yield Finding(
+                site.node,
+                f"DistributedSampler '{label}' is never given the epoch: every epoch sees the same "
+                f"order; call {label}.set_epoch(epoch) at the start of the epoch loop",
+            )
+
+
+def _escapes(ctx: LintContext, name: str) -> bool:
+    """The sampler is passed to a call that is neither torch's nor a function of the project."""
+    for site in ctx.facts.calls:
+        if (site.name or "").startswith("torch.") or site.name is None:
+            continue
+        if any(name in names_in(a.value) for a in site.node.args):
+            if ctx.resolve_function(ctx.facts, ctx.path, ctx.method_target(ctx.facts, site)) is None:
+                return True
+    return False
+
+
+def _false(expr: cst.BaseExpression | None) -> bool:
+    return isinstance(expr, cst.Name) and expr.value == "False"
+
+
+class ShuffleWithSampler(Rule):
+    code = "DDP203"
+    name = "shuffle-with-sampler"
+
+    def check(self, ctx: LintContext) -> Iterator[Finding]:
+        for site in loaders(ctx.facts):
+            shuffle = arg(site.node, 2, "shuffle")
+            if not (isinstance(shuffle, cst.Name) and shuffle.value == "True"):
+                continue
+            for keyword, position in (("sampler", 3), ("batch_sampler", 4)):
+                given = arg(site.node, position, keyword)
+                if given is not None and not (isinstance(given, cst.Name) and given.value == "None"):
+                    yield Finding(
+                        shuffle,
+                        f"shuffle=True together with {keyword}=: DataLoader raises ValueError (sampler "
+                        f"option is mutually exclusive with shuffle); drop shuffle=True, the sampler shuffles",
+                    )
+                    break
+
+
+class ConstantSetEpoch(Rule):
+    code = "DDP204"
+    name = "constant-set-epoch"
+
+    def check(self, ctx: LintContext) -> Iterator[Finding]:
+        facts = ctx.facts
+        for site in facts.calls:
+            if site.method != "set_epoch" or not site.node.args:
+                continue
+            value = site.node.args[0].value
+            if is_constant(value) or site.loops and _loop_invariant(facts, site, value):
+                yield Finding(
+                    value,
+                    "set_epoch() gets a value that does not change from one epoch to the next: the "
+                    "sampler repeats the same order every epoch; pass the epoch loop variable "
+                    "(sampler.set_epoch(epoch))",
+                )
+
+
+def _loop_invariant(facts: ModuleFacts, site: CallSite, value: cst.BaseExpression) -> bool:
+    if any(isinstance(n, cst.Call) for n in _walk(value)):
+        return False
+    used = names_in(value)
+    changing: set[str] = set()
+    for loop in site.loops:
+        if isinstance(loop, cst.For):
+            changing |= names_in(loop.target)
+    loops = set(map(id, site.loops))
+    changing |= {a.target for a in facts.assignments if any(id(lp) in loops for lp in a.loops)}
+    return not any(n in changing or n.split(".")[0] in changing for n in used)
+
+
+def _walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    yield node
+    for child in node.children:
+        yield from _walk(child)
+
+
+class SamplerBeforeInit(Rule):
+    code = "DDP205"
+    name = "sampler-before-init"
+
+    def check(self, ctx: LintContext) -> Iterator[Finding]:
+        facts = ctx.facts
+        creates = [
+            c for c in facts.calls
+            if ctx.reaches_if(c, "bare_sampler", lambda s, f, p: _bare_sampler(s))
+        ]
+        if not creates:
+            return
+        inits = ctx.anywhere(frozenset({INIT_PG}))
+        for site in creates:
+            here = [i for i in inits if i.function == site.function]
+            if here and all(i.order > site.order for i in here):
+                yield Finding(
+                    site.node,
+                    "DistributedSampler created before init_process_group: it asks the process group "
+                    "for rank and world size and raises RuntimeError (default process group not "
+                    "initialized); initialize the process group first or pass num_replicas= and rank=",
+                )
+
+
+def _bare_sampler(site: CallSite) -> bool:
+    if _data_name(site.name) != SAMPLER:
+        return False
+    return arg(site.node, 1, "num_replicas") is None or arg(site.node, 2, "rank") is None

@@ -1,0 +1,250 @@
+"""DDP301-DDP304: file writes that every rank performs when one should.
+
+Every rank runs the whole script. A write that is meant to happen once (a checkpoint, a log,
+an output directory) must sit behind a main-process guard (guards.py), or be harmless to
+repeat. A write inside a helper of the project (`save_checkpoint(...)` in utils.py) is
+reported at the call in the script when the helper itself does not guard it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import libcst as cst
+
+from ddplint.diagnostics import Severity
+from ddplint.lint.context import FOLLOW_DEPTH, LintContext
+from ddplint.lint.facts import CallSite, ModuleFacts
+from ddplint.lint.guards import RANK_CALLS
+from ddplint.lint.names import arg, dotted, has_keyword, has_star_kwargs, names_in, string_value
+from ddplint.lint.rules.base import Finding, Rule
+
+CHECKPOINT, LOG, MKDIR = "checkpoint", "log", "mkdir"
+CHECKPOINT_WRITERS = {"torch.save", "safetensors.torch.save_file", "safetensors.torch.save_model"}
+LOG_WRITERS = {
+    "torch.utils.tensorboard.SummaryWriter", "torch.utils.tensorboard.writer.SummaryWriter",
+    "tensorboardX.SummaryWriter", "mlflow.start_run", "logging.FileHandler",
+    "logging.handlers.RotatingFileHandler", "logging.handlers.TimedRotatingFileHandler",
+}
+WRITE_MODES = set("wax")
+MODE = re.compile(r"^[rwaxbt+]{1,3}$")
+
+
+def effect_of(site: CallSite, facts: ModuleFacts) -> str | None:
+    """What kind of once-only write a call is, if any (per-rank paths and buffers are not)."""
+    call, name = site.node, site.name or ""
+    if name in CHECKPOINT_WRITERS or site.method == "save_pretrained":
+        target = arg(call, 1, "f") if name == "torch.save" else arg(call, 0, None)
+        if name == "torch.save" and _is_buffer(target, facts):
+            return None
+        return None if _per_rank(target, facts, site.function) else CHECKPOINT
+    if name in LOG_WRITERS or name == "wandb.init" and not has_keyword(call, "group"):
+        return None if _per_rank_call(call, facts, site.function) else LOG
+    if name in {"open", "io.open"} or site.method == "open" and name not in {"os.open", "gzip.open"}:
+        if site.method == "open":
+            mode = arg(call, 0, "mode")
+            target = call.func.value if isinstance(call.func, cst.Attribute) else None
+        else:
+            mode, target = arg(call, 1, "mode"), arg(call, 0, "file")
+        text = string_value(mode)
+        if text is None or not MODE.match(text) or not WRITE_MODES & set(text) or _per_rank(target, facts, site.function):
+            return None
+        return None if _is_devnull(target, facts) else LOG
+    if site.method in {"write_text", "write_bytes"} and isinstance(call.func, cst.Attribute):
+        return None if _per_rank(call.func.value, facts, site.function) else LOG
+    if name == "logging.basicConfig" and has_keyword(call, "filename"):
+        return None if _per_rank(arg(call, None, "filename"), facts, site.function) else LOG
+    if name == "os.makedirs" and not has_star_kwargs(call):
+        exist_ok = arg(call, 2, "exist_ok")
+        if exist_ok is not None and not (isinstance(exist_ok, cst.Name) and exist_ok.value == "False"):
+            return None
+        return None if _per_rank(arg(call, 0, "name"), facts, site.function) else MKDIR
+    if name == "os.mkdir" or site.method == "mkdir" and not name.startswith("os.") and not has_star_kwargs(call):
+        if name != "os.mkdir" and has_keyword(call, "exist_ok"):
+            exist_ok = arg(call, None, "exist_ok")
+            if not (isinstance(exist_ok, cst.Name) and exist_ok.value == "False"):
+                return None
+        target = arg(call, 0, "path") if name == "os.mkdir" else getattr(call.func, "value", None)
+        return None if _per_rank(target, facts, site.function) else MKDIR
+    return None
+
+
+def _mentions_rank(expr: cst.BaseExpression | None, facts: ModuleFacts, function: str) -> bool:
+    if expr is None:
+        return False
+    for name in names_in(expr):
+        last = name.rsplit(".", 1)[-1]
+        if last in RANK_CALLS or facts.kind_of_name(name, function) in {"local", "global"}:
+            return True
+        if last in {"rank", "local_rank", "global_rank", "ddp_rank", "process_index", "gpu", "gpu_id"}:
+            return True
+    return False
+
+
+def _per_rank(target: cst.BaseExpression | None, facts: ModuleFacts, function: str) -> bool:
+    """The path names the rank (directly or through the variable that holds it)."""
+    if _mentions_rank(target, facts, function):
+        return True
+    name = dotted(target) if target is not None else None
+    if name is None:
+        return False
+    return any(a.target == name and _mentions_rank(a.value, facts, a.function) for a in facts.assignments)
+
+
+def _per_rank_call(call: cst.Call, facts: ModuleFacts, function: str) -> bool:
+    return any(_per_rank(a.value, facts, function) for a in call.args)
+
+
+def _is_buffer(target: cst.BaseExpression | None, facts: ModuleFacts) -> bool:
+    if isinstance(target, cst.Call):
+        return facts.callee(target) in {"io.BytesIO", "io.StringIO"}
+    name = dotted(target) if target is not None else None
+    return name is not None and any(
+        a.target == name and isinstance(a.value, cst.Call) and facts.callee(a.value) in {"io.BytesIO", "io.StringIO"}
+        for a in facts.assignments
+    )
+
+
+def _is_devnull(target: cst.BaseExpression | None, facts: ModuleFacts) -> bool:
+    return target is not None and facts.qualify(dotted(target)) == "os.devnull"
+
+
+def unguarded_writes(ctx: LintContext, kind: str) -> Iterator[tuple[CallSite, str | None]]:
+    """Sites of this module that every rank reaches and that write `kind`.
+
+    Yields the site and, for a call into another module of the project, the helper's name.
+    """
+    guards = ctx.guards
+    for site in ctx.facts.calls:
+        if guards.safe_helper(site):
+            continue
+        if effect_of(site, ctx.facts) == kind:
+            helper = None
+        elif _helper_writes(ctx, site, kind, ctx.facts, ctx.path, FOLLOW_DEPTH):
+            helper = dotted(site.node.func)
+        else:
+            continue
+        if not guards.main_only(site):
+            yield site, helper
+
+
+def _helper_writes(ctx: LintContext, site: CallSite, kind: str, facts: ModuleFacts, path: Path, depth: int) -> bool:
+    """The site calls a function of another project module that writes `kind` without a guard."""
+    if depth == 0:
+        return False
+    resolved = ctx.resolve_function(facts, path, ctx.method_target(facts, site))
+    if resolved is None or resolved[0] is ctx.facts and depth == FOLLOW_DEPTH:
+        return False  # functions of the linted module are judged where they write
+    inner_facts, inner_path, function = resolved
+    key = (id(inner_facts), function, "writes", kind)
+    cache = ctx._reach_cache
+    if key not in cache:
+        cache[key] = False  # recursion guard
+        cache[key] = any(
+            not ctx.guards.guarded_here(inner, inner_facts, inner_path)
+            and (effect_of(inner, inner_facts) == kind
+                 or _helper_writes(ctx, inner, kind, inner_facts, inner_path, depth - 1))
+            for inner in ctx.function_body_calls(inner_facts, function)
+        )
+    return cache[key]
+
+
+class CheckpointOnEveryRank(Rule):
+    code = "DDP301"
+    name = "unguarded-checkpoint-save"
+
+    def check(self, ctx: LintContext) -> Iterator[Finding]:
+        for site, helper in unguarded_writes(ctx, CHECKPOINT):
+            what = f"{helper}() saves a checkpoint" if helper else f"{dotted(site.node.func) or 'save'}() runs"
+            yield Finding(
+                site.node,
+                f"{what} on every rank: all ranks write the same file at once (corrupt or truncated "
+                "checkpoint, N times the I/O); save only on the main process (if rank == 0:)",
+            )
+
+
+class LogWriterOnEveryRank(Rule):
+    code = "DDP302"
+    name = "unguarded-log-writer"
+    severity = Severity.WARNING
+
+    def check(self, ctx: LintContext) -> Iterator[Finding]:
+        for site, helper in unguarded_writes(ctx, LOG):
+            what = f"{helper}() writes logs" if helper else f"{dotted(site.node.func) or 'this call'}() opens a log/output"
+            yield Finding(
+                site.node,
+                f"{what} on every rank: each process writes the same file or run (interleaved, "
+                "duplicated or clobbered logs); create it only on the main process (if rank == 0:)",
+            )
+
+
+class LoadWithoutMapLocation(Rule):
+    code = "DDP303"
+    name = "load-without-map-location"
+
+    def check(self, ctx: LintContext) -> Iterator[Finding]:
+        facts = ctx.facts
+        restores = _restoring_names(facts)
+        for site in facts.calls_to("torch.load"):
+            call = site.node
+            if arg(call, 1, "map_location") is not None or has_star_kwargs(call):
+                continue
+            if not _restores(site, facts, restores) or ctx.guards.main_only(site) or _no_gpu_branch(site, facts):
+                continue
+            yield Finding(
+                call,
+                "torch.load without map_location: every rank puts the checkpoint's tensors back on the "
+                "GPU they were saved from (all on GPU 0: out of memory); pass map_location='cpu' or "
+                "map_location=f'cuda:{local_rank}'",
+            )
+
+
+def _restoring_names(facts: ModuleFacts) -> set[str]:
+    """Names mentioned in the arguments of `load_state_dict(...)` calls."""
+    out: set[str] = set()
+    for site in facts.calls:
+        if site.method == "load_state_dict":
+            for a in site.node.args:
+                out |= names_in(a.value)
+    return out
+
+
+def _restores(site: CallSite, facts: ModuleFacts, restores: set[str]) -> bool:
+    """The loaded object is a checkpoint that goes into a model or optimizer."""
+    for outer in facts.calls:
+        if outer.method == "load_state_dict" and any(a.value is site.node for a in outer.node.args):
+            return True
+    targets = {a.target for a in facts.assignments if a.value is site.node}
+    targets |= {a.target for a in facts.assignments if isinstance(a.value, cst.Subscript) and a.value.value is site.node}
+    return bool(targets & restores) or any(
+        any(r.startswith(t + ".") for r in restores) for t in targets
+    )
+
+
+def _no_gpu_branch(site: CallSite, facts: ModuleFacts) -> bool:
+    """Under `if args.gpu is None:`: this process has no GPU of its own to map onto."""
+    for condition in site.conditions:
+        test = condition.test
+        if isinstance(test, cst.Comparison) and len(test.comparisons) == 1 and not condition.negated:
+            op = test.comparisons[0]
+            if isinstance(op.operator, cst.Is) and dotted(op.comparator) == "None" and facts.is_rankish(
+                test.left, site.function
+            ):
+                return True
+    return False
+
+
+class MakedirsRace(Rule):
+    code = "DDP304"
+    name = "makedirs-race"
+
+    def check(self, ctx: LintContext) -> Iterator[Finding]:
+        for site, helper in unguarded_writes(ctx, MKDIR):
+            what = f"{helper}() creates a directory" if helper else f"{dotted(site.node.func) or 'mkdir'}() without exist_ok=True runs"
+            yield Finding(
+                site.node,
+                f"{what} on every rank: the ranks race and all but the first fail with FileExistsError; "
+                "pass exist_ok=True (or create it only on the main process)",
+            )
