@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 
 from conftest import ROOT, run_cli
@@ -45,10 +46,13 @@ def test_special_characters_are_escaped(tmp_path, monkeypatch):
     }, "100% wrong\r\nrank: 8, node: 1")
 
 
-def test_one_annotation_per_finding_with_repository_relative_paths():
-    proc = run_cli("--format", "github", "../fixtures/lint/device", cwd=ROOT / "tests")
+def test_one_annotation_per_finding_with_repository_relative_paths(tmp_path):
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    shutil.copytree(ROOT / "fixtures" / "lint" / "device", tmp_path / "scripts")
+    (tmp_path / "ci").mkdir()
+    proc = run_cli("--format", "github", "../scripts", cwd=tmp_path / "ci")
     assert proc.returncode == 1, proc.stderr
-    reference = json.loads(run_cli("--format", "json", "fixtures/lint/device", cwd=ROOT).stdout)["diagnostics"]
+    reference = json.loads(run_cli("--format", "json", "scripts", cwd=tmp_path).stdout)["diagnostics"]
     annotations = [parse(line) for line in proc.stdout.splitlines()]
     assert len(annotations) == len(reference) > 0
     for (level, props, message), d in zip(annotations, reference):
