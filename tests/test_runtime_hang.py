@@ -1,0 +1,80 @@
+"""A real deadlock under torchrun: reported within --timeout, with each rank's blocking call,
+and no process left behind; the same cleanup when ddplint itself gets SIGINT or SIGTERM."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from test_runtime_audit import FIXTURES, env, processes_naming, report_schema
+
+pytest.importorskip("torch")
+
+TIMEOUT = 15
+MARGIN = 8  # interpreter start, stack dumps, kill and report
+
+
+def copy_fixture(tmp_path: Path) -> Path:
+    script = tmp_path / "deadlock.py"
+    shutil.copy(FIXTURES / "deadlock.py", script)
+    return script
+
+
+def test_deadlock_is_reported_within_timeout_and_leaves_no_process(tmp_path):
+    import jsonschema
+
+    script = copy_fixture(tmp_path)
+    out = tmp_path / "report.json"
+    assert processes_naming(str(script)) == []
+    start = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "ddplint", "--runtime", "--timeout", str(TIMEOUT),
+                           "--format", "json", "--output", str(out), str(script)],
+                          cwd=tmp_path, env=env(), capture_output=True, text=True, timeout=TIMEOUT + 60)
+    wall = time.monotonic() - start
+    assert wall < TIMEOUT + MARGIN, wall
+    assert processes_naming(str(script)) == []
+    assert proc.returncode == 1, proc.stderr
+    report = json.loads(out.read_text())
+    jsonschema.validate(report, report_schema())
+    checks = {c["check"]: c for c in report["checks"]}
+    hang = checks["run.hang"]
+    assert hang["status"] == "FAIL" and hang["rule"] == "DDP401"
+    assert hang["summary"].startswith(f"the ranks did not finish within {TIMEOUT}")
+    ranks = {r["rank"]: r for r in hang["data"]["ranks"]}
+    assert (ranks[0]["call"], ranks[0]["location"]) == ("recv", "deadlock.py:26")
+    assert (ranks[1]["call"], ranks[1]["location"]) == ("barrier", "deadlock.py:28")
+    assert ranks[0]["phase"] == ranks[1]["phase"] == "step" and ranks[0]["step"] == 3
+    assert hang["evidence"][0] == ("rank 0: step 3 (epoch 0), waiting in recv() at deadlock.py:26: "
+                                   "dist.recv(torch.zeros(1), src=1)")
+    assert checks["run.failure"]["status"] == "SKIP"
+    assert [r["status"] for r in report["ranks"]] == ["hung", "hung"]
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_signal_to_ddplint_stops_every_rank(tmp_path, sig):
+    script = copy_fixture(tmp_path)
+    proc = subprocess.Popen([sys.executable, "-m", "ddplint", "--runtime", "--timeout", "120", str(script)],
+                            cwd=tmp_path, env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while len(processes_naming(str(script))) < 3 and time.monotonic() < deadline:  # torchrun + 2 ranks
+            time.sleep(0.2)
+        assert len(processes_naming(str(script))) >= 3
+        time.sleep(1.0)
+        proc.send_signal(sig)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 2, err
+    assert f"interrupted ({signal.Signals(sig).name}); every rank was stopped" in err
+    assert "Traceback" not in err
+    assert out == ""
+    assert processes_naming(str(script)) == []

@@ -1,0 +1,115 @@
+"""The runtime audit's parts that need no torchrun: index audit, fingerprints, write redirection,
+argument errors (exit 2 with one line, before anything is launched)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ddplint.runtime.audit import run_audit
+from ddplint.runtime.data_checks import audit_indices
+from ddplint.runtime.options import RuntimeOptions
+
+torch = pytest.importorskip("torch")
+
+
+def distributed_lists(n: int, world: int, **kw) -> dict[int, np.ndarray]:
+    from torch.utils.data.distributed import DistributedSampler
+
+    return {r: np.array(list(DistributedSampler(range(n), num_replicas=world, rank=r, **kw)))
+            for r in range(world)}
+
+
+def test_index_audit_counts_padding_and_drops_of_a_real_distributed_sampler():
+    padded = audit_indices(distributed_lists(10, 4), 10)
+    assert (padded.duplicates, padded.covered, padded.missing) == (2, 10, 0)
+    dropped = audit_indices(distributed_lists(10, 4, drop_last=True), 10)
+    assert (dropped.duplicates, dropped.covered, dropped.missing) == (0, 8, 2)
+
+
+def test_index_audit_reports_the_overlapping_pair():
+    lists = {0: np.arange(0, 50), 1: np.arange(25, 75), 2: np.arange(75, 100)}
+    audit = audit_indices(lists, 100)
+    assert audit.duplicates == 25
+    assert audit.pairs == [(0, 1, 25, 0.5)] or audit.pairs == [(1, 0, 25, 0.5)]
+
+
+def test_fingerprints_are_per_sample_whatever_the_batch_shape():
+    from ddplint.runtime.fingerprint import batch_fingerprints
+
+    x, y = torch.arange(24.0).reshape(6, 4), torch.arange(6)
+    whole = batch_fingerprints((x, y), batched=True)
+    assert len(set(whole)) == 6
+    assert batch_fingerprints((x[2:4], y[2:4]), batched=True) == whole[2:4]
+    assert batch_fingerprints({"x": x.bfloat16(), "name": list("abcdef")}, batched=True) != whole
+    assert len(batch_fingerprints(["a", "b", "a"], batched=True)) == 3
+    assert len(set(batch_fingerprints(["a", "b", "a"], batched=True))) == 2
+
+
+def test_write_redirection_leaves_the_user_tree_untouched(tmp_path):
+    from ddplint.runtime.writeprobe import WriteRedirector
+
+    user = tmp_path / "project"
+    user.mkdir()
+    (user / "log.txt").write_text("old\n")
+    scratch = tmp_path / "run" / "scratch" / "rank-0"
+    skip = (str(Path(__file__).resolve().parents[1] / "ddplint") + os.sep,
+            os.path.dirname(torch.__file__) + os.sep, os.path.dirname(os.__file__) + os.sep)
+    w = WriteRedirector(scratch, skip, skip[1])
+    w.install()
+    try:
+        os.makedirs(user / "ckpt", exist_ok=True)
+        torch.save({"a": 1}, user / "ckpt" / "model.pt")
+        assert torch.load(user / "ckpt" / "model.pt") == {"a": 1}  # reads find the redirected copy
+        with open(user / "log.txt", "a") as f:
+            f.write("new\n")
+        with open(user / "log.txt") as f:
+            assert f.read() == "old\nnew\n"
+        os.replace(user / "ckpt" / "model.pt", user / "final.pt")
+        os.remove(user / "log.txt")
+    finally:
+        w.uninstall()
+    assert sorted(p.name for p in user.iterdir()) == ["log.txt"]
+    assert (user / "log.txt").read_text() == "old\n"
+    ops = [(Path(x["path"]).name, x["op"]) for x in w.writes]
+    assert ops == [("ckpt", "makedirs"), ("model.pt", "torch.save"), ("log.txt", "open:a"),
+                   ("final.pt", "os.replace"), ("log.txt", "remove")]
+    assert all(x["site"] == f"{__file__}:{x['site'].rsplit(':', 1)[1]}" for x in w.writes)
+
+
+def options(tmp_path, **kw) -> RuntimeOptions:
+    script = tmp_path / "train.py"
+    script.write_text("print('hi')\n")
+    return RuntimeOptions(script=kw.pop("script", script), **kw)
+
+
+@pytest.mark.parametrize("kw, message", [
+    ({"script": Path("/nonexistent/train.py")}, "script not found: /nonexistent/train.py"),
+    ({"steps": 0}, "--steps must be at least 1"),
+    ({"backend": "mpi"}, "unknown backend 'mpi'"),
+    ({"backend": "nccl"}, "--backend nccl needs GPUs and none is visible"),
+])
+def test_bad_arguments_exit_2_with_one_line(tmp_path, capsys, kw, message):
+    assert run_audit(options(tmp_path, **kw)) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("ddplint: error: ") and message in err and err.count("\n") == 1
+
+
+def test_torch_missing_names_the_runtime_extra(tmp_path, capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "torch", None)  # what find_spec sees when torch is absent
+    assert run_audit(options(tmp_path)) == 2
+    assert "pip install 'ddplint[runtime]'" in capsys.readouterr().err
+
+
+def test_busy_master_port_is_refused_before_launch(tmp_path, capsys):
+    with socket.socket() as s:
+        s.bind(("", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        assert run_audit(options(tmp_path, master_port=port)) == 2
+    assert f"--master-port {port} is in use" in capsys.readouterr().err
