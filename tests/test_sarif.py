@@ -299,3 +299,9 @@ def test_past_the_size_limit_results_are_dropped_until_it_fits(tmp_path, monkeyp
     assert len(gzip.compress(text.encode())) <= empty + 1500
     assert 0 < len(json.loads(text)["runs"][0]["results"]) < 400
     assert "400 findings exceed" in capsys.readouterr().err
+
+
+def test_other_formats_do_not_import_sarif_om():
+    code = "import sys, ddplint.cli, ddplint.report; print('sarif_om' in sys.modules)"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert proc.stdout.strip() == "False"
