@@ -16,7 +16,7 @@ def ddp_models(objects: list) -> list:
     """The DistributedDataParallel instances among the live objects (gc.get_objects())."""
     from torch.nn.parallel import DistributedDataParallel
 
-    return [o for o in objects if isinstance(o, DistributedDataParallel)]
+    return [o for o in objects if issubclass(type(o), DistributedDataParallel)]
 
 
 def _describe(index: int) -> dict:

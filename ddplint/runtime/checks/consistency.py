@@ -58,7 +58,8 @@ def consistent_check(records: list[dict]) -> CheckResult:
                            f"{scope} run the same script, torch {v['torch']}, Python "
                            f"{v['python']} and package set", data={"nodes": sorted(nodes)})
     return CheckResult("stack.consistent", Status.FAIL,
-                       f"{', '.join(differ)} differ across {scope}", evidence,
+                       f"{', '.join(differ)} {'differs' if len(differ) == 1 else 'differ'} "
+                       f"across {scope}", evidence,
                        "run the same code and environment everywhere: the same commit and "
                        "script on every node, the same `pip freeze`",
                        data={"differ": differ, "nodes": sorted(nodes)})

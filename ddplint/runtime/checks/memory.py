@@ -49,7 +49,8 @@ def estimate(models: list, objects: list) -> dict | None:
     if not all(getattr(m, "gradient_as_bucket_view", False) for m in models):
         buckets = grads
     state, notes = 0, []
-    optimizers = [o for o in objects if isinstance(o, torch.optim.Optimizer)]
+    # type() rather than isinstance(): some torch proxies warn when their __class__ is read
+    optimizers = [o for o in objects if issubclass(type(o), torch.optim.Optimizer)]
     for opt in optimizers:
         owned = [p for g in opt.param_groups for p in g["params"] if id(p) in trainable]
         if not owned:

@@ -77,6 +77,6 @@ def ranks_check(records: list[dict]) -> CheckResult:
                       "RANK/WORLD_SIZE torchrun sets")
     if not found.items:
         return CheckResult("env.ranks", Status.PASS,
-                           f"{len(records)} ranks with unique RANK 0..{len(records) - 1} and "
+                           f"{ranks_text(ranks)} of {world}: unique RANK and LOCAL_RANK, "
                            "consistent WORLD_SIZE / MASTER_ADDR / MASTER_PORT", evidence)
     return CheckResult("env.ranks", found.status, found.summary, evidence, found.fix)

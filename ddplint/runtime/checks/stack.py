@@ -125,7 +125,7 @@ def collect_versions() -> dict:
     script = script_path()
     return {
         "python": platform.python_version(),
-        "torch": torch.__version__,
+        "torch": str(torch.__version__),  # TorchVersion: keep records plain data
         "cuda": torch.version.cuda,
         "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
         "nccl": nccl,
