@@ -116,10 +116,13 @@ def _call_hook(module: str, name: str, *args) -> list[CheckResult]:
 
 
 def run_audit(options: RuntimeOptions) -> int:
+    from ddplint.runtime.nodes import LayoutError, Nodes, resolve_layout
+
     try:
+        options = resolve_layout(options, dict(os.environ))  # --nnodes etc. or SLURM's
         nproc, backend = _validate(options)
         port = _master_port(options)
-    except UsageError as exc:
+    except (UsageError, LayoutError) as exc:
         print(f"ddplint: error: {exc}", file=sys.stderr)
         return 2
     from ddplint.runtime.launcher import Interrupted, Launch, torchrun_command
@@ -138,7 +141,8 @@ def run_audit(options: RuntimeOptions) -> int:
                                    options.rdzv_backend, options.rdzv_endpoint)
         _progress(f"launching torchrun: {nproc} processes x {options.nnodes} node(s), {backend}, "
                   f"port {port}, timeout {options.timeout:g} s")
-        result = Launch(rundir, command, nproc, options.timeout, options.rdzv_timeout, _progress).run()
+        result = Launch(rundir, command, nproc, options.timeout, options.rdzv_timeout, _progress,
+                        Nodes.of(options, port)).run()
         report = _merge(options, script, host, result, nproc, world, backend, port,
                         time.monotonic() - started)
     except Interrupted as exc:

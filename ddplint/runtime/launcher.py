@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from ddplint.runtime.nodes import Nodes, RecordExchange
 from ddplint.runtime.rundir import RunDir
 
 POLL_S = 0.1
@@ -143,8 +144,10 @@ def processes_naming(text: str) -> set[int]:
 
 class Launch:
     def __init__(self, rundir: RunDir, command: list[str], world_local: int, timeout: float,
-                 rdzv_timeout: float, progress: Callable[[str], None]):
+                 rdzv_timeout: float, progress: Callable[[str], None], nodes: Nodes | None = None):
         self.rundir = rundir
+        # several nodes: node 0 gathers every node's records, and each node reports them all
+        self.exchange = RecordExchange(nodes, progress) if nodes and nodes.nnodes > 1 else None
         self.command = command
         self.world_local = world_local
         self.timeout = timeout
@@ -158,6 +161,8 @@ class Launch:
         start = time.monotonic()
         hang = None
         old = _install_signal_handlers()
+        if self.exchange is not None:
+            self.exchange.open()
         try:
             with open(self.rundir.log_path(), "wb") as log:
                 self.proc = subprocess.Popen(self.command, stdout=log, stderr=subprocess.STDOUT,
@@ -175,9 +180,12 @@ class Launch:
         finally:
             self._kill_all()
             _restore_signal_handlers(old)
+        records = self.rundir.read_records()
+        if self.exchange is not None:
+            records = self.exchange.merge(records)
         return LaunchResult(
             returncode=None if hang else self.proc.returncode,
-            records=self.rundir.read_records(),
+            records=records,
             phases=self.rundir.read_phases(),
             hang=hang,
             elapsed_s=time.monotonic() - start,
