@@ -162,7 +162,8 @@ def _merge(options, script, host, result, nproc, world, backend, port, elapsed) 
     base = os.getcwd()
     records = result.records
     checks = list(host)
-    checks += _call_hook("rank", "rank_checks", [records[r] for r in sorted(records)])
+    checks += _call_hook("rank", "rank_checks", [records[r] for r in sorted(records)],
+                         result.log_tail)  # a failed all_reduce quotes NCCL's last line
     if records:
         checks += data_checks(records, world, str(script.parent), options.steps)
         checks.append(check_single_writer(records, base))
