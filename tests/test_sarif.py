@@ -30,6 +30,7 @@ pytestmark = pytest.mark.skipif(
     not SCHEMA_PATH.is_file(), reason=f"the SARIF 2.1.0 schema is not at {SCHEMA_PATH}"
 )
 
+# Tests that track one finding select DDP101 alone, so rules added later cannot move them.
 BAD = '''\
 import os
 import torch
@@ -39,16 +40,7 @@ torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
 dist.init_process_group("nccl")
 model = torch.nn.Linear(10, 10).to("cuda:0")
 '''
-GOOD = '''\
-import os
-import torch
-import torch.distributed as dist
-
-local_rank = int(os.environ["LOCAL_RANK"])
-torch.cuda.set_device(local_rank)
-dist.init_process_group("nccl")
-model = torch.nn.Linear(10, 10).to(f"cuda:{local_rank}")
-'''
+CLEAN = "print('no distributed training here')\n"
 
 
 @pytest.fixture(scope="module")
@@ -133,7 +125,7 @@ def test_sarif_tools_reads_the_same_counts(fixture_run, tmp_path):
 
 
 def test_clean_run_is_a_valid_log_with_empty_results(tmp_path, validator):
-    (tmp_path / "ok.py").write_text(GOOD, encoding="utf-8")
+    (tmp_path / "ok.py").write_text(CLEAN, encoding="utf-8")
     log = sarif_of("ok.py", cwd=tmp_path, expect_rc=0)
     validator.validate(log)
     run = log["runs"][0]
@@ -145,7 +137,7 @@ def test_unparsable_and_unreadable_files_are_notifications(tmp_path, validator):
     (tmp_path / "broken.py").write_text("import torch\ndef f(:\n", encoding="utf-8")
     (tmp_path / "latin.py").write_bytes(b"import torch\nx = '\xe9'\n")
     (tmp_path / "bad.py").write_text(BAD, encoding="utf-8")
-    log = sarif_of(".", cwd=tmp_path, expect_rc=2)
+    log = sarif_of("--select", "DDP101", ".", cwd=tmp_path, expect_rc=2)
     validator.validate(log)
     run = log["runs"][0]
     assert [r["ruleId"] for r in run["results"]] == ["DDP101"]
@@ -173,7 +165,7 @@ def test_a_syntax_error_alone_is_a_successful_run(tmp_path, validator):
 def test_noqa_findings_are_left_out(tmp_path):
     (tmp_path / "train.py").write_text(BAD.replace('"cuda:0")', '"cuda:0")  # noqa: DDP101')
                                        + 'other = torch.zeros(1).to("cuda:1")\n', encoding="utf-8")
-    results = sarif_of("train.py", cwd=tmp_path)["runs"][0]["results"]
+    results = sarif_of("--select", "DDP101", "train.py", cwd=tmp_path)["runs"][0]["results"]
     assert [r["locations"][0]["physicalLocation"]["region"]["startLine"] for r in results] == [8]
 
 
@@ -189,7 +181,7 @@ def test_only_selected_rules_are_described(tmp_path):
 
 def fingerprint_map(tmp_path: Path, source: str) -> dict[int, str]:
     (tmp_path / "train.py").write_text(source, encoding="utf-8")
-    config = config_mod.Config(root=tmp_path, codes=frozenset(RULES_BY_CODE))
+    config = config_mod.Config(root=tmp_path, codes=frozenset(RULES_BY_CODE), select=("DDP101",))
     log = json.loads(FORMATS["sarif"](lint_paths([tmp_path / "train.py"], config, jobs=1), config))
     return {r["locations"][0]["physicalLocation"]["region"]["startLine"]: r["partialFingerprints"]["ddplint/v1"]
             for r in log["runs"][0]["results"]}
@@ -233,8 +225,8 @@ def uris(log: dict) -> list[str]:
 
 def test_uris_are_relative_to_the_git_root_from_a_subdirectory(repo):
     sub = repo / "src"
-    assert uris(sarif_of("my pkg/train.py", cwd=sub)) == ["src/my%20pkg/train.py"]
-    log = sarif_of(str(sub / "my pkg" / "train.py"), cwd=sub / "my pkg")
+    assert uris(sarif_of("--select", "DDP101", "my pkg/train.py", cwd=sub)) == ["src/my%20pkg/train.py"]
+    log = sarif_of("--select", "DDP101", str(sub / "my pkg" / "train.py"), cwd=sub / "my pkg")
     assert uris(log) == ["src/my%20pkg/train.py"]
     assert log["runs"][0]["originalUriBaseIds"]["%SRCROOT%"]["uri"] == repo.resolve().as_uri() + "/"
 
@@ -242,10 +234,10 @@ def test_uris_are_relative_to_the_git_root_from_a_subdirectory(repo):
 def test_uris_are_relative_to_the_working_directory_outside_git(tmp_path):
     (tmp_path / "a").mkdir()
     (tmp_path / "a" / "train.py").write_text(BAD, encoding="utf-8")
-    assert uris(sarif_of(str(tmp_path / "a" / "train.py"), cwd=tmp_path)) == ["a/train.py"]
+    assert uris(sarif_of("--select", "DDP101", str(tmp_path / "a" / "train.py"), cwd=tmp_path)) == ["a/train.py"]
     # a file outside the root can only be named by an absolute URI, without %SRCROOT%
     (tmp_path / "b").mkdir()
-    log = sarif_of("../a/train.py", cwd=tmp_path / "b")
+    log = sarif_of("--select", "DDP101", "../a/train.py", cwd=tmp_path / "b")
     artifact = log["runs"][0]["results"][0]["locations"][0]["physicalLocation"]["artifactLocation"]
     assert artifact == {"uri": (tmp_path / "a" / "train.py").resolve().as_uri()}
 

@@ -8,19 +8,21 @@ result's `level`, `kind`) are kept: readers look for them. An empty list is kept
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Any
 
 import attr
+
+_KEEP = object()  # a field whose default is never left out
 
 
 def to_json(value: Any) -> Any:
     if attr.has(type(value)):
         out = {}
-        for field in attr.fields(type(value)):
-            item = getattr(value, field.name)
-            if item is None or _is_unset_default(item, field):
-                continue
-            out[field.metadata["schema_property_name"]] = to_json(item)
+        for name, key, unset in _fields(type(value)):
+            item = getattr(value, name)
+            if item is not None and (unset is _KEEP or item != unset):
+                out[key] = to_json(item)
         return out
     if isinstance(value, dict):
         return {key: to_json(item) for key, item in value.items() if item is not None}
@@ -29,10 +31,15 @@ def to_json(value: Any) -> Any:
     return value
 
 
-def _is_unset_default(value: Any, field: attr.Attribute) -> bool:
-    default = field.default
-    if isinstance(default, attr.Factory):
-        default = default.factory()
-    if default is attr.NOTHING or isinstance(default, str):
-        return False
-    return value == default
+@cache
+def _fields(cls: type) -> list[tuple[str, str, Any]]:
+    """(attribute, SARIF property name, the default that means "not set" or _KEEP) per field."""
+    out = []
+    for field in attr.fields(cls):
+        default = field.default
+        if isinstance(default, attr.Factory):
+            default = default.factory()
+        if default is attr.NOTHING or default is None or isinstance(default, str):
+            default = _KEEP
+        out.append((field.name, field.metadata["schema_property_name"], default))
+    return out
