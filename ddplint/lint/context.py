@@ -88,6 +88,15 @@ class LintContext:
                 return candidate
         return name
 
+    def imported_project_modules(self) -> list[ModuleFacts]:
+        """Facts of the project modules this file imports (found on disk beside it)."""
+        found = {}
+        for qualified in self.facts.imports.values():
+            resolved = self.project.resolve(self.path, qualified)
+            if resolved is not None and resolved[0] != self.path.resolve():
+                found[resolved[0]] = resolved[1]
+        return list(found.values())
+
     @cached_property
     def guards(self) -> Guards:
         return Guards(self)

@@ -60,7 +60,7 @@ class Guards:
     # -- tests -------------------------------------------------------------------------
 
     def test_kind(self, expr: cst.BaseExpression, facts: ModuleFacts, path: Path, function: str,
-                  depth: int = 2) -> str | None:
+                  depth: int = 3) -> str | None:
         """What passing the test `expr` says about the process: MAIN, NOTMAIN, SINGLE, DIST or None."""
         if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Not):
             inner = self.test_kind(expr.expression, facts, path, function, depth)
@@ -88,6 +88,8 @@ class Guards:
             return MAIN
         if last in DIST_FLAGS:
             return DIST
+        if "rank" in last and facts.kind_of(expr, function) in {"global", "local"}:
+            return NOTMAIN  # `if rank:` is true off the main process; `if not rank:` on it
         if depth > 0:  # `is_chief = rank == 0`, then `if is_chief:`
             kinds = {
                 self.test_kind(a.value, facts, path, a.function, depth - 1)
@@ -161,16 +163,27 @@ class Guards:
                 return DIST
         return None
 
-    def _rankish(self, expr, facts: ModuleFacts, path: Path, function: str) -> bool:
+    def _rankish(self, expr, facts: ModuleFacts, path: Path, function: str, depth: int = 2) -> bool:
         if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Modulo):
-            return self._rankish(expr.left, facts, path, function)
+            return self._rankish(expr.left, facts, path, function, depth)
         if isinstance(expr, cst.Call):
             name = facts.qualify(dotted(expr.func)) or ""
             if name.rsplit(".", 1)[-1] in RANK_CALLS:
                 return True
             if name in {"int", "str"} and expr.args:
-                return self._rankish(expr.args[0].value, facts, path, function)
+                return self._rankish(expr.args[0].value, facts, path, function, depth)
+            if depth > 0 and facts.kind_of(expr, function) is None:
+                return self._project_rank(facts, path, name, depth - 1)
         return facts.is_rankish(expr, function)
+
+    def _project_rank(self, facts, path, name, depth) -> bool:
+        """A project function that returns the rank (`def process_index(): return int(os.environ["RANK"])`)."""
+        resolved = self.ctx.resolve_function(facts, path, name)
+        if resolved is None:
+            return False
+        inner_facts, inner_path, function = resolved
+        returns = inner_facts.functions[function].returns
+        return bool(returns) and all(self._rankish(r, inner_facts, inner_path, function, depth) for r in returns)
 
     # -- statements --------------------------------------------------------------------
 

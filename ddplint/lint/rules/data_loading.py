@@ -167,11 +167,14 @@ class UnshardedDataLoader(Rule):
 
 
 def _set_epoch_receivers(ctx: LintContext) -> tuple[set[str], bool]:
-    """Receivers of `.set_epoch(...)` in this module, and whether a project helper calls set_epoch."""
+    """Receivers of `.set_epoch(...)` in this module, and whether a project module it imports does.
+
+    A trainer class or epoch function in another module usually reaches the sampler through
+    its loader (`self.train_data.sampler.set_epoch(epoch)`), under names this module never sees.
+    """
     receivers = {c.name.rsplit(".", 1)[0] for c in ctx.facts.calls if c.method == "set_epoch" and c.name}
     in_helper = any(
-        ctx.reaches_if(c, "set_epoch", lambda s, f, p: s.method == "set_epoch")
-        for c in ctx.facts.calls if c.method != "set_epoch"
+        any(c.method == "set_epoch" for c in module.calls) for module in ctx.imported_project_modules()
     )
     return receivers, in_helper
 

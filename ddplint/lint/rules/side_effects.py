@@ -61,7 +61,8 @@ def effect_of(site: CallSite, facts: ModuleFacts) -> str | None:
         if exist_ok is not None and not (isinstance(exist_ok, cst.Name) and exist_ok.value == "False"):
             return None
         return None if _per_rank(arg(call, 0, "name"), facts, site.function) else MKDIR
-    if name == "os.mkdir" or site.method == "mkdir" and not name.startswith("os.") and not has_star_kwargs(call):
+    path_mkdir = site.method == "mkdir" and name.split(".")[0] not in facts.imports and not has_star_kwargs(call)
+    if name == "os.mkdir" or path_mkdir:
         if name != "os.mkdir" and has_keyword(call, "exist_ok"):
             exist_ok = arg(call, None, "exist_ok")
             if not (isinstance(exist_ok, cst.Name) and exist_ok.value == "False"):
