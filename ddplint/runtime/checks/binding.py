@@ -12,13 +12,6 @@ from ddplint.runtime.checks.records import env, group_by, host, node, part, rank
 from ddplint.runtime.verdict import CheckResult, Status
 
 
-def ddp_models(objects: list) -> list:
-    """The DistributedDataParallel instances among the live objects (gc.get_objects())."""
-    from torch.nn.parallel import DistributedDataParallel
-
-    return [o for o in objects if issubclass(type(o), DistributedDataParallel)]
-
-
 def _describe(index: int) -> dict:
     import torch
 

@@ -29,11 +29,8 @@ def _state_slots(optimizer) -> tuple[int, str | None]:
     return 0, f"optimizer {name}: state not estimated"
 
 
-def estimate(models: list, objects: list) -> dict | None:
-    """Bytes of training state one rank holds for its DDP model(s); None without a DDP model.
-
-    `objects` are the live objects (gc.get_objects()), searched for the optimizers.
-    """
+def estimate(models: list, optimizers: list) -> dict | None:
+    """Bytes of training state one rank holds for its DDP model(s); None without a DDP model."""
     import torch
 
     if not models:
@@ -49,8 +46,6 @@ def estimate(models: list, objects: list) -> dict | None:
     if not all(getattr(m, "gradient_as_bucket_view", False) for m in models):
         buckets = grads
     state, notes = 0, []
-    # type() rather than isinstance(): some torch proxies warn when their __class__ is read
-    optimizers = [o for o in objects if issubclass(type(o), torch.optim.Optimizer)]
     for opt in optimizers:
         owned = [p for g in opt.param_groups for p in g["params"] if id(p) in trainable]
         if not owned:

@@ -13,7 +13,7 @@ import gc
 import os
 import socket
 
-from ddplint.runtime.checks.binding import binding_info, ddp_models, distinct_check
+from ddplint.runtime.checks.binding import binding_info, distinct_check
 from ddplint.runtime.checks.comm import allreduce_check, bandwidth_check, measure
 from ddplint.runtime.checks.consistency import consistent_check
 from ddplint.runtime.checks.gpu import visible_gpus
@@ -60,11 +60,32 @@ def after_init_process_group() -> dict:
     return measure()
 
 
+def live_instances(*classes: type) -> list[list]:
+    """The live objects of each class, in one pass over the garbage collector's objects.
+
+    The subclass test is cached per type (a few thousand types against ~10^5 objects), and
+    reads type(o) rather than o.__class__: some torch proxies warn when __class__ is read.
+    """
+    found: list[list] = [[] for _ in classes]
+    verdict: dict[type, int] = {}
+    for obj in gc.get_objects():
+        kind = type(obj)
+        slot = verdict.get(kind)
+        if slot is None:
+            slot = next((i for i, c in enumerate(classes) if issubclass(kind, c)), -1)
+            verdict[kind] = slot
+        if slot >= 0:
+            found[slot].append(obj)
+    return found
+
+
 def at_first_batch() -> dict:
-    objects = gc.get_objects()
-    models = ddp_models(objects)
+    import torch
+    from torch.nn.parallel import DistributedDataParallel
+
+    models, optimizers = live_instances(DistributedDataParallel, torch.optim.Optimizer)
     out = binding_info(models)
-    out["model"] = estimate(models, objects)
+    out["model"] = estimate(models, optimizers)
     return out
 
 
