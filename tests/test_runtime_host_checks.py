@@ -252,3 +252,41 @@ def test_run_host_checks_on_a_replayed_machine_returns_every_check():
     assert results[1].status is Status.WARN
     for r in results:
         json.dumps(r.to_json())
+
+
+def _render(results) -> str:
+    from ddplint.runtime import report
+
+    launch = {"nnodes": 1, "world_size": 2, "backend": "nccl", "epochs": 2, "steps": 8}
+    built = report.build(results, script="train.py", script_args=(), launch=launch,
+                         elapsed_s=0.0, ranks=[], loaders=[], writes=[])
+    json.loads(report.to_json(built))
+    return report.to_text(built)
+
+
+def test_text_report_of_a_cross_socket_workstation():
+    reads = ReplayReads(inventory("rtx4090_2x_pcie_cross_socket"))
+    results = run_host_checks(RuntimeOptions(script=Path("t.py")), 2, 0, nvml=reads,
+                              environ={"NCCL_P2P_DISABLE": "1"})
+    text = _render(results).splitlines()
+    topo = next(i for i, line in enumerate(text) if line.startswith("WARN  gpu.topology"))
+    assert text[topo].endswith("GPU0-GPU1 connect through SYS (across CPU sockets): NCCL "
+                               "traffic crosses the inter-socket link")
+    pad = text[topo + 2][:text[topo + 2].index("GPU0")]
+    assert text[topo + 1:topo + 4] == [pad + "       GPU0   GPU1   CPU Affinity      NUMA Affinity",
+                                       pad + "GPU0   X      SYS    0-15,32-47        0",
+                                       pad + "GPU1   SYS    X      16-31,48-63       1"]
+    launch_line = next(line for line in text if line.startswith("WARN  env.launch"))
+    assert "NCCL_P2P_DISABLE=1 sends GPU-to-GPU traffic through host memory" in launch_line
+    assert any(line.strip() == "fix: unset NCCL_P2P_DISABLE unless a broken P2P path was measured"
+               for line in text)
+
+
+def test_text_report_of_a_gpu_held_by_a_foreign_process():
+    reads = ReplayReads(inventory("a100_sxm_4x_foreign_processes"))
+    results = run_host_checks(RuntimeOptions(script=Path("t.py")), 4, 0, nvml=reads, environ={})
+    text = _render(results)
+    assert "FAIL  gpu.inventory" in text
+    assert "GPU2 is already in use: pid 51877 python 75016 MiB (6363 MiB of 81920 MiB free)" in text
+    assert "fix: stop the processes holding GPU memory, or pick free GPUs with CUDA_VISIBLE_DEVICES" in text
+    assert "GPU0   X      NV4    NV4    NV4    0-63,128-191      0" in text
