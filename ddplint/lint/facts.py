@@ -103,6 +103,7 @@ class CallSite:
     order: int  # position in source order among recorded events
     conditions: tuple[Condition, ...]
     loops: tuple[cst.For | cst.While, ...]
+    caught: frozenset[str] = frozenset()  # exceptions caught around it: "FileExistsError", "OSError"
 
 
 @dataclass(frozen=True)
@@ -247,6 +248,7 @@ class _Collector(cst.CSTVisitor):
         self.conditions: list[Condition] = []
         self.loops: list[cst.For | cst.While] = []
         self.suite_exits: list[int] = []  # conditions pushed by early exits, per open suite
+        self.caught: frozenset[str] = frozenset()
 
     def _next(self) -> int:
         self.order += 1
@@ -305,11 +307,11 @@ class _Collector(cst.CSTVisitor):
             for d in node.decorators
         )
         self.facts.functions[self.scope] = FunctionInfo(self.scope, node, params, decorators)
-        saved = (self.conditions, self.loops, self.suite_exits)
-        self.conditions, self.loops, self.suite_exits = [], [], []
+        saved = (self.conditions, self.loops, self.suite_exits, self.caught)
+        self.conditions, self.loops, self.suite_exits, self.caught = [], [], [], frozenset()
         node.params.visit(self)
         node.body.visit(self)
-        self.conditions, self.loops, self.suite_exits = saved
+        self.conditions, self.loops, self.suite_exits, self.caught = saved
         self.function.pop()
         return False
 
@@ -331,6 +333,16 @@ class _Collector(cst.CSTVisitor):
             self.conditions.append(Condition(node.test, True))
             if self.suite_exits:
                 self.suite_exits[-1] += 1
+        return False
+
+    def visit_Try(self, node: cst.Try) -> bool:
+        saved = self.caught
+        self.caught = saved | {name for handler in node.handlers for name in _exception_names(handler.type)}
+        node.body.visit(self)
+        self.caught = saved
+        for part in (*node.handlers, node.orelse, node.finalbody):
+            if part is not None:
+                part.visit(self)
         return False
 
     def visit_IfExp(self, node: cst.IfExp) -> bool:
@@ -400,7 +412,8 @@ class _Collector(cst.CSTVisitor):
         name = self.facts.qualify(dotted(node.func))
         method = node.func.attr.value if isinstance(node.func, cst.Attribute) else None
         self.facts.calls.append(
-            CallSite(node, name, method, self.scope, self._next(), tuple(self.conditions), tuple(self.loops))
+            CallSite(node, name, method, self.scope, self._next(), tuple(self.conditions), tuple(self.loops),
+                     self.caught)
         )
 
     def visit_Assign(self, node: cst.Assign) -> None:
@@ -435,6 +448,16 @@ class _Collector(cst.CSTVisitor):
             self.facts.assignments.append(
                 Assignment(name, value, self.scope, self._next(), tuple(self.conditions), tuple(self.loops))
             )
+
+
+def _exception_names(expr: cst.BaseExpression | None) -> set[str]:
+    """`except (OSError, ValueError)` -> {"OSError", "ValueError"}; a bare except catches everything."""
+    if expr is None:
+        return {"BaseException"}
+    if isinstance(expr, cst.Tuple):
+        return {n for e in expr.elements for n in _exception_names(e.value)}
+    name = dotted(expr)
+    return {name.rsplit(".", 1)[-1]} if name else set()
 
 
 def _is_main_block(test: cst.BaseExpression) -> bool:

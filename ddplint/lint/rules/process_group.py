@@ -23,7 +23,7 @@ class NoDestroyProcessGroup(Rule):
 
     def check(self, ctx: LintContext) -> Iterator[Finding]:
         facts = ctx.facts
-        inits = ctx.anywhere(frozenset({INIT_PG}))
+        inits = [s for s in ctx.anywhere(frozenset({INIT_PG})) if not self._through_other_script(ctx, s)]
         if not inits or ctx.anywhere(frozenset({DESTROY_PG})):
             return
         if not facts.is_script and not any(s.function == "" for s in inits):
@@ -35,6 +35,12 @@ class NoDestroyProcessGroup(Rule):
             "the process group is never destroyed: at exit NCCL resources leak, PyTorch warns and "
             "ranks can hang in teardown; call dist.destroy_process_group() at the end of training",
         )
+
+    @staticmethod
+    def _through_other_script(ctx: LintContext, site) -> bool:
+        """`detection.main(args)` from a launcher wrapper: main.py is a script and answers for itself."""
+        resolved = ctx.resolve_function(ctx.facts, ctx.path, ctx.method_target(ctx.facts, site))
+        return resolved is not None and resolved[0] is not ctx.facts and resolved[0].is_script
 
 
 class HardCodedRendezvous(Rule):

@@ -29,6 +29,8 @@ LOG_WRITERS = {
     "logging.handlers.RotatingFileHandler", "logging.handlers.TimedRotatingFileHandler",
 }
 WRITE_MODES = set("wax")
+# Catching one of these around a makedirs call handles the race.
+EXISTS_HANDLED = {"FileExistsError", "OSError", "IOError", "EnvironmentError", "Exception", "BaseException"}
 MODE = re.compile(r"^[rwaxbt+]{1,3}$")
 
 
@@ -56,6 +58,8 @@ def effect_of(site: CallSite, facts: ModuleFacts) -> str | None:
         return None if _per_rank(call.func.value, facts, site.function) else LOG
     if name == "logging.basicConfig" and has_keyword(call, "filename"):
         return None if _per_rank(arg(call, None, "filename"), facts, site.function) else LOG
+    if site.caught & EXISTS_HANDLED and (name in {"os.makedirs", "os.mkdir"} or site.method == "mkdir"):
+        return None
     if name == "os.makedirs" and not has_star_kwargs(call):
         exist_ok = arg(call, 2, "exist_ok")
         if exist_ok is not None and not (isinstance(exist_ok, cst.Name) and exist_ok.value == "False"):
