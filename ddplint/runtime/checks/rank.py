@@ -60,23 +60,26 @@ def after_init_process_group() -> dict:
     return measure()
 
 
-def live_instances(*classes: type) -> list[list]:
-    """The live objects of each class, in one pass over the garbage collector's objects.
+def _subclasses(cls: type) -> set[type]:
+    out, todo = {cls}, [cls]
+    while todo:
+        for sub in todo.pop().__subclasses__():
+            if sub not in out:
+                out.add(sub)
+                todo.append(sub)
+    return out
 
-    The subclass test is cached per type (a few thousand types against ~10^5 objects), and
-    reads type(o) rather than o.__class__: some torch proxies warn when __class__ is read.
+
+def live_instances(*classes: type) -> list[list]:
+    """The live objects of each class (subclasses included), from the garbage collector.
+
+    Membership of type(o) in the set of known subclasses keeps the pass over ~10^5 objects in
+    C-speed territory, and never reads o.__class__ (some torch proxies warn when it is read).
     """
-    found: list[list] = [[] for _ in classes]
-    verdict: dict[type, int] = {}
-    for obj in gc.get_objects():
-        kind = type(obj)
-        slot = verdict.get(kind)
-        if slot is None:
-            slot = next((i for i, c in enumerate(classes) if issubclass(kind, c)), -1)
-            verdict[kind] = slot
-        if slot >= 0:
-            found[slot].append(obj)
-    return found
+    kinds = [_subclasses(c) for c in classes]
+    wanted = set().union(*kinds)
+    hits = [o for o in gc.get_objects() if type(o) in wanted]
+    return [[o for o in hits if type(o) in k] for k in kinds]
 
 
 def at_first_batch() -> dict:
