@@ -46,14 +46,20 @@ def audit_indices(per_rank: dict[int, np.ndarray], n: int, pairs: bool = True) -
     ranks = sorted(per_rank)
     arrays = [np.asarray(per_rank[r], dtype=np.int64) for r in ranks]
     size = max([n] + [int(a.max()) + 1 for a in arrays if a.size])
-    counts = np.zeros(size, dtype=np.int32)
+    # Ranks per index, from one boolean scatter per rank: a bool array stays in cache far
+    # longer than bincount's int64 counters, which is what keeps this near linear.
+    counts = np.zeros(size, dtype=np.uint8 if len(arrays) < 255 else np.uint32)
+    seen = np.zeros(size, dtype=bool)
     for a in arrays:
-        counts += np.bincount(a, minlength=size).astype(np.int32)
+        seen[:] = False
+        seen[a] = True
+        np.add(counts, seen, out=counts, casting="unsafe")
     drawn = int(sum(a.size for a in arrays))
     covered = int(np.count_nonzero(counts[:n]))
     audit = IndexAudit(n=n, drawn=drawn, covered=covered, duplicates=drawn - int(np.count_nonzero(counts)))
     if pairs and audit.duplicates and len(ranks) > 1:
-        shared = [float(np.mean(counts[a] > 1)) if a.size else 0.0 for a in arrays]
+        multi = counts > 1
+        shared = [float(np.mean(multi[a])) if a.size else 0.0 for a in arrays]
         top = int(np.argmax(shared))
         present = np.zeros(size, dtype=bool)
         present[arrays[top]] = True
@@ -61,10 +67,11 @@ def audit_indices(per_rank: dict[int, np.ndarray], n: int, pairs: bool = True) -
         for i, a in enumerate(arrays):
             if i == top or not a.size:
                 continue
-            other = np.unique(a)
-            both = int(np.count_nonzero(present[other]))
+            seen[:] = False
+            seen[a] = True
+            both = int(np.count_nonzero(seen & present))
             if both:
-                ratio = both / max(1, min(top_unique, other.size))
+                ratio = both / max(1, min(top_unique, int(np.count_nonzero(seen))))
                 audit.pairs.append((ranks[top], ranks[i], both, ratio))
         audit.pairs.sort(key=lambda p: -p[3])
     return audit
