@@ -290,3 +290,16 @@ def test_text_report_of_a_gpu_held_by_a_foreign_process():
     assert "GPU2 is already in use: pid 51877 python 75016 MiB (6363 MiB of 81920 MiB free)" in text
     assert "fix: stop the processes holding GPU memory, or pick free GPUs with CUDA_VISIBLE_DEVICES" in text
     assert "GPU0   X      NV4    NV4    NV4    0-63,128-191      0" in text
+
+
+@pytest.mark.parametrize("argv,named", [
+    (["torchrun", "--master-port", "29500", "t.py"], True),
+    (["torchrun", "--master_port=29500", "t.py"], True),
+    (["torchrun", "--rdzv-endpoint", "node0:29500", "t.py"], True),
+    (["torchrun", "--rdzv-endpoint", "node0:295000", "t.py"], False),
+    (["torchrun", "--master-port", "2950", "t.py"], False),
+])
+def test_a_peer_node_is_recognised_by_the_port_it_names(argv, named):
+    from ddplint.runtime.checks.stale import _names_port
+
+    assert _names_port(argv, 29500) is named

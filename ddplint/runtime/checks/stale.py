@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 
 from ddplint.runtime.checks import procs
 from ddplint.runtime.checks.common import mib, plural
@@ -10,8 +11,8 @@ from ddplint.runtime.nvml import Machine
 from ddplint.runtime.verdict import CheckResult, Status
 
 def _names_port(argv: list[str], port: int) -> bool:
-    text = " ".join(argv)
-    return f"port={port}" in text or f"port {port}" in text or f":{port}" in text
+    """--master-port P, --master_port=P or --rdzv-endpoint HOST:P."""
+    return re.search(rf"(?:port[= ]|:){port}\b", " ".join(argv)) is not None
 
 
 def find_stale(port: int | None = None, nnodes: int = 1) -> list[tuple[procs.Proc, str]]:
