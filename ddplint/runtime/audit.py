@@ -6,8 +6,9 @@ script not found, torch missing, interrupted) with a one-line reason on stderr.
 Hook points for the machine checks (`ddplint.runtime.checks`, optional modules):
 - before torchrun starts: `checks.host.run_host_checks(options, nproc, master_port)` ->
   list[CheckResult], reported first;
-- after the run: `checks.rank.rank_checks(records)` -> list[CheckResult], over every rank's
-  record (the dicts the probe's rank hooks filled are under "info", "comm", "binding").
+- after the run: `checks.rank.rank_checks(records, log_tail)` -> list[CheckResult], over
+  every rank's record (the dicts the probe's rank hooks filled are under "info", "comm",
+  "binding"; `log_tail` is the end of torchrun's captured output).
 A hook that raises becomes a WARN line of its own; the data audit still runs.
 """
 
