@@ -130,7 +130,7 @@ class LocalRankArgument(Rule):
             if flag in {"--local_rank", "--local-rank"}:
                 yield Finding(
                     site.node,
-                    f"'{flag}' is only passed by the deprecated torch.distributed.launch; torchrun "
-                    "sets the LOCAL_RANK environment variable instead, so this keeps its default; "
-                    "read int(os.environ['LOCAL_RANK'])",
+                    f"'{flag}' is only passed by the deprecated torch.distributed.launch: under "
+                    "torchrun it keeps its default on every rank (torchrun sets LOCAL_RANK in the "
+                    "environment instead); read int(os.environ['LOCAL_RANK'])",
                 )
