@@ -78,3 +78,25 @@ def test_signal_to_ddplint_stops_every_rank(tmp_path, sig):
     assert "Traceback" not in err
     assert out == ""
     assert processes_naming(str(script)) == []
+
+
+def test_missing_node_is_a_rendezvous_hang_after_rdzv_timeout(tmp_path):
+    """Node 0 of 2 alone: torchrun never gets past rendezvous; reported after --rdzv-timeout."""
+    from ddplint.runtime.launcher import free_port
+
+    script = tmp_path / "correct.py"
+    shutil.copy(FIXTURES / "correct.py", script)
+    out = tmp_path / "report.json"
+    start = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "ddplint", "--runtime", "--nnodes", "2", "--node-rank", "0",
+                           "--nproc-per-node", "1", "--master-port", str(free_port()), "--rdzv-timeout", "4",
+                           "--format", "json", "--output", str(out), str(script)],
+                          cwd=tmp_path, env=env(), capture_output=True, text=True, timeout=120)
+    assert time.monotonic() - start < 4 + MARGIN
+    assert proc.returncode == 1, proc.stderr
+    checks = {c["check"]: c for c in json.loads(out.read_text())["checks"]}
+    assert checks["run.hang"]["status"] == "FAIL"
+    assert checks["run.hang"]["summary"] == "rendezvous did not complete within 4 s"
+    assert checks["run.hang"]["evidence"] == ["rank 0: never started (rendezvous)",
+                                              "rank 1: never started (rendezvous)"]
+    assert processes_naming(str(script)) == []

@@ -149,6 +149,9 @@ def run_audit(options: RuntimeOptions) -> int:
     except Interrupted as exc:
         print(f"ddplint: error: interrupted ({exc}); every rank was stopped", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # before torchrun started: nothing to stop
+        print("ddplint: error: interrupted", file=sys.stderr)
+        return 2
     finally:
         shutil.rmtree(rundir.path, ignore_errors=True)
     return _emit(options, report)

@@ -181,8 +181,8 @@ class Launch:
             self._kill_all()
             _restore_signal_handlers(old)
         records = self.rundir.read_records()
-        if self.exchange is not None:
-            records = self.exchange.merge(records)
+        if self.exchange is not None and not (hang and hang.reason == "rendezvous"):
+            records = self.exchange.merge(records)  # (no node got past rendezvous: nothing to merge)
         return LaunchResult(
             returncode=None if hang else self.proc.returncode,
             records=records,
