@@ -148,11 +148,14 @@ class Probe:
         sys.path[0] = os.path.dirname(self.script)
         sys.dont_write_bytecode = True  # no __pycache__ in the user's tree
         writes.install()
+        previous = signal.signal(signal.SIGTERM, _terminated)
         try:
             runpy.run_path(self.script, run_name="__main__")
             self.record["status"] = "completed"
         except AuditStop:
             self.record["status"] = "stopped"
+        except Terminated:
+            self.record["status"] = "terminated"
         except SystemExit as exc:
             if exc.code in (None, 0):
                 self.record["status"] = "completed"
@@ -163,6 +166,7 @@ class Probe:
             self.record["status"] = "raised"
             self.record["error"] = self._error(exc)
         finally:
+            signal.signal(signal.SIGTERM, previous)
             writes.uninstall()
         self.record["loaders"] = tracker.records()
         self.record["training_site"] = tracker.training_site
@@ -172,6 +176,9 @@ class Probe:
         if self.record["status"] == "raised":
             self.phase("raised")
             sys.stderr.write(self.record["error"]["text"])
+            return 1
+        if self.record["status"] == "terminated":
+            self.phase("terminated")
             return 1
         self.phase("finished")
         self._exit_barrier()
@@ -210,6 +217,15 @@ class Probe:
                 store.wait(["ddplint/all-finished"], datetime.timedelta(seconds=self.config["timeout"]))
         except Exception:
             pass  # a peer failed; torchrun and the launcher deal with it
+
+
+class Terminated(BaseException):
+    """SIGTERM from torchrun, which stops the other ranks once one has failed: the rank still
+    writes what it recorded, marked as stopped from outside rather than as a failure."""
+
+
+def _terminated(signum, frame):
+    raise Terminated
 
 
 def _rank_hooks() -> dict:

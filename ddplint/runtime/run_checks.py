@@ -65,8 +65,9 @@ def check_failure(result: LaunchResult, world: int, base: str) -> CheckResult:
         evidence = [f"    {site['code']}"] if site and site.get("code") else []
         for other in raised[1:]:
             evidence.append(f"rank {other['rank']} then failed: {other['error']['message']}")
-        if missing:
-            evidence.append(f"rank(s) {', '.join(map(str, missing))} stopped by torchrun after the failure")
+        stopped = sorted([r["rank"] for r in records.values() if r.get("status") == "terminated"] + missing)
+        if stopped:
+            evidence.append(f"rank(s) {', '.join(map(str, stopped))} stopped by torchrun after the failure")
         return CheckResult("run.failure", Status.FAIL, f"rank {first['rank']} raised {err['message']}{where}",
                            evidence, data={"ranks": [{"rank": r["rank"], **{k: v for k, v in r["error"].items()
                                                                                if k != "t"}} for r in raised]})
@@ -78,6 +79,11 @@ def check_failure(result: LaunchResult, world: int, base: str) -> CheckResult:
             f"rank(s) {', '.join(map(str, missing))} ended without reporting (killed or crashed)"
         return CheckResult("run.failure", Status.FAIL, f"{what}; torchrun exit status {result.returncode}",
                            tail, data={"missing_ranks": missing, "returncode": result.returncode})
+    terminated = sorted(r["rank"] for r in records.values() if r.get("status") == "terminated")
+    if terminated:
+        return CheckResult("run.failure", Status.FAIL, f"rank(s) {', '.join(map(str, terminated))} "
+                           f"got SIGTERM before the audit's end", result.log_tail.strip().splitlines()[-6:],
+                           data={"terminated_ranks": terminated, "returncode": result.returncode})
     evidence = []
     if result.returncode:
         evidence.append(f"torchrun exit status {result.returncode} after every rank finished its script "
