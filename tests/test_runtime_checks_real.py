@@ -165,3 +165,30 @@ def test_leftover_torchrun_is_reported_stale(audit, leftover):
     found = {p["pid"]: p["role"] for p in stale["data"]["processes"]}
     assert found.get(agent) == "torchrun agent" and found.get(rank) == "rank 0"
     assert str(agent) in stale["fix"]
+
+
+HARDCODED_WORLD = textwrap.dedent("""
+    import torch
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    dist.init_process_group("gloo", rank=0, world_size=1)  # left over from a one-GPU notebook
+    model = DDP(torch.nn.Linear(4, 1))
+    for x in torch.utils.data.DataLoader(torch.randn(32, 4), batch_size=4):
+        model(x).sum().backward()
+""")
+
+
+def test_script_that_hard_codes_rank_and_world_size_fails_env_ranks(tmp_path):
+    script = tmp_path / "notebook_port.py"
+    script.write_text(HARDCODED_WORLD)
+    proc = subprocess.run([sys.executable, "-m", "ddplint", "--runtime", "--format", "json",
+                           "--steps", "2", "--timeout", "90", str(script)], capture_output=True,
+                          text=True, env=_env(), timeout=180, cwd=tmp_path)
+    checks = {c["check"]: c for c in json.loads(proc.stdout)["checks"]}
+    ranks = checks["env.ranks"]
+    assert ranks["status"] == "FAIL"
+    assert "rank 1 joined the process group as rank 0 of 1" in ranks["summary"]
+    assert ranks["fix"].startswith("call init_process_group() without rank/world_size")
+    assert checks["comm.bandwidth"]["status"] == "SKIP"
+    assert proc.returncode == 1

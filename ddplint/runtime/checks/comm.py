@@ -156,6 +156,9 @@ def bandwidth_check(records: list[dict]) -> CheckResult:
     rec, comm = min(sweeps, key=lambda rc: rank_of(rc[0]))
     rows = comm["sweep"]
     world = comm["world_size"]
+    if world < 2:
+        return CheckResult("comm.bandwidth", Status.SKIP,
+                           "a process group of one rank: nothing travels between ranks")
     evidence = [f"{'size':>10} {'time (us)':>12} {'algbw (GB/s)':>13} {'busbw (GB/s)':>13}"]
     evidence += [f"{_size(r['bytes']):>10} {r['seconds'] * 1e6:>12.1f} {r['algbw_gbps']:>13.3f} "
                  f"{r['busbw_gbps']:>13.3f}" for r in rows]
