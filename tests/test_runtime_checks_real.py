@@ -191,4 +191,6 @@ def test_script_that_hard_codes_rank_and_world_size_fails_env_ranks(tmp_path):
     assert "rank 1 joined the process group as rank 0 of 1" in ranks["summary"]
     assert ranks["fix"].startswith("call init_process_group() without rank/world_size")
     assert checks["comm.bandwidth"]["status"] == "SKIP"
+    assert "rank 0's process group has 1 rank(s) but torchrun started 2" in \
+        checks["comm.allreduce"]["summary"]
     assert proc.returncode == 1

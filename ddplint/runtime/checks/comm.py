@@ -11,7 +11,7 @@ import time
 from datetime import timedelta
 
 from ddplint.runtime.checks.common import Findings
-from ddplint.runtime.checks.records import node, part, rank_of, ranks_text
+from ddplint.runtime.checks.records import env, node, part, rank_of, ranks_text
 from ddplint.runtime.verdict import CheckResult, Status
 
 SMOKE_TIMEOUT_S = 60.0
@@ -121,6 +121,11 @@ def allreduce_check(records: list[dict], log_tail: str | None = None) -> CheckRe
         elif "error" in ar:
             found.add(Status.FAIL, f"all_reduce stalled in the {ar['phase']} on rank {rank} "
                                    f"after {ar['seconds']:g} s: {ar['error']}", NCCL_HINT)
+        elif str(comm.get("world_size")) != env(rec).get("WORLD_SIZE", str(comm.get("world_size"))):
+            found.add(Status.FAIL, f"rank {rank}'s process group has {comm['world_size']} "
+                                   f"rank(s) but torchrun started {env(rec)['WORLD_SIZE']}: "
+                                   "the all_reduce reached only part of the job",
+                      "call init_process_group() without rank/world_size")
         elif not ar["ok"]:
             found.add(Status.FAIL, f"all_reduce of rank+1 gave {ar['value']:g} on rank {rank}, "
                                    f"expected W(W+1)/2 = {ar['expected']:g}",
