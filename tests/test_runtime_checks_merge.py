@@ -221,6 +221,12 @@ def test_allreduce_wrong_sum_and_stall_fail():
                              "5[5] -> 6[6] via P2P/CUMEM"
 
 
+def test_no_record_at_all_still_quotes_the_last_nccl_line():
+    r = allreduce_check([], "x\nnode0:7:7 [0] NCCL INFO Bootstrap : Using eth0:10.1.0.1<0>\n")
+    assert r.status is Status.SKIP
+    assert r.evidence == ["last NCCL line: node0:7:7 [0] NCCL INFO Bootstrap : Using eth0:10.1.0.1<0>"]
+
+
 def test_init_never_returned_fails_and_no_process_group_skips():
     recs = [record(0, comm=smoke(0, world=2)), record(1)]
     r = allreduce_check(recs)

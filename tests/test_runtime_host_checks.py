@@ -10,9 +10,10 @@ import pytest
 
 from ddplint.runtime.checks.env import launch_env_check, nccl_ifname_matches
 from ddplint.runtime.checks.gpu import inventory_check, visible_gpus
-from ddplint.runtime.checks.host import rendezvous_port, run_host_checks
+from ddplint.runtime.checks.host import run_host_checks
 from ddplint.runtime.checks.stack import cuda_compat
 from ddplint.runtime.checks.topology import expected_busbw, topology_check
+from ddplint.runtime.nodes import rendezvous_address
 from ddplint.runtime.nvml import ReplayReads, load_machine, record
 from ddplint.runtime.options import RuntimeOptions
 from ddplint.runtime.verdict import Status
@@ -238,9 +239,9 @@ def test_gloo_ifname_names_exact_interfaces():
 
 def test_rendezvous_port_prefers_the_c10d_endpoint():
     base = RuntimeOptions(script=Path("t.py"), master_addr="10.0.0.1")
-    assert rendezvous_port(base, 29500) == ("10.0.0.1", 29500)
+    assert rendezvous_address(base, 29500) == ("10.0.0.1", 29500)
     c10d = RuntimeOptions(script=Path("t.py"), rdzv_backend="c10d", rdzv_endpoint="node0:29400")
-    assert rendezvous_port(c10d, 29500) == ("node0", 29400)
+    assert rendezvous_address(c10d, 29500) == ("node0", 29400)
 
 
 def test_run_host_checks_on_a_replayed_machine_returns_every_check():

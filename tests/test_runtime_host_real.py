@@ -115,13 +115,19 @@ def test_taken_port_names_the_torchrun_holding_it(leftover_torchrun):
     agent, _, port = leftover_torchrun
     r = port_check("127.0.0.1", port)
     assert r.status is Status.FAIL
-    assert r.summary == f"port {port} is already taken by pid {agent} (torchrun)"
+    assert r.summary == f"port {port} (the rendezvous store) is already taken by pid {agent} (torchrun)"
     assert r.fix.startswith(f"stop it (kill {agent}) or use --master-port ")
     alternative = r.data["free_port"]
     assert alternative != port and port_check("127.0.0.1", alternative).status is Status.PASS
     assert "--master-port" in r.evidence[0]
     # the other node of a multi-node job only connects to that port
     assert port_check("127.0.0.1", port, node_rank=1).status is Status.SKIP
+    # node 0 of a multi-node audit also needs the next port, for the other nodes' records
+    records = port_check("127.0.0.1", port - 1, 0, record_port=port)
+    assert records.status is Status.FAIL
+    assert records.summary.startswith(f"port {port} (the other nodes' records) is already taken")
+    both_free = port_check("127.0.0.1", alternative, 0, record_port=free_port())
+    assert both_free.status is Status.PASS and both_free.summary.startswith("ports ")
 
 
 def test_leftover_agent_and_rank_are_stale(leftover_torchrun):

@@ -43,12 +43,18 @@ class Nodes:
 
     @classmethod
     def of(cls, options: RuntimeOptions, master_port: int) -> Nodes:
-        addr, port = options.master_addr, master_port
-        if options.rdzv_endpoint:
-            host, _, tail = options.rdzv_endpoint.rpartition(":")
-            addr, port = ((host or addr), int(tail)) if tail.isdigit() else \
-                (options.rdzv_endpoint, C10D_DEFAULT_PORT)
+        addr, port = rendezvous_address(options, master_port)
         return cls(options.nnodes, options.node_rank, addr, port + 1)
+
+
+def rendezvous_address(options: RuntimeOptions, master_port: int) -> tuple[str, int]:
+    """Where the store listens: the c10d endpoint when one is given, else the master's."""
+    if options.rdzv_endpoint:
+        host, _, tail = options.rdzv_endpoint.rpartition(":")
+        if tail.isdigit():
+            return host or options.master_addr, int(tail)
+        return options.rdzv_endpoint, C10D_DEFAULT_PORT
+    return options.master_addr, master_port
 
 
 def first_host(nodelist: str) -> str:

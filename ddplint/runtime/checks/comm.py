@@ -96,8 +96,10 @@ def last_nccl_line(log: str | None) -> str | None:
 
 
 def allreduce_check(records: list[dict], log_tail: str | None = None) -> CheckResult:
+    nccl_line = last_nccl_line(log_tail)
     if not records:
-        return CheckResult("comm.allreduce", Status.SKIP, "no rank reported")
+        return CheckResult("comm.allreduce", Status.SKIP, "no rank reported (see run.hang and "
+                           "run.failure)", [f"last NCCL line: {nccl_line}"] if nccl_line else [])
     if not any(r.get("init_called") or part(r, "comm") for r in records):
         return CheckResult("comm.allreduce", Status.SKIP,
                            "the script created no process group before the audit stopped it")
@@ -105,7 +107,6 @@ def allreduce_check(records: list[dict], log_tail: str | None = None) -> CheckRe
     evidence = []
     ok_ranks, seconds = [], []
     world = None
-    nccl_line = last_nccl_line(log_tail)
     for rec in sorted(records, key=rank_of):
         comm = part(rec, "comm")
         ar = comm.get("allreduce")

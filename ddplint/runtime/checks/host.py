@@ -10,20 +10,11 @@ from ddplint.runtime.checks.ports import port_check
 from ddplint.runtime.checks.stack import installed_torch_cuda
 from ddplint.runtime.checks.stale import stale_check
 from ddplint.runtime.checks.topology import topology_check
+from ddplint.runtime.nodes import Nodes, rendezvous_address
 from ddplint.runtime.nvml import (NvmlReadFailed, NvmlReads, NvmlUnavailable, load_machine,
                                   open_nvml)
 from ddplint.runtime.options import RuntimeOptions
 from ddplint.runtime.verdict import CheckResult, Status
-
-
-def rendezvous_port(options: RuntimeOptions, master_port: int) -> tuple[str, int]:
-    """The address and port the store will listen on: the c10d endpoint, else the master's."""
-    if options.rdzv_endpoint:
-        host, _, port = options.rdzv_endpoint.rpartition(":")
-        if port.isdigit():
-            return host or options.master_addr, int(port)
-        return options.rdzv_endpoint, 29400  # torchrun's default c10d port
-    return options.master_addr, master_port
 
 
 def run_host_checks(options: RuntimeOptions, nproc: int, master_port: int,
@@ -53,8 +44,9 @@ def run_host_checks(options: RuntimeOptions, nproc: int, master_port: int,
         job = visible_gpus(machine, environ.get("CUDA_VISIBLE_DEVICES")).indices[:nproc]
         results.append(topology_check(machine, job))
     results.append(nvml_module_check())
-    addr, port = rendezvous_port(options, master_port)
-    results.append(port_check(addr, port, options.node_rank))
+    addr, port = rendezvous_address(options, master_port)
+    record_port = Nodes.of(options, master_port).port if options.nnodes > 1 else None
+    results.append(port_check(addr, port, options.node_rank, record_port))
     results.append(stale_check(machine, job, port, options.nnodes))
     results.append(launch_env_check(environ, nproc, options.nnodes))
     return results

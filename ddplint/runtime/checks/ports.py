@@ -39,7 +39,10 @@ def holders(port: int) -> list[procs.Proc]:
     return [p for p in found if p is not None]
 
 
-def port_check(master_addr: str, port: int, node_rank: int = 0) -> CheckResult:
+def port_check(master_addr: str, port: int, node_rank: int = 0,
+               record_port: int | None = None) -> CheckResult:
+    """The store's port on node 0 and, in a multi-node audit, the port where node 0 collects
+    the other nodes' records."""
     data = {"master_addr": master_addr, "master_port": port}
     try:
         socket.getaddrinfo(master_addr, port)
@@ -51,12 +54,23 @@ def port_check(master_addr: str, port: int, node_rank: int = 0) -> CheckResult:
         return CheckResult("env.port", Status.SKIP,
                            f"node {node_rank} joins the store that node 0 hosts on "
                            f"{master_addr}:{port}", data=data)
+    for p, what in ((port, "the rendezvous store"), (record_port, "the other nodes' records")):
+        if p is not None and (taken := _taken(p, what, data)) is not None:
+            return taken
+    if record_port is None:
+        return CheckResult("env.port", Status.PASS, f"port {port} is free", data=data)
+    data["record_port"] = record_port
+    return CheckResult("env.port", Status.PASS, f"ports {port} (rendezvous) and {record_port} "
+                       "(records of the other nodes) are free", data=data)
+
+
+def _taken(port: int, what: str, data: dict) -> CheckResult | None:
     err = bind_error(port)
     if err is None:
-        return CheckResult("env.port", Status.PASS, f"port {port} is free", data=data)
+        return None
     if err == errno.EACCES:
-        return CheckResult("env.port", Status.FAIL, f"port {port} needs root privileges",
-                           fix=f"use --master-port {free_port()}", data=data)
+        return CheckResult("env.port", Status.FAIL, f"port {port} for {what} needs root "
+                           "privileges", fix=f"use --master-port {free_port()}", data=data)
     owners = holders(port)
     alternative = free_port()
     data.update(holders=[{"pid": p.pid, "command": p.command} for p in owners],
@@ -71,5 +85,5 @@ def port_check(master_addr: str, port: int, node_rank: int = 0) -> CheckResult:
         who = "a process this user cannot inspect"
         evidence = [f"no process of this user listens on {port}"]
         fix = f"use --master-port {alternative}"
-    return CheckResult("env.port", Status.FAIL, f"port {port} is already taken by {who}",
-                       evidence, fix, data=data)
+    return CheckResult("env.port", Status.FAIL, f"port {port} ({what}) is already taken by "
+                       f"{who}", evidence, fix, data=data)
