@@ -31,8 +31,11 @@ class LintContext:
         prefix = function + "."
         return [c for c in facts.calls if c.function == function or c.function.startswith(prefix)]
 
-    def resolve_function(self, facts: ModuleFacts, path: Path, name: str | None):
-        """The (facts, path, function name) that a callee names, in this module or the project."""
+    def resolve_function(self, facts: ModuleFacts, path: Path, name: str | None, hops: int = 2):
+        """The (facts, path, function name) that a callee names, in this module or the project.
+
+        Follows re-exports (`from .distributed import is_primary` in a package's __init__.py).
+        """
         if name is None:
             return None
         if name in facts.functions:
@@ -45,6 +48,9 @@ class LintContext:
         module_path, module_facts, attr = found
         if attr and attr in module_facts.functions:
             return module_facts, module_path, attr
+        reexport = module_facts.imports.get(attr) if attr and "." not in attr else None
+        if reexport is not None and hops > 0 and module_facts is not facts:
+            return self.resolve_function(module_facts, module_path, reexport, hops - 1)
         return None
 
     def reaches(self, site: CallSite, targets: frozenset[str], facts: ModuleFacts | None = None,

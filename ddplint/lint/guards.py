@@ -33,6 +33,7 @@ OPPOSITE = {MAIN: NOTMAIN, NOTMAIN: MAIN, SINGLE: DIST, DIST: SINGLE}
 MAIN_PREDICATES = {
     "is_main_process", "is_local_main_process", "is_master", "is_main", "is_rank_zero", "is_rank0",
     "is_global_zero", "is_local_zero", "master_process", "main_process", "is_leader", "is_chief",
+    "is_primary", "is_global_primary", "is_local_primary",
 }
 # Decorators that run the function on the main process only.
 MAIN_DECORATORS = {
@@ -75,6 +76,9 @@ class Guards:
             return self._name(expr, facts, path, function, depth)
         if isinstance(expr, cst.Call):
             return self._call(expr, facts, path, function, depth)
+        if isinstance(expr, cst.IfExp):  # `is_local_primary(a) if local else is_global_primary(a)`
+            body = self.test_kind(expr.body, facts, path, function, depth)
+            return body if body == self.test_kind(expr.orelse, facts, path, function, depth) else None
         return None
 
     def _name(self, expr, facts, path, function, depth) -> str | None:
@@ -90,6 +94,8 @@ class Guards:
             return DIST
         if "rank" in last and facts.kind_of(expr, function) in {"global", "local"}:
             return NOTMAIN  # `if rank:` is true off the main process; `if not rank:` on it
+        if depth > 0 and self._set_on_main_only(name, facts, path, function, depth):
+            return MAIN  # `writer = None` / `if rank == 0: writer = SummaryWriter()` / `if writer:`
         if depth > 0:  # `is_chief = rank == 0`, then `if is_chief:`
             kinds = {
                 self.test_kind(a.value, facts, path, a.function, depth - 1)
@@ -155,6 +161,10 @@ class Guards:
                 return SINGLE
             if isinstance(op, (cst.NotEqual, cst.GreaterThan)):
                 return DIST
+        if isinstance(op, (cst.IsNot, cst.NotEqual)) and dotted(right) == "None" and depth > 0:
+            name = dotted(left)
+            if name is not None and self._set_on_main_only(name, facts, path, function, depth):
+                return MAIN
         if _minus_one(right) and self._rankish(left, facts, path, function):
             # `local_rank == -1`: the script was not started by a launcher
             if isinstance(op, cst.Equal):
@@ -162,6 +172,17 @@ class Guards:
             if isinstance(op, cst.NotEqual):
                 return DIST
         return None
+
+    def _set_on_main_only(self, name: str, facts: ModuleFacts, path: Path, function: str, depth: int) -> bool:
+        """Every value but None that `name` gets in this scope is assigned under a main-process guard."""
+        real = [
+            a for a in facts.assignments
+            if a.target == name and (a.function == function or "." in name) and dotted(a.value) != "None"
+        ]
+        return bool(real) and all(
+            any(self.condition_kind(c, facts, path, a.function, depth - 1) == MAIN for c in a.conditions)
+            for a in real
+        )
 
     def _rankish(self, expr, facts: ModuleFacts, path: Path, function: str, depth: int = 2) -> bool:
         if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Modulo):
@@ -187,8 +208,9 @@ class Guards:
 
     # -- statements --------------------------------------------------------------------
 
-    def condition_kind(self, condition: Condition, facts: ModuleFacts, path: Path, function: str) -> str | None:
-        kind = self.test_kind(condition.test, facts, path, function)
+    def condition_kind(self, condition: Condition, facts: ModuleFacts, path: Path, function: str,
+                       depth: int = 3) -> str | None:
+        kind = self.test_kind(condition.test, facts, path, function, depth)
         return OPPOSITE.get(kind) if condition.negated and kind else kind
 
     def guarded_here(self, site: CallSite, facts: ModuleFacts | None = None, path: Path | None = None) -> bool:

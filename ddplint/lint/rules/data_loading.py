@@ -256,7 +256,8 @@ class ConstantSetEpoch(Rule):
             if site.method != "set_epoch" or not site.node.args:
                 continue
             value = site.node.args[0].value
-            if is_constant(value) or site.loops and _loop_invariant(facts, site, value):
+            loops = [loop for loop in site.loops if _epoch_loop(loop)]
+            if loops and (is_constant(value) or _loop_invariant(facts, loops, value)):
                 yield Finding(
                     value,
                     "set_epoch() gets a value that does not change from one epoch to the next: the "
@@ -265,16 +266,31 @@ class ConstantSetEpoch(Rule):
                 )
 
 
-def _loop_invariant(facts: ModuleFacts, site: CallSite, value: cst.BaseExpression) -> bool:
+def _epoch_loop(loop: cst.For | cst.While) -> bool:
+    """A loop that can run once per epoch: `while`, `for ... in range(...)`, or an `epoch` target.
+
+    `for sampler in samplers: sampler.set_epoch(2)` is setting up, not training.
+    """
+    if isinstance(loop, cst.While):
+        return True
+    if any("epoch" in n.lower() for n in names_in(loop.target)):
+        return True
+    iterated = loop.iter
+    if isinstance(iterated, cst.Call) and dotted(iterated.func) in {"enumerate", "tqdm", "tqdm.tqdm", "trange"}:
+        iterated = iterated.args[0].value if iterated.args else iterated
+    return isinstance(iterated, cst.Call) and dotted(iterated.func) in {"range", "trange"}
+
+
+def _loop_invariant(facts: ModuleFacts, loops: list[cst.For | cst.While], value: cst.BaseExpression) -> bool:
     if any(isinstance(n, cst.Call) for n in _walk(value)):
         return False
     used = names_in(value)
     changing: set[str] = set()
-    for loop in site.loops:
+    for loop in loops:
         if isinstance(loop, cst.For):
             changing |= names_in(loop.target)
-    loops = set(map(id, site.loops))
-    changing |= {a.target for a in facts.assignments if any(id(lp) in loops for lp in a.loops)}
+    ids = set(map(id, loops))
+    changing |= {a.target for a in facts.assignments if any(id(lp) in ids for lp in a.loops)}
     return not any(n in changing or n.split(".")[0] in changing for n in used)
 
 

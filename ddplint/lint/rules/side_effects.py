@@ -18,7 +18,7 @@ from ddplint.diagnostics import Severity
 from ddplint.lint.context import FOLLOW_DEPTH, LintContext
 from ddplint.lint.facts import CallSite, ModuleFacts
 from ddplint.lint.guards import RANK_CALLS
-from ddplint.lint.names import arg, dotted, has_keyword, has_star_kwargs, names_in, string_value
+from ddplint.lint.names import arg, dotted, has_keyword, has_star_kwargs, int_value, names_in, string_value
 from ddplint.lint.rules.base import Finding, Rule
 
 CHECKPOINT, LOG, MKDIR = "checkpoint", "log", "mkdir"
@@ -143,17 +143,45 @@ def _helper_writes(ctx: LintContext, site: CallSite, kind: str, facts: ModuleFac
     if resolved is None or resolved[0] is ctx.facts and depth == FOLLOW_DEPTH:
         return False  # functions of the linted module are judged where they write
     inner_facts, inner_path, function = resolved
-    key = (id(inner_facts), function, "writes", kind)
+    off = _switched_off(site.node, inner_facts.functions[function].node)
+    key = (id(inner_facts), function, "writes", kind, off)
     cache = ctx._reach_cache
     if key not in cache:
         cache[key] = False  # recursion guard
         cache[key] = any(
             not ctx.guards.guarded_here(inner, inner_facts, inner_path)
+            and not any(not c.negated and dotted(c.test) in off for c in inner.conditions)
             and (effect_of(inner, inner_facts) == kind
                  or _helper_writes(ctx, inner, kind, inner_facts, inner_path, depth - 1))
             for inner in ctx.function_body_calls(inner_facts, function)
         )
     return cache[key]
+
+
+def _switched_off(call: cst.Call, definition: cst.FunctionDef) -> frozenset[str]:
+    """Parameters with a falsy default that this call leaves out: `if log_path:` blocks stay dark.
+
+    `setup_logging()` does not write the file that `setup_logging(log_path="x.log")` would.
+    """
+    params = [*definition.params.posonly_params, *definition.params.params]
+    given = {a.keyword.value for a in call.args if a.keyword is not None}
+    positional = sum(1 for a in call.args if a.keyword is None and not a.star)
+    if any(a.star for a in call.args):
+        return frozenset()
+    offset = 1 if params and params[0].name.value in {"self", "cls"} and isinstance(call.func, cst.Attribute) else 0
+    off = set()
+    for index, param in enumerate(params):
+        default = param.default
+        falsy = default is not None and (
+            dotted(default) in {"None", "False"} or string_value(default) == "" or int_value(default) == 0
+        )
+        if falsy and param.name.value not in given and index - offset >= positional:
+            off.add(param.name.value)
+    for param in definition.params.kwonly_params:
+        default = param.default
+        if default is not None and dotted(default) in {"None", "False"} and param.name.value not in given:
+            off.add(param.name.value)
+    return frozenset(off)
 
 
 class CheckpointOnEveryRank(Rule):
