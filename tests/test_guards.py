@@ -85,12 +85,28 @@ def test_tests_that_say_nothing_about_the_rank(test, tmp_path):
         "w = torch.save({}, 'x.pt') if rank == 0 else None\n",
         "@rank_zero_only\ndef f():\n    torch.save({}, 'x.pt')\nf()\n",
         "def f():\n    torch.save({}, 'x.pt')\nif rank == 0:\n    f()\n",
+        "def f():\n    if args.distributed and dist.get_rank() != 0:\n        return\n    torch.save({}, 'x.pt')\nf()\n",
+        "writer = None\nif rank == 0:\n    writer = open('log', 'a')\nif writer is not None:\n    torch.save({}, 'x.pt')\n",
     ],
 )
 def test_statements_behind_a_guard_are_main_only(body, tmp_path):
     ctx = context(PRELUDE + body, tmp_path)
     site = ctx.facts.calls_to("torch.save")[0]
     assert ctx.guards.main_only(site)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        # returns early off the main rank only when not sharded: every rank may pass
+        "def f():\n    if not args.sharded and not utils.is_main_process():\n        return\n    torch.save({}, 'x.pt')\nf()\n",
+        # a flag set to False in a single-process branch is not a handle that exists on rank 0 only
+        "if args.fsdp and not args.distributed:\n    args.fsdp = False\nif args.fsdp:\n    torch.save({}, 'x.pt')\n",
+    ],
+)
+def test_partial_guards_are_not_main_only(body, tmp_path):
+    ctx = context(PRELUDE + body, tmp_path)
+    assert not ctx.guards.main_only(ctx.facts.calls_to("torch.save")[0])
 
 
 def test_a_function_with_one_unguarded_caller_is_not_main_only(tmp_path):

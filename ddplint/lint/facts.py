@@ -138,6 +138,7 @@ class ModuleFacts:
     framework: str | None = None
     is_distributed: bool = False
     is_script: bool = False  # has an `if __name__ == "__main__":` block
+    idle_with_calls: set[int] = field(default_factory=set)  # id() of `with open(...): pass` items
 
     # -- name resolution -------------------------------------------------------------
 
@@ -344,6 +345,14 @@ class _Collector(cst.CSTVisitor):
             if part is not None:
                 part.visit(self)
         return False
+
+    def visit_With(self, node: cst.With) -> None:
+        body = node.body.body
+        idle = len(body) == 1 and isinstance(body[0], cst.SimpleStatementLine) and all(
+            isinstance(small, cst.Pass) for small in body[0].body
+        )
+        if idle:
+            self.facts.idle_with_calls.update(id(item.item) for item in node.items)
 
     def visit_IfExp(self, node: cst.IfExp) -> bool:
         # `SummaryWriter(...) if rank == 0 else None` guards its body like an `if` statement

@@ -28,6 +28,14 @@ if TYPE_CHECKING:
 
 MAIN, NOTMAIN, SINGLE, DIST = "main", "notmain", "single", "dist"
 OPPOSITE = {MAIN: NOTMAIN, NOTMAIN: MAIN, SINGLE: DIST, DIST: SINGLE}
+SINGLE_WORLD, MAIN_WORLD, NOT_MAIN_WORLD = "S", "M", "N"
+ALL = frozenset("SMN")
+KIND_WORLDS = {
+    MAIN: (frozenset("SM"), frozenset("N")),
+    NOTMAIN: (frozenset("N"), frozenset("SM")),
+    SINGLE: (frozenset("S"), frozenset("MN")),
+    DIST: (frozenset("MN"), frozenset("S")),
+}
 
 # Predicates by the last part of their name: `utils.is_main_process()`, `accelerator.is_main_process`.
 MAIN_PREDICATES = {
@@ -63,77 +71,104 @@ class Guards:
     def test_kind(self, expr: cst.BaseExpression, facts: ModuleFacts, path: Path, function: str,
                   depth: int = 3) -> str | None:
         """What passing the test `expr` says about the process: MAIN, NOTMAIN, SINGLE, DIST or None."""
+        return _kind_of_worlds(self.worlds(expr, facts, path, function, depth)[0])
+
+    def worlds(self, expr: cst.BaseExpression, facts: ModuleFacts, path: Path, function: str,
+               depth: int = 3) -> tuple[frozenset[str], frozenset[str]]:
+        """Where the test can be true and where it can be false, among S, M and N.
+
+        S: a run without distribution; M: the main rank of a distributed run; N: any other rank.
+        `rank == 0` is true in {S, M} and false in {N}; `epoch % 10 == 0` can be either anywhere.
+        Negation swaps the two sets, `and`/`or` intersect and unite them, so that
+        `if args.distributed and rank != 0: return` leaves {S, M} after it.
+        """
         if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Not):
-            inner = self.test_kind(expr.expression, facts, path, function, depth)
-            return OPPOSITE.get(inner) if inner else None
+            true, false = self.worlds(expr.expression, facts, path, function, depth)
+            return false, true
         if isinstance(expr, cst.BooleanOperation):
-            left = self.test_kind(expr.left, facts, path, function, depth)
-            right = self.test_kind(expr.right, facts, path, function, depth)
-            return _combine(left, right, isinstance(expr.operator, cst.And))
+            lt, lf = self.worlds(expr.left, facts, path, function, depth)
+            rt, rf = self.worlds(expr.right, facts, path, function, depth)
+            if isinstance(expr.operator, cst.And):
+                return lt & rt, lf | rf
+            return lt | rt, lf & rf
+        if isinstance(expr, cst.IfExp):  # `is_local_primary(a) if local else is_global_primary(a)`
+            bt, bf = self.worlds(expr.body, facts, path, function, depth)
+            ot, of = self.worlds(expr.orelse, facts, path, function, depth)
+            return bt | ot, bf | of
         if isinstance(expr, cst.Comparison):
-            return self._comparison(expr, facts, path, function, depth)
+            return _atom(self._comparison(expr, facts, path, function, depth))
         if isinstance(expr, (cst.Name, cst.Attribute)):
             return self._name(expr, facts, path, function, depth)
         if isinstance(expr, cst.Call):
             return self._call(expr, facts, path, function, depth)
-        if isinstance(expr, cst.IfExp):  # `is_local_primary(a) if local else is_global_primary(a)`
-            body = self.test_kind(expr.body, facts, path, function, depth)
-            return body if body == self.test_kind(expr.orelse, facts, path, function, depth) else None
-        return None
+        return ALL, ALL
 
-    def _name(self, expr, facts, path, function, depth) -> str | None:
+    def _name(self, expr, facts, path, function, depth) -> tuple[frozenset[str], frozenset[str]]:
         name = dotted(expr)
         if name is None:
-            return None
+            return ALL, ALL
         last = name.rsplit(".", 1)[-1]
         if self._declared(name, facts, self._extra_predicates) or facts.kind_of(expr, function) == "main":
-            return MAIN
+            return _atom(MAIN)
         if last in MAIN_PREDICATES:
-            return MAIN
+            return _atom(MAIN)
         if last in DIST_FLAGS:
-            return DIST
+            return _atom(DIST)
         if "rank" in last and facts.kind_of(expr, function) in {"global", "local"}:
-            return NOTMAIN  # `if rank:` is true off the main process; `if not rank:` on it
-        if depth > 0 and self._set_on_main_only(name, facts, path, function, depth):
-            return MAIN  # `writer = None` / `if rank == 0: writer = SummaryWriter()` / `if writer:`
+            return _atom(NOTMAIN)  # `if rank:` is true off the main process; `if not rank:` on it
+        if depth > 0 and self.set_on_main_only(name, facts, path, function, depth):
+            return _atom(MAIN)  # `writer = None` / `if rank == 0: writer = SummaryWriter()` / `if writer:`
         if depth > 0:  # `is_chief = rank == 0`, then `if is_chief:`
-            kinds = {
-                self.test_kind(a.value, facts, path, a.function, depth - 1)
+            values = [
+                self.worlds(a.value, facts, path, a.function, depth - 1)
                 for a in facts.assignments
                 if a.target == name and a.function in {function, ""} and not _is_bool_literal(a.value)
-            }
-            if len(kinds) == 1:
-                return kinds.pop()
-        return None
+            ]
+            if values:
+                return frozenset().union(*(t for t, _ in values)), frozenset().union(*(f for _, f in values))
+        return ALL, ALL
 
-    def _call(self, call: cst.Call, facts, path, function, depth) -> str | None:
+    def _call(self, call: cst.Call, facts, path, function, depth) -> tuple[frozenset[str], frozenset[str]]:
         raw = dotted(call.func)
         name = facts.qualify(raw)
         if name is None:
-            return None
+            return ALL, ALL
         last = name.rsplit(".", 1)[-1]
         if self._declared(raw, facts, self._extra_predicates):
-            return MAIN
+            return _atom(MAIN)
         if last in MAIN_PREDICATES:
-            return MAIN
+            return _atom(MAIN)
         if last in DIST_FLAGS:
-            return DIST
+            return _atom(DIST)
         if depth > 0:
             return self._project_predicate(facts, path, name, depth - 1)
-        return None
+        return ALL, ALL
 
-    def _project_predicate(self, facts, path, name, depth) -> str | None:
-        """A project function whose returns are all the same kind of test is that kind of predicate."""
+    def _project_predicate(self, facts, path, name, depth) -> tuple[frozenset[str], frozenset[str]]:
+        """A project function answers where its returns do (`return get_rank() == 0`).
+
+        An outright `return True` is the answer without a process group (`if not
+        dist.is_initialized(): return True`); an outright `return False` adds no true world.
+        """
         resolved = self.ctx.resolve_function(facts, path, name)
         if resolved is None:
-            return None
+            return ALL, ALL
         inner_facts, inner_path, function = resolved
         key = (id(inner_facts), function)
         if key not in self._predicates:
-            self._predicates[key] = None  # recursion guard
-            info = inner_facts.functions[function]
-            kinds = {self.test_kind(r, inner_facts, inner_path, function, depth) for r in info.returns}
-            self._predicates[key] = kinds.pop() if len(kinds) == 1 else None
+            self._predicates[key] = (ALL, ALL)  # recursion guard
+            returns = inner_facts.functions[function].returns
+            true, false = frozenset(), frozenset()
+            for value in returns:
+                if _is_bool_literal(value):
+                    if value.value == "True":
+                        true |= {SINGLE_WORLD}
+                    else:
+                        false |= ALL
+                    continue
+                t, f = self.worlds(value, inner_facts, inner_path, function, depth)
+                true, false = true | t, false | f
+            self._predicates[key] = (true, false) if returns else (ALL, ALL)
         return self._predicates[key]
 
     def _comparison(self, expr: cst.Comparison, facts, path, function, depth) -> str | None:
@@ -163,7 +198,7 @@ class Guards:
                 return DIST
         if isinstance(op, (cst.IsNot, cst.NotEqual)) and dotted(right) == "None" and depth > 0:
             name = dotted(left)
-            if name is not None and self._set_on_main_only(name, facts, path, function, depth):
+            if name is not None and self.set_on_main_only(name, facts, path, function, depth):
                 return MAIN
         if _minus_one(right) and self._rankish(left, facts, path, function):
             # `local_rank == -1`: the script was not started by a launcher
@@ -173,14 +208,20 @@ class Guards:
                 return DIST
         return None
 
-    def _set_on_main_only(self, name: str, facts: ModuleFacts, path: Path, function: str, depth: int) -> bool:
-        """Every value but None that `name` gets in this scope is assigned under a main-process guard."""
-        real = [
-            a for a in facts.assignments
-            if a.target == name and (a.function == function or "." in name) and dotted(a.value) != "None"
-        ]
-        return bool(real) and all(
-            any(self.condition_kind(c, facts, path, a.function, depth - 1) == MAIN for c in a.conditions)
+    def set_on_main_only(self, name: str, facts: ModuleFacts, path: Path, function: str, depth: int) -> bool:
+        """`name` starts as None and gets a real value only under a main-process guard.
+
+        `writer = None`, then `if rank == 0: writer = SummaryWriter(...)`: testing `writer`
+        (or `writer is not None`) later is a main-process test.
+        """
+        scope = [a for a in facts.assignments if a.target == name and (a.function == function or "." in name)]
+        nones = [a for a in scope if dotted(a.value) == "None"]
+        real = [a for a in scope if dotted(a.value) != "None"]
+        if not nones or not real or min(a.order for a in nones) > min(a.order for a in real):
+            return False
+        return all(
+            not _is_bool_literal(a.value)
+            and any(self.condition_kind(c, facts, path, a.function, depth - 1) in {MAIN, SINGLE} for c in a.conditions)
             for a in real
         )
 
@@ -210,8 +251,9 @@ class Guards:
 
     def condition_kind(self, condition: Condition, facts: ModuleFacts, path: Path, function: str,
                        depth: int = 3) -> str | None:
-        kind = self.test_kind(condition.test, facts, path, function, depth)
-        return OPPOSITE.get(kind) if condition.negated and kind else kind
+        """The kind of the branch a condition encloses: its test, or where the test is false."""
+        true, false = self.worlds(condition.test, facts, path, function, depth)
+        return _kind_of_worlds(false if condition.negated else true)
 
     def guarded_here(self, site: CallSite, facts: ModuleFacts | None = None, path: Path | None = None) -> bool:
         """Only the main process (or a run without distribution) gets past the site's own guards."""
@@ -246,7 +288,7 @@ class Guards:
         """The site runs on some ranks and not others: under a main-process guard or its negation."""
         facts, path = self.ctx.facts, self.ctx.path
         for condition in site.conditions:
-            if self.test_kind(condition.test, facts, path, site.function) in {MAIN, NOTMAIN}:
+            if self.condition_kind(condition, facts, path, site.function) in {MAIN, NOTMAIN}:
                 return True
         info = _enclosing_function(facts, site.function)
         return info is not None and any(self._main_decorator(d) for d in info.decorators)
@@ -311,20 +353,19 @@ def _enclosing_function(facts: ModuleFacts, scope: str):
     return None
 
 
-def _combine(left: str | None, right: str | None, conjunction: bool) -> str | None:
-    kinds = {left, right}
-    if conjunction:
-        # `a and b` is true only where both are: one restrictive side is enough
-        for kind in (MAIN, NOTMAIN, SINGLE):
-            if kind in kinds:
-                return kind
-        return DIST if DIST in kinds else None
-    # `a or b` is true wherever either is: both sides must be restrictive
-    if kinds <= {MAIN, SINGLE}:
-        return MAIN if MAIN in kinds else SINGLE
-    if kinds <= {NOTMAIN, DIST}:
-        return NOTMAIN if NOTMAIN in kinds else DIST
-    return None
+def _atom(kind: str | None) -> tuple[frozenset[str], frozenset[str]]:
+    return KIND_WORLDS.get(kind, (ALL, ALL))
+
+
+def _kind_of_worlds(true: frozenset[str]) -> str | None:
+    """Name the set of worlds where a branch runs."""
+    if not true or true == ALL:
+        return None
+    if NOT_MAIN_WORLD not in true:
+        return MAIN if MAIN_WORLD in true else SINGLE
+    if MAIN_WORLD not in true:
+        return NOTMAIN  # {N}, or {S, N}: off the main rank whenever distributed
+    return DIST if SINGLE_WORLD not in true else None
 
 
 def _is_zero_set(expr: cst.BaseExpression) -> bool:

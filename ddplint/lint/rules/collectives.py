@@ -32,12 +32,25 @@ BLOCKING = (COLLECTIVES - POINT_TO_POINT) | COLLECTIVE_SAVES
 WRAPPERS = {DDP, FSDP, "torch.distributed.fsdp.fully_shard", "torch.distributed._composable.fsdp.fully_shard"}
 
 
-def _wrapped_models(ctx: LintContext) -> set[str]:
-    """Names that hold a DDP/FSDP-wrapped model: calling them is a forward pass that communicates."""
-    return {
-        a.target for a in ctx.facts.assignments
-        if isinstance(a.value, cst.Call) and ctx.facts.callee(a.value) in WRAPPERS
-    }
+def _wrapped_models(ctx: LintContext) -> dict[str, tuple[str, int]]:
+    """Names that hold a DDP/FSDP-wrapped model -> (function, order) of their first wrapping.
+
+    Calling them afterwards is a forward pass that communicates; before it, the same name
+    still holds the plain model.
+    """
+    wrapped: dict[str, tuple[str, int]] = {}
+    for a in ctx.facts.assignments:
+        if isinstance(a.value, cst.Call) and ctx.facts.callee(a.value) in WRAPPERS:
+            if a.target not in wrapped or a.order < wrapped[a.target][1]:
+                wrapped[a.target] = (a.function, a.order)
+    return wrapped
+
+
+def _is_wrapped_forward(site: CallSite, models: dict[str, tuple[str, int]]) -> bool:
+    if site.name not in models:
+        return False
+    function, order = models[site.name]
+    return site.function != function or site.order > order
 
 
 class CollectiveUnderRankGuard(Rule):
@@ -49,7 +62,7 @@ class CollectiveUnderRankGuard(Rule):
         models = _wrapped_models(ctx)
         communicating = []
         for site in ctx.facts.calls:
-            if site.name in models:
+            if _is_wrapped_forward(site, models):
                 communicating.append((site, f"forward pass of the wrapped model '{site.name}'"))
             elif ctx.reaches(site, BLOCKING):
                 what = site.name if site.name in BLOCKING else f"{dotted(site.node.func)}() (it runs a collective)"

@@ -188,6 +188,10 @@ class SamplerWithoutSetEpoch(Rule):
         shuffling = [s for s in samplers(facts) if not _false(arg(s.node, 3, "shuffle"))]
         if not shuffling:
             return
+        if not facts.is_script:
+            shuffling = [s for s in shuffling if s.function == ""]
+            if not shuffling:
+                return  # a loader-building module: the epoch loop lives in the script that calls it
         receivers, in_helper = _set_epoch_receivers(ctx)
         if in_helper:
             return

@@ -53,6 +53,8 @@ def effect_of(site: CallSite, facts: ModuleFacts) -> str | None:
         text = string_value(mode)
         if text is None or not MODE.match(text) or not WRITE_MODES & set(text) or _per_rank(target, facts, site.function):
             return None
+        if id(call) in facts.idle_with_calls:
+            return None  # `with open(log, "w"): pass` only empties the file; nothing races
         return None if _is_devnull(target, facts) else LOG
     if site.method in {"write_text", "write_bytes"} and isinstance(call.func, cst.Attribute):
         return None if _per_rank(call.func.value, facts, site.function) else LOG
@@ -83,9 +85,15 @@ def _mentions_rank(expr: cst.BaseExpression | None, facts: ModuleFacts, function
         last = name.rsplit(".", 1)[-1]
         if last in RANK_CALLS or facts.kind_of_name(name, function) in {"local", "global"}:
             return True
-        if last in {"rank", "local_rank", "global_rank", "ddp_rank", "process_index", "gpu", "gpu_id"}:
+        if last in {"process_index", "gpu", "gpu_id"} or _rank_word(last):
             return True
     return False
+
+
+def _rank_word(name: str) -> bool:
+    """`rank`, `local_rank`, `dist_rank`, `rank_id`: one value per process (not `node_rank`, `ranks`)."""
+    lowered = name.lower()
+    return "rank" in lowered and not any(word in lowered for word in ("node", "world", "ranks", "num_"))
 
 
 def _per_rank(target: cst.BaseExpression | None, facts: ModuleFacts, function: str) -> bool:
@@ -143,7 +151,9 @@ def _helper_writes(ctx: LintContext, site: CallSite, kind: str, facts: ModuleFac
     if resolved is None or resolved[0] is ctx.facts and depth == FOLLOW_DEPTH:
         return False  # functions of the linted module are judged where they write
     inner_facts, inner_path, function = resolved
-    off = _switched_off(site.node, inner_facts.functions[function].node)
+    off = _switched_off(site.node, inner_facts.functions[function].node) | _main_only_arguments(
+        ctx, site, inner_facts.functions[function].node, facts, path
+    )
     key = (id(inner_facts), function, "writes", kind, off)
     cache = ctx._reach_cache
     if key not in cache:
@@ -156,6 +166,29 @@ def _helper_writes(ctx: LintContext, site: CallSite, kind: str, facts: ModuleFac
             for inner in ctx.function_body_calls(inner_facts, function)
         )
     return cache[key]
+
+
+def _main_only_arguments(ctx: LintContext, site: CallSite, definition: cst.FunctionDef,
+                         facts: ModuleFacts, path: Path) -> frozenset[str]:
+    """Parameters given a value that exists only on the main process (None elsewhere).
+
+    `args.log_path = None; if is_master(args): args.log_path = ...; setup_logging(args.log_path)`
+    """
+    params = [p.name.value for p in (*definition.params.posonly_params, *definition.params.params)]
+    if params and params[0] in {"self", "cls"} and isinstance(site.node.func, cst.Attribute):
+        params = params[1:]
+    off = set()
+    index = 0
+    for a in site.node.args:
+        if a.star:
+            break
+        param = a.keyword.value if a.keyword is not None else (params[index] if index < len(params) else None)
+        if a.keyword is None:
+            index += 1
+        name = dotted(a.value)
+        if param and name and ctx.guards.set_on_main_only(name, facts, path, site.function, 2):
+            off.add(param)
+    return frozenset(off)
 
 
 def _switched_off(call: cst.Call, definition: cst.FunctionDef) -> frozenset[str]:
@@ -205,7 +238,7 @@ class LogWriterOnEveryRank(Rule):
 
     def check(self, ctx: LintContext) -> Iterator[Finding]:
         for site, helper in unguarded_writes(ctx, LOG):
-            what = f"{helper}() writes logs" if helper else f"{dotted(site.node.func) or 'this call'}() opens a log/output"
+            what = f"{helper}() writes to a file" if helper else f"{dotted(site.node.func) or 'this call'}() opens a log/output"
             yield Finding(
                 site.node,
                 f"{what} on every rank: each process writes the same file or run (interleaved, "
