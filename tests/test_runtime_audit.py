@@ -127,10 +127,12 @@ def test_correct_script_passes_every_check(runs):
         "data.disjoint": "PASS", "data.coverage": "PASS", "data.content": "PASS",
         "data.set_epoch": "PASS", "io.single_writer": "PASS", "run.failure": "PASS", "run.hang": "PASS",
     }
-    [loader] = run.report["loaders"]
-    assert loader["training"] and loader["sampler"] == "DistributedSampler"
-    assert loader["site"].endswith("correct.py:17") and loader["epochs_seen"] == 2
-    assert loader["set_epoch_calls"][:2] == [0, 1]
+    train, val = run.report["loaders"]  # the shuffling loader is the training one
+    assert train["training"] and train["sampler"] == "DistributedSampler" and train["shuffle"]
+    assert train["site"] == f"{run.script}:18" and train["epochs_seen"] == 2
+    assert train["set_epoch_calls"][:2] == [0, 1]
+    # the evaluation loader (one worker process) ran in both epochs, not counted as training
+    assert val["site"] == f"{run.script}:20" and not val["training"] and val["epochs_seen"] == 2
     assert [w["path"] for w in run.report["writes"]] == [str(run.workdir / "checkpoint.pt")]
     assert run.report["writes"][0]["ranks"] == [0]
     assert [r["status"] for r in run.report["ranks"]] == ["stopped", "stopped"]

@@ -11,18 +11,37 @@ import sysconfig
 from functools import lru_cache
 
 
+def _prefixes(dirs) -> tuple[str, ...]:
+    return tuple(sorted({os.path.realpath(d) + os.sep for d in dirs} | {d.rstrip(os.sep) + os.sep for d in dirs}))
+
+
 @lru_cache(maxsize=1)
+def _dirs() -> dict[str, tuple[str, ...]]:
+    paths = sysconfig.get_paths()
+    spec = importlib.util.find_spec("torch")
+    torch = [list(spec.submodule_search_locations)[0]] if spec and spec.submodule_search_locations else []
+    return {
+        "ddplint": _prefixes([os.path.dirname(os.path.dirname(os.path.abspath(__file__)))]),
+        # (not platstdlib: in a virtualenv it is the parent of site-packages)
+        "stdlib": _prefixes([os.path.dirname(os.__file__)]),
+        "packages": _prefixes([paths[k] for k in ("purelib", "platlib") if paths.get(k)]),
+        "torch": _prefixes(torch),
+    }
+
+
 def library_dirs() -> tuple[str, ...]:
     """Directories whose frames are never the user's: ddplint, torch, site-packages, stdlib."""
-    dirs = {os.path.dirname(os.path.dirname(os.path.abspath(__file__)))}
-    spec = importlib.util.find_spec("torch")
-    if spec is not None and spec.submodule_search_locations:
-        dirs.add(list(spec.submodule_search_locations)[0])
-    paths = sysconfig.get_paths()
-    for key in ("stdlib", "platstdlib", "purelib", "platlib"):
-        if paths.get(key):
-            dirs.add(paths[key])
-    return tuple(sorted({os.path.realpath(d) + os.sep for d in dirs} | {d + os.sep for d in dirs}))
+    d = _dirs()
+    return d["ddplint"] + d["stdlib"] + d["packages"] + d["torch"]
+
+
+def plumbing_dirs() -> tuple[str, ...]:
+    """ddplint and the standard library: frames that act for whoever called them."""
+    return _dirs()["ddplint"] + _dirs()["stdlib"]
+
+
+def torch_dirs() -> tuple[str, ...]:
+    return _dirs()["torch"]
 
 
 def is_user_file(filename: str) -> bool:

@@ -2,14 +2,18 @@
 
 The audit must never create, modify or delete a file of the user's, yet the script's own
 checkpoint and logging code has to run for real so that two ranks writing one path can be
-seen. Each write-side entry point is wrapped: `open`/`io.open` in a writing mode, `torch.save`
-to a path (its zip writer opens the file in C++, past any `open` patch), logging's
-FileHandler (it captured `open` at import), and the os calls that create, rename or delete
-paths. A path P becomes <scratch>/<P without its root>; later reads of P find the redirected
-copy, so a script that reloads its own checkpoint still works.
+seen. Each write-side entry point is wrapped: `open`/`io.open` in a writing mode, `os.open`
+with a writing flag, `torch.save` to a path (its zip writer opens the file in C++, past any
+`open` patch), logging's FileHandler (it captured `open` at import), and the os calls that
+create, rename or delete paths. A path P becomes <scratch>/<P without its root>; later reads
+of P find the redirected copy, so a script that reloads its own checkpoint still works.
 
-Paths in the user cache (~/.cache), /dev, /proc and /sys are passed through untouched and not
-recorded: libraries write there on every rank by design.
+Who writes decides the rest. The innermost frame outside ddplint and the standard library is
+the writer: the user's code, or a library. A library's writes into the system temp directory
+or ~/.cache pass through untouched and unrecorded (multiprocessing binds sockets in temp
+directories it creates, torch keeps its compile caches there); /dev, /proc and /sys always
+pass through. Writes by torch itself (caches outside the temp directory) are redirected but
+not recorded: they are not the script's.
 """
 
 from __future__ import annotations
@@ -19,63 +23,73 @@ import io
 import logging
 import os
 import sys
+import tempfile
 from pathlib import Path
+
+from ddplint.runtime.sites import is_user_file, plumbing_dirs, torch_dirs
 
 _WRITE_MODES = set("wax+")
 _OS_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
 
 
-def _write_site(skip_dirs: tuple[str, ...], torch_dir: str) -> tuple[bool, str | None]:
-    """(is the script's write, file:line of the innermost frame of the user's code).
+def _prefixes(dirs: list[str]) -> tuple[str, ...]:
+    return tuple({d.rstrip(os.sep) + os.sep for d in dirs} | {os.path.realpath(d) + os.sep for d in dirs})
 
-    Writes that torch makes on its own behalf (compile caches, temp files of its lazy
-    imports) are redirected like all others but are not the script's: the innermost frame
-    outside ddplint and the standard library is then inside torch.
-    """
+
+def _writer() -> tuple[str | None, str | None]:
+    """(file of the frame that made this write, file:line of the innermost user frame)."""
+    quiet = plumbing_dirs()
     f = sys._getframe(2)
     first = site = None
     while f is not None and site is None:
         fn = f.f_code.co_filename
         if not fn.startswith("<"):
-            if first is None and (not fn.startswith(skip_dirs) or fn.startswith(torch_dir)):
+            if first is None and not fn.startswith(quiet):
                 first = fn
-            if not fn.startswith(skip_dirs):
+            if is_user_file(fn):
                 site = f"{fn}:{f.f_lineno}"
         f = f.f_back
-    return first is None or not first.startswith(torch_dir), site
+    return first, site
 
 
 class WriteRedirector:
-    def __init__(self, scratch: Path, skip_dirs: tuple[str, ...], torch_dir: str):
+    def __init__(self, scratch: Path):
         self.scratch = scratch
-        self.skip_dirs = skip_dirs
-        self.torch_dir = torch_dir
         self.writes: list[dict] = []
         self._orig: dict[str, object] = {}
-        dirs = ["/dev", "/proc", "/sys", os.path.expanduser("~/.cache")]
-        self._passthrough = tuple({d.rstrip(os.sep) + os.sep for d in dirs}
-                                  | {os.path.realpath(d) + os.sep for d in dirs})
-        self._scratch_prefix = str(scratch.parent.parent) + os.sep
+        self._always = _prefixes(["/dev", "/proc", "/sys", str(scratch.parent.parent)])
+        self._library_areas = _prefixes([tempfile.gettempdir(), os.path.expanduser("~/.cache")])
 
     # -- path mapping --
 
-    def _redirect(self, path) -> str | None:
-        """The scratch path for a user path, or None when it passes through."""
+    def _scratch_path(self, path) -> str | None:
         try:
             p = os.fspath(path)
         except TypeError:
             return None
-        if isinstance(p, bytes):
-            p = os.fsdecode(p)
-        full = os.path.abspath(p)
-        if (full + os.sep).startswith((self._scratch_prefix, *self._passthrough)):
+        full = os.path.abspath(os.fsdecode(p))
+        if (full + os.sep).startswith(self._always):
             return None
         return str(self.scratch / full.lstrip(os.sep))
 
-    def _note(self, path, op: str, **extra) -> None:
-        ours, site = _write_site(self.skip_dirs, self.torch_dir)
-        if ours:
-            self.writes.append({"path": os.path.abspath(os.fspath(path)), "op": op, "site": site, **extra})
+    def _for_write(self, path, op: str, **extra) -> str | None:
+        """The scratch path to use instead of `path`, or None to let the write through."""
+        target = self._scratch_path(path)
+        if target is None:
+            return None
+        first, site = _writer()
+        by_library = first is not None and not is_user_file(first)
+        full = os.path.abspath(os.fsdecode(os.fspath(path)))
+        if by_library and (full + os.sep).startswith(self._library_areas):
+            return None
+        if not (by_library and first.startswith(torch_dirs())):
+            self.writes.append({"path": full, "op": op, "site": site, **extra})
+        self._ensure_dir(os.path.dirname(target))
+        return target
+
+    def _for_read(self, path):
+        target = self._scratch_path(path)
+        return target if target is not None and os.path.lexists(target) else path
 
     def _ensure_dir(self, path: str) -> None:
         """mkdir -p inside the scratch tree with the real os.mkdir (os.makedirs would call
@@ -90,77 +104,58 @@ class WriteRedirector:
             except FileExistsError:
                 pass
 
-    def _for_write(self, path, op: str) -> str | None:
-        target = self._redirect(path)
-        if target is not None:
-            self._note(path, op)
-            self._ensure_dir(os.path.dirname(target))
-        return target
-
-    def _for_read(self, path) -> object:
-        target = self._redirect(path)
-        return target if target is not None and os.path.lexists(target) else path
-
     # -- wrappers --
 
     def _open(self, file, mode="r", *args, **kwargs):
         real = self._orig["open"]
         if isinstance(file, int):
             return real(file, mode, *args, **kwargs)
-        if _WRITE_MODES & set(mode):
-            target = self._for_write(file, "open:" + mode)
-            if target is not None:
-                src = self._redirect(file)
-                if ("a" in mode or "+" in mode) and not os.path.lexists(src) and os.path.isfile(file):
-                    # Appending to an existing user file: start from a copy of it.
-                    with real(file, "rb") as a, real(target, "wb") as b:
-                        b.write(a.read())
-                return real(target, mode, *args, **kwargs)
+        if not _WRITE_MODES & set(mode):
+            return real(self._for_read(file), mode, *args, **kwargs)
+        target = self._for_write(file, "open:" + mode)
+        if target is None:
             return real(file, mode, *args, **kwargs)
-        return real(self._for_read(file), mode, *args, **kwargs)
+        if ("a" in mode or "+" in mode) and not os.path.lexists(target) and os.path.isfile(file):
+            with real(file, "rb") as a, real(target, "wb") as b:  # start from the user's content
+                b.write(a.read())
+        return real(target, mode, *args, **kwargs)
 
     def _os_open(self, path, flags, mode=0o777, *, dir_fd=None):
         real = self._orig["os_open"]
-        if dir_fd is None and flags & _OS_WRITE_FLAGS:
+        if dir_fd is not None:
+            return real(path, flags, mode, dir_fd=dir_fd)
+        if flags & _OS_WRITE_FLAGS:
             target = self._for_write(path, "os.open")
-            if target is not None:
-                return real(target, flags, mode)
-        elif dir_fd is None:
-            return real(self._for_read(path), flags, mode)
-        return real(path, flags, mode, dir_fd=dir_fd)
+            return real(path if target is None else target, flags, mode)
+        return real(self._for_read(path), flags, mode)
 
     def _torch_save(self, obj, f, *args, **kwargs):
-        real = self._orig["torch_save"]
         if isinstance(f, (str, bytes, os.PathLike)):
             target = self._for_write(f, "torch.save")
             if target is not None:
-                return real(obj, target, *args, **kwargs)
-        return real(obj, f, *args, **kwargs)
+                f = target
+        return self._orig["torch_save"](obj, f, *args, **kwargs)
 
     def _makedirs(self, name, mode=0o777, exist_ok=False):
-        target = self._redirect(name)
+        target = self._for_write(name, "makedirs", dir=True)
         if target is None:
             return self._orig["makedirs"](name, mode, exist_ok)
-        self._note(name, "makedirs", dir=True)
         if not exist_ok and (os.path.isdir(name) or os.path.isdir(target)):
             raise FileExistsError(17, "File exists", os.fspath(name))
         self._ensure_dir(target)
 
     def _mkdir(self, path, mode=0o777, *, dir_fd=None):
-        target = None if dir_fd is not None else self._redirect(path)
+        target = None if dir_fd is not None else self._for_write(path, "mkdir", dir=True)
         if target is None:
             return self._orig["mkdir"](path, mode, dir_fd=dir_fd)
-        self._note(path, "mkdir", dir=True)
         if os.path.isdir(path) or os.path.isdir(target):
             raise FileExistsError(17, "File exists", os.fspath(path))
-        self._ensure_dir(os.path.dirname(target))
         return self._orig["mkdir"](target, mode)
 
     def _remove(self, path, *, dir_fd=None):
-        target = None if dir_fd is not None else self._redirect(path)
+        target = None if dir_fd is not None else self._for_write(path, "remove")
         if target is None:
             return self._orig["remove"](path, dir_fd=dir_fd)
-        self._note(path, "remove")
         if os.path.lexists(target):
             return self._orig["remove"](target)
         if not os.path.lexists(path):
@@ -172,13 +167,11 @@ class WriteRedirector:
             real = self._orig[key]
             if src_dir_fd is not None or dst_dir_fd is not None:
                 return real(src, dst, src_dir_fd=src_dir_fd, dst_dir_fd=dst_dir_fd)
-            s, d = self._redirect(src), self._redirect(dst)
-            if d is None:
-                return real(src if s is None else self._for_read(src), dst)
-            self._note(dst, "os." + key)
-            self._ensure_dir(os.path.dirname(d))
+            d = self._for_write(dst, "os." + key)
             source = self._for_read(src)
-            if source == src and s is not None:
+            if d is None:
+                return real(source, dst)
+            if source is src and self._scratch_path(src) is not None and os.path.isfile(src):
                 # The source is a user file: copy it rather than move it away.
                 with self._orig["open"](src, "rb") as a, self._orig["open"](d, "wb") as b:
                     b.write(a.read())
