@@ -230,7 +230,11 @@ def test_no_record_at_all_still_quotes_the_last_nccl_line():
 def test_init_never_returned_fails_and_no_process_group_skips():
     recs = [record(0, comm=smoke(0, world=2)), record(1)]
     r = allreduce_check(recs)
-    assert r.status is Status.FAIL and "rank 1 never finished init_process_group" in r.summary
+    assert r.status is Status.FAIL
+    assert r.summary == "rank 1 (node 0 (gpu-node-0)): init_process_group did not return"
+    recs[1]["init_called"] = False
+    r = allreduce_check(recs)
+    assert r.summary.startswith("rank 1 (node 0 (gpu-node-0)) never called init_process_group")
     none = [dict(record(i), init_called=False) for i in range(2)]
     assert allreduce_check(none).status is Status.SKIP
 
@@ -250,7 +254,7 @@ def test_h100_bandwidth_near_the_nvlink_limit_passes():
                    comm=smoke(i, sweep=nccl_sweep(8, 470.0))) for i in range(8)]
     r = bandwidth_check(recs)
     assert r.status is Status.PASS
-    assert r.summary.startswith("all_reduce peak bus bandwidth 470.00 GB/s at 64 MiB over 8 ranks")
+    assert r.summary.startswith("all_reduce peak bus bandwidth 470.00 GB/s at 64.0 MiB over 8 ranks")
     assert "the links allow about 450 GB/s (NVLink 4.0 x18" in r.evidence[-1]
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from datetime import timedelta
 
-from ddplint.runtime.checks.common import Findings
+from ddplint.runtime.checks.common import Findings, size_text
 from ddplint.runtime.checks.records import env, node, part, rank_of, ranks_text
 from ddplint.runtime.verdict import CheckResult, Status
 
@@ -115,10 +115,14 @@ def allreduce_check(records: list[dict], log_tail: str | None = None) -> CheckRe
         if comm.get("error"):
             found.add(Status.FAIL, f"rank {rank}: the all_reduce test raised {comm['error']}",
                       NCCL_HINT)
+        elif ar is None and rec.get("init_called"):
+            found.add(Status.FAIL, f"rank {rank} ({node(rec)}): init_process_group did not "
+                                   "return", NCCL_HINT)
         elif ar is None:
-            evidence.append(f"rank {rank} ({node(rec)}): no all_reduce result "
-                            "(init_process_group did not return)")
-            found.add(Status.FAIL, f"rank {rank} never finished init_process_group", NCCL_HINT)
+            found.add(Status.FAIL, f"rank {rank} ({node(rec)}) never called init_process_group "
+                                   "while other ranks did",
+                      "every rank must call init_process_group; take it out of rank-conditional "
+                      "code")
         elif "error" in ar:
             found.add(Status.FAIL, f"all_reduce stalled in the {ar['phase']} on rank {rank} "
                                    f"after {ar['seconds']:g} s: {ar['error']}", NCCL_HINT)
@@ -147,13 +151,6 @@ def allreduce_check(records: list[dict], log_tail: str | None = None) -> CheckRe
                        data={"seconds": dict(zip(ok_ranks, seconds))})
 
 
-def _size(n: int) -> str:
-    for unit, scale in (("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= scale:
-            return f"{n // scale} {unit}"
-    return f"{n} B"
-
-
 def bandwidth_check(records: list[dict]) -> CheckResult:
     sweeps = [(rec, part(rec, "comm")) for rec in records if part(rec, "comm").get("sweep")]
     if not sweeps:
@@ -166,11 +163,12 @@ def bandwidth_check(records: list[dict]) -> CheckResult:
         return CheckResult("comm.bandwidth", Status.SKIP,
                            "a process group of one rank: nothing travels between ranks")
     evidence = [f"{'size':>10} {'time (us)':>12} {'algbw (GB/s)':>13} {'busbw (GB/s)':>13}"]
-    evidence += [f"{_size(r['bytes']):>10} {r['seconds'] * 1e6:>12.1f} {r['algbw_gbps']:>13.3f} "
-                 f"{r['busbw_gbps']:>13.3f}" for r in rows]
+    evidence += [f"{size_text(r['bytes']):>10} {r['seconds'] * 1e6:>12.1f} "
+                 f"{r['algbw_gbps']:>13.3f} {r['busbw_gbps']:>13.3f}" for r in rows]
     best = max(rows, key=lambda r: r["busbw_gbps"])
-    head = (f"all_reduce peak bus bandwidth {best['busbw_gbps']:.2f} GB/s at {_size(best['bytes'])} "
-            f"over {world} ranks ({comm['backend']} on {comm['device'].split(':')[0]})")
+    head = (f"all_reduce peak bus bandwidth {best['busbw_gbps']:.2f} GB/s at "
+            f"{size_text(best['bytes'])} over {world} ranks ({comm['backend']} on "
+            f"{comm['device'].split(':')[0]})")
     data = {"sweep": rows, "world_size": world, "backend": comm["backend"]}
     nodes = {node(r) for r in records}
     if comm["device"].startswith("cpu"):
