@@ -100,3 +100,21 @@ def test_missing_node_is_a_rendezvous_hang_after_rdzv_timeout(tmp_path):
     assert checks["run.hang"]["evidence"] == ["rank 0: never started (rendezvous)",
                                               "rank 1: never started (rendezvous)"]
     assert processes_naming(str(script)) == []
+
+
+def test_rank_that_never_reaches_init_is_an_init_hang(tmp_path):
+    script = tmp_path / "late_init.py"
+    shutil.copy(FIXTURES / "late_init.py", script)
+    out = tmp_path / "report.json"
+    start = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "ddplint", "--runtime", "--rdzv-timeout", "4", "--timeout", "60",
+                           "--format", "json", "--output", str(out), str(script)],
+                          cwd=tmp_path, env=env(), capture_output=True, text=True, timeout=120)
+    assert time.monotonic() - start < 4 + 2 * MARGIN  # rank start-up (torch import) comes first
+    assert proc.returncode == 1, proc.stderr
+    hang = next(c for c in json.loads(out.read_text())["checks"] if c["check"] == "run.hang")
+    assert hang["status"] == "FAIL" and hang["summary"] == "init_process_group did not return within 4 s"
+    ranks = {r["rank"]: r for r in hang["data"]["ranks"]}
+    assert (ranks[0]["phase"], ranks[0]["location"]) == ("init", "late_init.py:17")
+    assert (ranks[1]["phase"], ranks[1]["location"]) == ("startup", "late_init.py:12")
+    assert processes_naming(str(script)) == []

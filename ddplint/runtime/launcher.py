@@ -46,7 +46,8 @@ class PortInUse(Exception):
 @dataclass
 class Hang:
     reason: str  # "timeout" | "rendezvous" | "init"
-    after_s: float
+    after_s: float  # since the launch
+    limit_s: float  # the limit that ran out: --timeout, or --rdzv-timeout for rendezvous and init
     phases: dict[int, dict]
     stacks: dict[int, str]
 
@@ -195,13 +196,13 @@ class Launch:
 
     def _stalled(self, phases: dict[int, dict], elapsed: float) -> Hang | None:
         if elapsed >= self.timeout:
-            return Hang("timeout", elapsed, phases, {})
+            return Hang("timeout", elapsed, self.timeout, phases, {})
         if elapsed >= self.rdzv_timeout and len(self.rundir.read_pids()) < self.world_local:
-            return Hang("rendezvous", elapsed, phases, {})
+            return Hang("rendezvous", elapsed, self.rdzv_timeout, phases, {})
         now = time.time()
         for p in phases.values():
             if p.get("phase") == "init" and now - p.get("since", now) >= self.rdzv_timeout:
-                return Hang("init", elapsed, phases, {})
+                return Hang("init", elapsed, self.rdzv_timeout, phases, {})
         return None
 
     def _show(self, phases: dict[int, dict], elapsed: float) -> None:

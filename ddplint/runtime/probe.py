@@ -57,10 +57,10 @@ class Probe:
         self.started = time.time()
         self._phase = None
         self._rank_hooks = _rank_hooks()
-        import ddplint
-        import torch
+        from ddplint.runtime.sites import plumbing_dirs, torch_dirs
 
-        self.skip_dirs = tuple(os.path.dirname(m.__file__) + os.sep for m in (ddplint, torch, os))
+        # frames that are never "where the script did it": ddplint, the stdlib, torch
+        self.skip_dirs = plumbing_dirs() + torch_dirs()
 
     # -- phases --
 

@@ -124,16 +124,21 @@ def check_hang(result: LaunchResult, world: int, base: str, timeout: float) -> C
                       "call": call.func if call else None,
                       "location": user.where(base) if user else None,
                       "stack": [f"{f.file}:{f.line} in {f.func}" for f in frames]})
+    if hang.reason == "timeout" and not any(r["call"] for r in ranks) \
+            and not any(r["phase"] in ("step", "epoch end") for r in ranks):
+        evidence.append("no rank waits in torch.distributed and no DataLoader was iterated: the audit "
+                        "stops a script only at the epochs of its training DataLoader")
     if hang.reason == "rendezvous":
-        summary = f"rendezvous did not complete within {hang.after_s:.0f} s"
+        summary = f"rendezvous did not complete within {hang.limit_s:g} s"
     elif hang.reason == "init":
-        summary = f"init_process_group did not return within {hang.after_s:.0f} s"
+        summary = f"init_process_group did not return within {hang.limit_s:g} s"
     else:
-        summary = f"the ranks did not finish within {hang.after_s:.0f} s"
+        summary = f"the ranks did not finish within {hang.limit_s:g} s"
     rule = fix = None
     if len(user_lines) > 1:
         summary += ": ranks are blocked in different collective calls"
         rule = "DDP401"
         fix = "every rank must call the same collectives in the same order; move them out of rank-conditional code"
     return CheckResult("run.hang", Status.FAIL, summary, evidence, fix=fix, rule=rule,
-                       data={"reason": hang.reason, "after_s": round(hang.after_s, 3), "ranks": ranks})
+                       data={"reason": hang.reason, "after_s": round(hang.after_s, 3), "limit_s": hang.limit_s,
+                             "ranks": ranks})
