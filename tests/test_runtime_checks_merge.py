@@ -116,9 +116,8 @@ def test_consistent_identities_pass():
 
 
 def test_duplicate_rank_and_local_rank_fail():
-    recs = [record(0, world=4), record(1, world=4), record(2, world=4), record(3, world=4)]
-    recs[3]["info"]["env"]["RANK"] = "2"  # two nodes launched with the same --node-rank
-    recs[3]["info"]["env"]["LOCAL_RANK"] = "0"
+    recs = [record(0, world=4), record(1, world=4), record(2, world=4), record(2, world=4)]
+    recs[3]["info"]["env"]["LOCAL_RANK"] = "0"  # the same rank identity twice
     r = ranks_check(recs)
     assert r.status is Status.FAIL
     assert "RANK is not unique: [2]" in r.summary

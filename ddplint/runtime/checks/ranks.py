@@ -18,7 +18,6 @@ def ranks_check(records: list[dict]) -> CheckResult:
     if not records:
         return CheckResult("env.ranks", Status.SKIP, "no rank reported")
     found = Findings()
-    envs = {rank_of(r): env(r) for r in records}
     evidence = [f"rank {rank_of(r)}: {node(r)}, LOCAL_RANK={env(r).get('LOCAL_RANK')}, "
                 f"WORLD_SIZE={env(r).get('WORLD_SIZE')}, LOCAL_WORLD_SIZE="
                 f"{env(r).get('LOCAL_WORLD_SIZE')}, MASTER_ADDR={env(r).get('MASTER_ADDR')}, "
@@ -31,8 +30,8 @@ def ranks_check(records: list[dict]) -> CheckResult:
             found.add(Status.FAIL, f"{var} differs between ranks: {where}",
                       f"launch every node with the same --nnodes/--nproc-per-node and master "
                       f"address")
-    world = _int(next(iter(envs.values())).get("WORLD_SIZE"))
-    ranks = [_int(e.get("RANK")) for e in envs.values()]
+    world = _int(env(records[0]).get("WORLD_SIZE"))
+    ranks = [_int(env(r).get("RANK")) for r in records]
     dup = sorted({r for r in ranks if r is not None and ranks.count(r) > 1})
     if dup or None in ranks:
         found.add(Status.FAIL, f"RANK is not unique: {dup or 'missing on some ranks'}",
@@ -46,23 +45,24 @@ def ranks_check(records: list[dict]) -> CheckResult:
         if missing:
             evidence.append(f"no record from {ranks_text(missing)} (see run.failure / run.hang)")
 
-    by_rank = {rank_of(r): r for r in records}
-    for where, rank_list in group_by(records, node).items():
-        local = [_int(envs[r].get("LOCAL_RANK")) for r in rank_list]
+    by_node: dict[str, list[dict]] = {}
+    for rec in sorted(records, key=rank_of):
+        by_node.setdefault(node(rec), []).append(rec)
+    for where, recs in by_node.items():
+        local = [_int(env(r).get("LOCAL_RANK")) for r in recs]
         if len(set(local)) != len(local):
             found.add(Status.FAIL, f"LOCAL_RANK repeats on {where}: {local}",
                       "give each node a distinct --node-rank")
-        sizes = {_int(envs[r].get("LOCAL_WORLD_SIZE")) for r in rank_list}
+        sizes = {_int(env(r).get("LOCAL_WORLD_SIZE")) for r in recs}
         complete = world is not None and len(records) == world
-        if len(sizes) > 1 or (complete and sizes != {len(rank_list)}):
+        if len(sizes) > 1 or (complete and sizes != {len(recs)}):
             found.add(Status.FAIL, f"LOCAL_WORLD_SIZE {sorted(s for s in sizes if s is not None)} "
-                                   f"does not match the {len(rank_list)} ranks on {where}",
+                                   f"does not match the {len(recs)} ranks on {where}",
                       "use the same --nproc-per-node on every node")
-        gpus = {part(by_rank[r], "info").get("versions", {}).get("device_count") for r in rank_list}
-        gpus.discard(None)
-        gpus.discard(0)
-        local_world = max((s for s in sizes if s is not None), default=len(rank_list))
-        same_view = len({envs[r].get("CUDA_VISIBLE_DEVICES") for r in rank_list}) == 1
+        gpus = {part(r, "info").get("versions", {}).get("device_count") for r in recs}
+        gpus -= {None, 0}
+        local_world = max((s for s in sizes if s is not None), default=len(recs))
+        same_view = len({env(r).get("CUDA_VISIBLE_DEVICES") for r in recs}) == 1
         if gpus and same_view and local_world > min(gpus):
             found.add(Status.FAIL, f"{local_world} ranks on {where} but only {min(gpus)} GPUs "
                                    "visible to them: ranks must share GPUs",
