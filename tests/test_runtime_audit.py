@@ -115,7 +115,7 @@ def assert_report_shape(run: Run) -> None:
     assert run.proc.returncode == run.report["exit_code"], run.proc.stderr
     assert run.proc.stdout == ""  # the report went to --output; progress is on stderr
     assert "ddplint: launching torchrun: 2 processes" in run.proc.stderr
-    assert re.search(r"2/2 ranks reporting: rank 0 (first batch|step)", run.proc.stderr)
+    assert re.search(r"2/2 ranks reporting: rank 0 (first batch|step|epoch end|finished)", run.proc.stderr)
     assert run.after == run.before, "the audit changed the script's directory"
     assert processes_naming(str(run.workdir)) == []
 
