@@ -2,14 +2,17 @@
 
 Built from the writes the probe recorded (and redirected) in each rank. Directories are left
 out: `os.makedirs(..., exist_ok=True)` on every rank is fine. A path written through
-torch.save by several ranks is a checkpoint race (DDP301); any other shared path is a log or
-tracker write (DDP302).
+torch.save (or named like a checkpoint) by several ranks is a checkpoint race (DDP301); any
+other shared path is a log or tracker write (DDP302).
 """
 
 from __future__ import annotations
 
 from ddplint.runtime.sites import short
 from ddplint.runtime.verdict import CheckResult, Status
+
+# a checkpoint written through open() + torch.save(f) or pickle is still a checkpoint
+_CHECKPOINT_SUFFIXES = (".pt", ".pth", ".ckpt", ".bin", ".safetensors", ".pkl")
 
 
 def written_paths(records: dict[int, dict]) -> dict[str, dict]:
@@ -46,7 +49,7 @@ def check_single_writer(records: dict[int, dict], base: str) -> CheckResult:
         return CheckResult("io.single_writer", Status.PASS,
                            f"{len(paths)} path(s) written, each by one rank (redirected; your files are untouched)",
                            [line(p, e) for p, e in sorted(paths.items())], data=data)
-    checkpoint = any("torch.save" in e["ops"] for e in shared.values())
+    checkpoint = any("torch.save" in e["ops"] or p.endswith(_CHECKPOINT_SUFFIXES) for p, e in shared.items())
     first = sorted(shared)[0]
     summary = (f"{len(shared)} path(s) written by more than one rank: {short(first, base)} by ranks "
                f"{', '.join(map(str, shared[first]['ranks']))}")
