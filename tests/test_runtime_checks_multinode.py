@@ -225,3 +225,19 @@ def test_srun_style_nodes_with_c10d_rendezvous(tmp_path):
         assert checks["stack.consistent"]["summary"].startswith("4 ranks on 2 nodes run the same")
         assert checks["comm.allreduce"]["status"] == "PASS"
         assert rc == 0, checks
+
+
+def test_cli_layout_errors_are_one_line_and_exit_2(tmp_path):
+    (tmp_path / "train.py").write_text(SCRIPT)
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    for args, line in (
+        (["--nnodes", "2", "train.py"],
+         "ddplint: error: --master-port is required with --nnodes > 1: every node must use the "
+         "same port"),
+        (["--nnodes", "2", "--node-rank", "3", "--master-port", "29500", "train.py"],
+         "ddplint: error: --node-rank 3 is outside 0..1"),
+    ):
+        proc = subprocess.run([sys.executable, "-m", "ddplint", "--runtime", *args], cwd=tmp_path,
+                              env=env, capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 2
+        assert proc.stderr.strip().splitlines() == [line]

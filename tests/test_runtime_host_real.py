@@ -152,3 +152,11 @@ def test_leftover_rank_holding_gpu_memory_fails(leftover_torchrun):
     assert r.status is Status.FAIL
     assert f"pid {rank} (rank 0) holds 31744 MiB on GPU1" in r.summary
     assert stale_check(machine, [2, 3], free_port()).status is Status.WARN
+
+
+@pytest.mark.skipif(_driver_loaded(), reason="an NVIDIA driver is loaded on this machine")
+def test_recording_an_inventory_without_driver_is_a_one_line_error():
+    proc = subprocess.run([sys.executable, "-m", "ddplint.runtime.nvml"], capture_output=True,
+                          text=True, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr == "ddplint: NVML not available (no NVIDIA driver loaded)\n"
