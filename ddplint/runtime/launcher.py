@@ -21,6 +21,7 @@ import signal
 import socket
 import subprocess
 import sys
+import sysconfig
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -99,10 +100,13 @@ def torchrun_command(rundir: RunDir, script: Path, script_args: tuple[str, ...],
 
 def _child_env() -> dict[str, str]:
     env = dict(os.environ)
-    root = str(Path(__file__).resolve().parents[2])  # the ranks import this same ddplint
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
-    env["PYTHONDONTWRITEBYTECODE"] = "1"
-    env.setdefault("OMP_NUM_THREADS", "1")
+    # The ranks must import this same ddplint: when it runs from a source tree rather than an
+    # installed package, put that tree first (an installed one is already on the ranks' path).
+    root = str(Path(__file__).resolve().parents[2])
+    installed = {os.path.realpath(p) for k, p in sysconfig.get_paths().items() if k in ("purelib", "platlib")}
+    if os.path.realpath(root) not in installed:
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+    env["PYTHONDONTWRITEBYTECODE"] = "1"  # no __pycache__ in the user's tree
     return env
 
 
