@@ -165,7 +165,6 @@ class LoaderTracker:
         except TypeError:
             return None
         import numpy as np
-        import torch
 
         saved = _save_rng(sampler, loader)
         try:
