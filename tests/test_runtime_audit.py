@@ -107,7 +107,7 @@ def runs(tmp_path_factory):
     return get
 
 
-def assert_report_shape(run: Run) -> None:
+def assert_report_shape_without_progress(run: Run) -> None:
     assert run.report is not None, run.proc.stderr
     jsonschema.validate(run.report, report_schema())
     has_fail = any(c["status"] == "FAIL" for c in run.report["checks"])
@@ -115,9 +115,13 @@ def assert_report_shape(run: Run) -> None:
     assert run.proc.returncode == run.report["exit_code"], run.proc.stderr
     assert run.proc.stdout == ""  # the report went to --output; progress is on stderr
     assert "ddplint: launching torchrun: 2 processes" in run.proc.stderr
-    assert re.search(r"2/2 ranks reporting: rank 0 (first batch|step|epoch end|finished)", run.proc.stderr)
     assert run.after == run.before, "the audit changed the script's directory"
     assert processes_naming(str(run.workdir)) == []
+
+
+def assert_report_shape(run: Run) -> None:
+    assert_report_shape_without_progress(run)
+    assert re.search(r"2/2 ranks reporting: rank 0 (first batch|step|epoch end|finished)", run.proc.stderr)
 
 
 def test_correct_script_passes_every_check(runs):
@@ -282,3 +286,12 @@ def test_text_report(runs):
     for name in OURS:
         assert re.search(rf"^PASS  {re.escape(name)} +\S", run.proc.stdout, re.M), name
     assert re.match(r"^(\d+ \w+, )*\d+ PASS(, \d+ SKIP)?$", lines[-1])
+
+
+def test_bad_script_arguments_quote_argparse(runs):
+    run = runs("with_args.py", script_args=("--epochs", "x", "--out", "ckpts"))
+    assert_report_shape_without_progress(run)
+    c = run.check("run.failure")
+    assert c["status"] == "FAIL"
+    assert re.fullmatch(r"rank [01] raised SystemExit: 2 at with_args\.py:19 in main", c["summary"])
+    assert "    with_args.py: error: argument --epochs: invalid int value: 'x'" in c["evidence"]

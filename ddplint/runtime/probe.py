@@ -21,6 +21,7 @@ user's bug).
 
 from __future__ import annotations
 
+import collections
 import faulthandler
 import json
 import os
@@ -148,6 +149,7 @@ class Probe:
         sys.path[0] = os.path.dirname(self.script)
         sys.dont_write_bytecode = True  # no __pycache__ in the user's tree
         writes.install()
+        stderr = sys.stderr = _StderrTail(sys.stderr)
         previous = signal.signal(signal.SIGTERM, _terminated)
         try:
             runpy.run_path(self.script, run_name="__main__")
@@ -162,10 +164,12 @@ class Probe:
             else:
                 self.record["status"] = "raised"
                 self.record["error"] = self._error(exc, f"SystemExit: {exc.code}")
+                self.record["error"]["stderr_tail"] = stderr.tail(3)  # e.g. argparse's complaint
         except BaseException as exc:
             self.record["status"] = "raised"
             self.record["error"] = self._error(exc)
         finally:
+            sys.stderr = stderr.stream
             signal.signal(signal.SIGTERM, previous)
             writes.uninstall()
         self.record["loaders"] = tracker.records()
@@ -217,6 +221,28 @@ class Probe:
                 store.wait(["ddplint/all-finished"], datetime.timedelta(seconds=self.config["timeout"]))
         except Exception:
             pass  # a peer failed; torchrun and the launcher deal with it
+
+
+class _StderrTail:
+    """sys.stderr, remembering the last lines written: a SystemExit (argparse, sys.exit(2))
+    is explained there, not in a traceback."""
+
+    def __init__(self, stream):
+        self.stream = stream
+        self._lines: collections.deque[str] = collections.deque(maxlen=20)
+        self._partial = ""
+
+    def write(self, text: str) -> int:
+        *done, self._partial = (self._partial + text).split("\n")
+        self._lines.extend(line for line in done if line.strip())
+        return self.stream.write(text)
+
+    def tail(self, n: int) -> list[str]:
+        lines = list(self._lines) + ([self._partial] if self._partial.strip() else [])
+        return lines[-n:]
+
+    def __getattr__(self, name):
+        return getattr(self.stream, name)
 
 
 class Terminated(BaseException):

@@ -63,6 +63,7 @@ def check_failure(result: LaunchResult, world: int, base: str) -> CheckResult:
         site = err.get("site")
         where = f" at {short(site['file'], base)}:{site['line']} in {site['function']}" if site else ""
         evidence = [f"    {site['code']}"] if site and site.get("code") else []
+        evidence += [f"    {line}" for line in err.get("stderr_tail", [])]
         for other in raised[1:]:
             evidence.append(f"rank {other['rank']} then failed: {other['error']['message']}")
         stopped = sorted([r["rank"] for r in records.values() if r.get("status") == "terminated"] + missing)
