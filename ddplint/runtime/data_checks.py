@@ -162,9 +162,9 @@ def _fingerprint_pairs(fps: dict[int, set[str]]) -> list[tuple[int, int, int, fl
     return sorted(pairs, key=lambda p: -p[3])
 
 
-def _pair_line(pair: tuple[int, int, int, float], unit: str) -> str:
+def _pair_line(pair: tuple[int, int, int, float], unit: str, verb: str = "read the same") -> str:
     a, b, both, ratio = pair
-    return f"ranks {a} and {b} read the same {ratio:.0%} of {unit} ({both} shared)"
+    return f"ranks {a} and {b} {verb} {ratio:.0%} of {unit} ({both} shared)"
 
 
 def _distributed(meta: dict) -> bool:
@@ -276,11 +276,10 @@ def check_content(loaders: list[Loader], world: int, base: str, batches: int) ->
         allowed = _padding(loader.meta, world)
         shared = sum(p[2] for p in pairs)
         data.append({"site": loader.site, "batches": batches, "pairs": [list(p) for p in pairs]})
-        lines = [_pair_line(p, f"samples in the first {batches} batches") for p in pairs[:3]]
+        lines = [_pair_line(p, f"samples in the first {batches} batches", "received identical content for")
+                 for p in pairs[:3]]
         if pairs and pairs[0][3] >= _CONTENT_FAIL_RATIO:
-            status, summary, extra, rule, fix = _overlap(loader, name, lines, pairs[0][3])
-            out.append((status, summary.replace(" read the same ", " received identical content for "),
-                        extra, rule, fix))
+            out.append(_overlap(loader, name, lines, pairs[0][3]))
         elif shared > allowed:
             out.append((Status.WARN, f"{name}: {shared} identical sample(s) across ranks in the first "
                         f"{batches} batches (duplicates in the data, or a partial overlap)", lines, None, None))
