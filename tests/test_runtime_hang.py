@@ -118,3 +118,20 @@ def test_rank_that_never_reaches_init_is_an_init_hang(tmp_path):
     assert (ranks[0]["phase"], ranks[0]["location"]) == ("init", "late_init.py:17")
     assert (ranks[1]["phase"], ranks[1]["location"]) == ("startup", "late_init.py:12")
     assert processes_naming(str(script)) == []
+
+
+def test_sigkill_of_ddplint_leaves_no_process(tmp_path):
+    """SIGKILL cannot be handled: torchrun dies with ddplint and the ranks follow their parent."""
+    script = copy_fixture(tmp_path)
+    proc = subprocess.Popen([sys.executable, "-m", "ddplint", "--runtime", "--timeout", "120", str(script)],
+                            cwd=tmp_path, env=env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while len(processes_naming(str(script))) < 3 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert len(processes_naming(str(script))) >= 3
+    proc.kill()
+    proc.wait()
+    deadline = time.monotonic() + 10
+    while processes_naming(str(script)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert processes_naming(str(script)) == []

@@ -10,7 +10,8 @@ tracked by pid (torchrun's children and the ranks' pid files) and killed by proc
 On a timeout (the whole audit, or --rdzv-timeout spent in rendezvous or process-group init)
 every rank dumps its Python stacks through faulthandler (SIGUSR1), then everything is killed.
 SIGINT and SIGTERM to ddplint do the same cleanup. A final sweep kills any process whose
-command line still names the run directory.
+command line still names the run directory. Should ddplint itself be SIGKILLed, torchrun dies
+with it (PR_SET_PDEATHSIG) and every rank exits once its parent is gone (the probe watches).
 """
 
 from __future__ import annotations
@@ -172,7 +173,7 @@ class Launch:
             with open(self.rundir.log_path(), "wb") as log:
                 self.proc = subprocess.Popen(self.command, stdout=log, stderr=subprocess.STDOUT,
                                              stdin=subprocess.DEVNULL, env=_child_env(),
-                                             start_new_session=True)
+                                             start_new_session=True, preexec_fn=_die_with_parent)
             while self.proc.poll() is None:
                 time.sleep(POLL_S)
                 self.rank_pids |= _children(self.proc.pid)
@@ -266,6 +267,15 @@ def describe_phase(p: dict) -> str:
     if phase == "epoch end":
         return f"epoch end (epoch {p.get('epoch')})"
     return phase
+
+
+def _die_with_parent() -> None:
+    """In torchrun's process: SIGKILL it when ddplint dies, even by SIGKILL (Linux); its
+    ranks then see their parent gone and exit too (probe's watchdog)."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
 def _signal(pid: int, sig: int) -> None:

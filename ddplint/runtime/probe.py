@@ -27,6 +27,7 @@ import json
 import os
 import signal
 import sys
+import threading
 import time
 import traceback
 
@@ -266,6 +267,13 @@ def _rank_hooks() -> dict:
     return {name: getattr(rank_checks, name) for name in _HOOKS if hasattr(rank_checks, name)}
 
 
+def _exit_when_orphaned(parent: int) -> None:
+    """torchrun gone (killed with ddplint): nothing will ever collect this rank; leave."""
+    while os.getppid() == parent:
+        time.sleep(1.0)
+    os._exit(1)
+
+
 def main() -> None:
     rundir = RunDir(sys.argv[1])
     rank = int(os.environ.get("RANK", "0"))
@@ -273,6 +281,7 @@ def main() -> None:
     stack_file = open(rundir.stack_path(rank), "w")
     faulthandler.register(signal.SIGUSR1, file=stack_file, all_threads=True)
     rundir.write_small(rundir.phase_path(rank), json.dumps({"phase": "startup", "since": time.time()}))
+    threading.Thread(target=_exit_when_orphaned, args=(os.getppid(),), daemon=True).start()
     code = Probe(rundir, sys.argv[2], sys.argv[3:]).run()
     sys.stdout.flush()
     sys.stderr.flush()
