@@ -26,6 +26,7 @@ class LintContext:
     project: ProjectIndex
     config: Config
     _reach_cache: dict = field(default_factory=dict)
+    _resolve_cache: dict = field(default_factory=dict)
 
     def function_body_calls(self, facts: ModuleFacts, function: str) -> list[CallSite]:
         prefix = function + "."
@@ -42,6 +43,12 @@ class LintContext:
             return facts, path, name
         if name.startswith("torch.") or name.split(".")[0] in {"os", "sys", "torch"}:
             return None
+        key = (id(facts), name, hops)
+        if key not in self._resolve_cache:
+            self._resolve_cache[key] = self._resolve_in_project(facts, path, name, hops)
+        return self._resolve_cache[key]
+
+    def _resolve_in_project(self, facts: ModuleFacts, path: Path, name: str, hops: int):
         found = self.project.resolve(path, name)
         if found is None:
             return None

@@ -20,6 +20,8 @@ SEARCH_PARENTS = 3  # how far above the script to look for a top-level package
 class ProjectIndex:
     def __init__(self) -> None:
         self._cache: dict[Path, facts_mod.ModuleFacts | None] = {}
+        # (directory of the importer, dotted name) -> where it lives; rules ask about every call
+        self._resolved: dict[tuple[Path, int, str], tuple[Path, str] | None] = {}
 
     def facts_for(self, path: Path) -> facts_mod.ModuleFacts | None:
         path = path.resolve()
@@ -41,6 +43,17 @@ class ProjectIndex:
         or "" when the name is the module itself).
         """
         level = len(qualified) - len(qualified.lstrip("."))
+        key = (importer.parent, level, qualified)
+        if key not in self._resolved:
+            self._resolved[key] = self._locate(importer, level, qualified)
+        located = self._resolved[key]
+        if located is None:
+            return None
+        module_path, attr = located
+        found = self.facts_for(module_path)
+        return (module_path, found, attr) if found is not None else None
+
+    def _locate(self, importer: Path, level: int, qualified: str) -> tuple[Path, str] | None:
         parts = qualified.lstrip(".").split(".") if qualified.lstrip(".") else []
         if level:
             bases = [importer.resolve().parents[level - 1]] if level <= len(importer.resolve().parents) else []
@@ -51,10 +64,7 @@ class ProjectIndex:
             for split in range(len(parts), 0, -1):
                 module_path = _module_file(base, parts[:split])
                 if module_path is not None:
-                    found = self.facts_for(module_path)
-                    if found is None:
-                        return None
-                    return module_path, found, ".".join(parts[split:])
+                    return module_path, ".".join(parts[split:])
         return None
 
 
