@@ -39,7 +39,7 @@ def main_thread_frames(dump: str) -> list[Frame]:
         elif threads and (m := _FRAME.match(line)):
             threads[-1].append(Frame(m["file"], int(m["line"]), m["func"]))
     for frames in threads:
-        if any(f.file.endswith("ddplint/runtime/probe.py") for f in frames):
+        if any(f.file.endswith("ddplint/runtime/probe.py") and f.func == "main" for f in frames):
             return frames
     return threads[-1] if threads else []
 
