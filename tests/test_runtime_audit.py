@@ -295,3 +295,14 @@ def test_bad_script_arguments_quote_argparse(runs):
     assert c["status"] == "FAIL"
     assert re.fullmatch(r"rank [01] raised SystemExit: 2 at with_args\.py:19 in main", c["summary"])
     assert "    with_args.py: error: argument --epochs: invalid int value: 'x'" in c["evidence"]
+
+
+def test_sharded_iterable_dataset_passes_by_content(runs):
+    run = runs("iterable_sharded.py")
+    assert_report_shape(run)
+    assert run.status() == {
+        "data.disjoint": "PASS", "data.coverage": "SKIP", "data.content": "PASS",
+        "data.set_epoch": "SKIP", "io.single_writer": "PASS", "run.failure": "PASS", "run.hang": "PASS",
+    }
+    assert run.check("data.disjoint")["data"]["loaders"][0] == {
+        "site": f"{run.script}:22", "level": "fingerprints", "pairs": []}
