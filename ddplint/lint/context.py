@@ -101,13 +101,23 @@ class LintContext:
                 return candidate
         return name
 
-    def imported_project_modules(self) -> list[ModuleFacts]:
-        """Facts of the project modules this file imports (found on disk beside it)."""
-        found = {}
-        for qualified in self.facts.imports.values():
-            resolved = self.project.resolve(self.path, qualified)
-            if resolved is not None and resolved[0] != self.path.resolve():
-                found[resolved[0]] = resolved[1]
+    def imported_project_modules(self, depth: int = 1) -> list[ModuleFacts]:
+        """Facts of the project modules this file imports (found on disk beside it).
+
+        With depth 2, also the project modules those import (a package __init__ re-exporting
+        its submodules).
+        """
+        found: dict[Path, ModuleFacts] = {}
+        frontier = [(self.path, self.facts)]
+        for _ in range(depth):
+            following = []
+            for importer, facts in frontier:
+                for qualified in facts.imports.values():
+                    resolved = self.project.resolve(importer, qualified)
+                    if resolved is not None and resolved[0] != self.path.resolve() and resolved[0] not in found:
+                        found[resolved[0]] = resolved[1]
+                        following.append((resolved[0], resolved[1]))
+            frontier = following
         return list(found.values())
 
     @cached_property

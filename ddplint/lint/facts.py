@@ -134,6 +134,7 @@ class ModuleFacts:
     functions: dict[str, FunctionInfo] = field(default_factory=dict)
     env_reads: set[str] = field(default_factory=set)  # os.environ["X"], os.getenv("X"), ...
     env_writes: dict[str, Assignment] = field(default_factory=dict)  # os.environ["X"] = value
+    env_names: set[str] = field(default_factory=set)  # launcher variables named in any string literal
     name_kinds: dict[tuple[str, str], str] = field(default_factory=dict)  # (function, name) -> kind
     framework: str | None = None
     is_distributed: bool = False
@@ -408,6 +409,12 @@ class _Collector(cst.CSTVisitor):
         info = self.facts.functions.get(self.scope)
         if info is not None and node.value is not None:
             info.returns.append(node.value)
+
+    def visit_SimpleString(self, node: cst.SimpleString) -> None:
+        if len(node.value) < 32:  # `for v in ("LOCAL_RANK", "SLURM_LOCALID"): os.environ[v]`
+            value = node.evaluated_value
+            if isinstance(value, str) and value in ENV_KINDS:
+                self.facts.env_names.add(value)
 
     def visit_Subscript(self, node: cst.Subscript) -> None:
         env = self.facts.env_read(node)

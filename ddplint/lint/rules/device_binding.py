@@ -121,8 +121,8 @@ class LocalRankArgument(Rule):
     severity = Severity.WARNING
 
     def check(self, ctx: LintContext) -> Iterator[Finding]:
-        if "LOCAL_RANK" in ctx.facts.env_reads or any(
-            "LOCAL_RANK" in module.env_reads for module in ctx.imported_project_modules()
+        if "LOCAL_RANK" in ctx.facts.env_reads | ctx.facts.env_names or any(
+            "LOCAL_RANK" in module.env_reads | module.env_names for module in ctx.imported_project_modules(depth=2)
         ):
             return  # the binding comes from the environment; the flag is a leftover for old launchers
         for site in ctx.facts.calls:
