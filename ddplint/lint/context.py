@@ -10,9 +10,8 @@ from pathlib import Path
 import libcst as cst
 
 from ddplint.config import Config
-from ddplint.lint.facts import SPAWN, CallSite, ModuleFacts
+from ddplint.lint.facts import CallSite, ModuleFacts, spawn_targets
 from ddplint.lint.guards import Guards
-from ddplint.lint.names import arg, dotted
 from ddplint.lint.project import ProjectIndex
 
 FOLLOW_DEPTH = 3  # how many project function calls deep `reaches` looks
@@ -126,15 +125,14 @@ class LintContext:
 
     def spawn_targets(self, facts: ModuleFacts) -> set[str]:
         """Functions that mp.spawn starts: every rank runs them."""
-        targets = set()
-        for site in facts.calls:
-            if site.name in SPAWN:
-                fn = arg(site.node, 0, "fn")
-                name = dotted(fn) if fn is not None else None
-                if name is not None:
-                    targets.add(name)
-        return targets
+        key = (id(facts), "spawn")
+        if key not in self._resolve_cache:
+            self._resolve_cache[key] = spawn_targets(facts)
+        return self._resolve_cache[key]
 
     def anywhere(self, targets: frozenset[str]) -> list[CallSite]:
         """Call sites of this module that are, or lead through project helpers to, `targets`."""
-        return [c for c in self.facts.calls if self.reaches(c, targets)]
+        key = ("anywhere", targets)
+        if key not in self._resolve_cache:
+            self._resolve_cache[key] = [c for c in self.facts.calls if self.reaches(c, targets)]
+        return self._resolve_cache[key]

@@ -504,7 +504,7 @@ def _exits(body: cst.BaseSuite) -> bool:
     return False
 
 
-def _spawn_targets(facts: ModuleFacts) -> set[str]:
+def spawn_targets(facts: ModuleFacts) -> set[str]:
     """Functions started by mp.spawn: their first parameter is the local process index."""
     targets = set()
     for call in facts.calls:
@@ -517,7 +517,7 @@ def _spawn_targets(facts: ModuleFacts) -> set[str]:
 
 
 def _infer_name_kinds(facts: ModuleFacts) -> None:
-    for target in _spawn_targets(facts):
+    for target in spawn_targets(facts):
         info = facts.functions.get(target)
         if info is not None and info.params:
             facts.name_kinds[(target, info.params[0])] = "local"
