@@ -11,7 +11,7 @@ On a timeout (the whole audit, or --rdzv-timeout spent in rendezvous or process-
 every rank dumps its Python stacks through faulthandler (SIGUSR1), then everything is killed.
 SIGINT and SIGTERM to ddplint do the same cleanup. A final sweep kills any process whose
 command line still names the run directory. Should ddplint itself be SIGKILLed, torchrun dies
-with it (PR_SET_PDEATHSIG) and every rank exits once its parent is gone (the probe watches).
+with it (PR_SET_PDEATHSIG) and every rank exits once ddplint is gone (the probe watches its pid).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Callable
 
 from ddplint.runtime.nodes import Nodes, RecordExchange
-from ddplint.runtime.rundir import RunDir
+from ddplint.runtime.rundir import LAUNCHER_PID_ENV, RunDir
 
 POLL_S = 0.1
 STACK_WAIT_S = 3.0
@@ -108,6 +108,7 @@ def _child_env() -> dict[str, str]:
     if os.path.realpath(root) not in installed:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
     env["PYTHONDONTWRITEBYTECODE"] = "1"  # no __pycache__ in the user's tree
+    env[LAUNCHER_PID_ENV] = str(os.getpid())
     return env
 
 
@@ -270,8 +271,8 @@ def describe_phase(p: dict) -> str:
 
 
 def _die_with_parent() -> None:
-    """In torchrun's process: SIGKILL it when ddplint dies, even by SIGKILL (Linux); its
-    ranks then see their parent gone and exit too (probe's watchdog)."""
+    """In torchrun's process: SIGKILL it when ddplint dies, even by SIGKILL (Linux); the ranks
+    see ddplint gone and exit too (the probe's watchdog)."""
     if sys.platform.startswith("linux"):
         import ctypes
 

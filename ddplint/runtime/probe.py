@@ -31,7 +31,7 @@ import threading
 import time
 import traceback
 
-from ddplint.runtime.rundir import RunDir
+from ddplint.runtime.rundir import LAUNCHER_PID_ENV, RunDir
 
 _HOOKS = ("collect_rank_info", "after_init_process_group", "at_first_batch")
 
@@ -267,11 +267,14 @@ def _rank_hooks() -> dict:
     return {name: getattr(rank_checks, name) for name in _HOOKS if hasattr(rank_checks, name)}
 
 
-def _exit_when_orphaned(parent: int) -> None:
-    """torchrun gone (killed with ddplint): nothing will ever collect this rank; leave."""
-    while os.getppid() == parent:
+def _exit_when_orphaned(launcher: int) -> None:
+    """ddplint gone (even SIGKILLed): nothing will ever collect this rank; leave."""
+    while True:
+        try:
+            os.kill(launcher, 0)
+        except ProcessLookupError:
+            os._exit(1)
         time.sleep(1.0)
-    os._exit(1)
 
 
 def main() -> None:
@@ -281,7 +284,9 @@ def main() -> None:
     stack_file = open(rundir.stack_path(rank), "w")
     faulthandler.register(signal.SIGUSR1, file=stack_file, all_threads=True)
     rundir.write_small(rundir.phase_path(rank), json.dumps({"phase": "startup", "since": time.time()}))
-    threading.Thread(target=_exit_when_orphaned, args=(os.getppid(),), daemon=True).start()
+    launcher = int(os.environ.get(LAUNCHER_PID_ENV, "0"))
+    if launcher > 0:
+        threading.Thread(target=_exit_when_orphaned, args=(launcher,), daemon=True).start()
     code = Probe(rundir, sys.argv[2], sys.argv[3:]).run()
     sys.stdout.flush()
     sys.stderr.flush()

@@ -17,6 +17,7 @@ import pickle
 from pathlib import Path
 
 CONFIG = "config.json"
+LAUNCHER_PID_ENV = "DDPLINT_LAUNCHER_PID"  # ranks exit when this process is gone
 SCRATCH = "scratch"
 
 
