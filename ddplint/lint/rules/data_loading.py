@@ -174,7 +174,7 @@ def _set_epoch_receivers(ctx: LintContext) -> tuple[set[str], bool]:
     """
     receivers = {c.name.rsplit(".", 1)[0] for c in ctx.facts.calls if c.method == "set_epoch" and c.name}
     in_helper = any(
-        any(c.method == "set_epoch" for c in module.calls) for module in ctx.imported_project_modules()
+        any(c.method == "set_epoch" for c in module.calls) for module in ctx.imported_project_modules(depth=2)
     )
     return receivers, in_helper
 
