@@ -11,7 +11,8 @@ yields its first batch (after the script has bound its device); each returns a d
 the record under "info", "comm" and "binding". A hook that raises is stored as {"error": ...}.
 
 Ending: the script is unwound by AuditStop after --epochs epochs of the training loader, or
-ends by itself. A rank whose script raised exits 1 at once, so torchrun stops the others. A
+ends by itself. A rank whose script raised exits 1 at once, so torchrun stops the others (their
+SIGTERM unwinds them too, and they still write their records). A
 rank that finished waits on the process group's store until every rank has finished, then
 leaves with os._exit: no rank tears the process group down while a peer still uses it, and
 the script's own destroy_process_group() of the default group is deferred to that point (gloo
@@ -48,7 +49,7 @@ class Probe:
             "world_size": int(os.environ.get("WORLD_SIZE", "1")),
             "node": os.uname().nodename,
             "pid": os.getpid(),
-            "status": None,  # stopped | completed | raised
+            "status": None,  # stopped | completed | raised | terminated
             "error": None,
             "backend": None,
             "init_called": False,
