@@ -8,14 +8,14 @@ import socket
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 
-from ddplint.runtime.audit import run_audit
-from ddplint.runtime.data_checks import audit_indices
-from ddplint.runtime.options import RuntimeOptions
-
+np = pytest.importorskip("numpy")  # the runtime extra; without it these tests skip
 torch = pytest.importorskip("torch")
+
+from ddplint.runtime.audit import run_audit  # noqa: E402
+from ddplint.runtime.data_checks import audit_indices  # noqa: E402
+from ddplint.runtime.options import RuntimeOptions  # noqa: E402
 
 
 def distributed_lists(n: int, world: int, **kw) -> dict[int, np.ndarray]:
