@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 import libcst as cst
 
+from ddplint.diagnostics import Severity
 from ddplint.lint.context import LintContext
 from ddplint.lint.facts import DDP, INIT_PG, CallSite, ModuleFacts
 from ddplint.lint.guards import RANK_CALLS
@@ -182,6 +183,7 @@ def _set_epoch_receivers(ctx: LintContext) -> tuple[set[str], bool]:
 class SamplerWithoutSetEpoch(Rule):
     code = "DDP202"
     name = "missing-set-epoch"
+    severity = Severity.WARNING  # training runs, with a worse data order
 
     def check(self, ctx: LintContext) -> Iterator[Finding]:
         facts = ctx.facts
@@ -253,6 +255,7 @@ class ShuffleWithSampler(Rule):
 class ConstantSetEpoch(Rule):
     code = "DDP204"
     name = "constant-set-epoch"
+    severity = Severity.WARNING
 
     def check(self, ctx: LintContext) -> Iterator[Finding]:
         facts = ctx.facts
