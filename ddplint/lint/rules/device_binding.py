@@ -88,9 +88,12 @@ class SetDeviceAfterCollective(Rule):
         communicating = ctx.anywhere(COLLECTIVES)
         for site in ctx.facts.calls_to(SET_DEVICE):
             for init in inits:
-                if init.function != site.function or init.order > site.order:
+                if init.function != site.function or init.order > site.order or _exclusive(init, site):
                     continue
-                between = [c for c in communicating if c.function == site.function and init.order < c.order < site.order]
+                between = [
+                    c for c in communicating
+                    if c.function == site.function and init.order < c.order < site.order and not _exclusive(c, site)
+                ]
                 if between:
                     yield Finding(
                         site.node,
@@ -99,6 +102,14 @@ class SetDeviceAfterCollective(Rule):
                         "device before init_process_group",
                     )
                     break
+
+
+def _exclusive(a, b) -> bool:
+    """The two sites sit in opposite branches of the same test (`if args.distributed:` ... `else:`)."""
+    return any(
+        ca.negated != cb.negated and (ca.test is cb.test or ca.test.deep_equals(cb.test))
+        for ca in a.conditions for cb in b.conditions
+    )
 
 
 class DeviceFromGlobalRank(Rule):
