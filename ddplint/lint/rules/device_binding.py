@@ -36,8 +36,10 @@ class BareCudaBeforeSetDevice(Rule):
         if visible_devices_per_rank(ctx):
             return
         bindings = binding_sites(ctx)
+        # model or utility code (no entry point, no process group of its own): its caller binds
+        library = not bindings and not ctx.facts.is_script and not ctx.anywhere(frozenset({INIT_PG}))
         for use in device_uses(ctx):
-            if use.kind != "bare":
+            if use.kind != "bare" or library and use.site.function:
                 continue
             same_function = [b for b in bindings if b.function == use.site.function]
             if bindings and not same_function:
