@@ -134,18 +134,19 @@ class LocalRankArgument(Rule):
     severity = Severity.WARNING
 
     def check(self, ctx: LintContext) -> Iterator[Finding]:
-        if "LOCAL_RANK" in ctx.facts.env_reads | ctx.facts.env_names or any(
+        flags = [
+            (site, flag) for site in ctx.facts.calls
+            if site.method == "add_argument"
+            and (flag := string_value(arg(site.node, 0, None))) in {"--local_rank", "--local-rank"}
+        ]
+        if not flags or "LOCAL_RANK" in ctx.facts.env_reads | ctx.facts.env_names or any(
             "LOCAL_RANK" in module.env_reads | module.env_names for module in ctx.imported_project_modules(depth=2)
         ):
-            return  # the binding comes from the environment; the flag is a leftover for old launchers
-        for site in ctx.facts.calls:
-            if site.method != "add_argument":
-                continue
-            flag = string_value(arg(site.node, 0, None))
-            if flag in {"--local_rank", "--local-rank"}:
-                yield Finding(
-                    site.node,
-                    f"'{flag}' is only passed by the deprecated torch.distributed.launch: under "
-                    "torchrun it keeps its default on every rank (torchrun sets LOCAL_RANK in the "
-                    "environment instead); read int(os.environ['LOCAL_RANK'])",
-                )
+            return  # no flag, or the binding comes from the environment and the flag is a leftover
+        for site, flag in flags:
+            yield Finding(
+                site.node,
+                f"'{flag}' is only passed by the deprecated torch.distributed.launch: under "
+                "torchrun it keeps its default on every rank (torchrun sets LOCAL_RANK in the "
+                "environment instead); read int(os.environ['LOCAL_RANK'])",
+            )
