@@ -20,6 +20,7 @@ SCRIPT = textwrap.dedent(
     c = torch.zeros(1).to("cuda:2")  # noqa
     d = torch.zeros(1).to("cuda:3")  # noqa: DDP102, DDP103
     e = torch.zeros(1).to("cuda:4")  # NOQA:DDP101,DDP103
+    dist.destroy_process_group()
     """
 )
 
