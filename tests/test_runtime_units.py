@@ -128,3 +128,18 @@ def test_single_writer_names_log_races_ddp302_and_checkpoint_races_ddp301():
     dirs = {0: {"writes": [{"path": "/job/out", "op": "makedirs", "site": None, "dir": True}]},
             1: {"writes": [{"path": "/job/out", "op": "makedirs", "site": None, "dir": True}]}}
     assert check_single_writer(dirs, "/job").status.value == "PASS"  # makedirs(exist_ok) everywhere is fine
+
+
+def test_a_stall_in_the_first_collective_is_told_apart_and_points_to_nccl_debug():
+    from ddplint.runtime.launcher import Hang, LaunchResult
+    from ddplint.runtime.run_checks import check_hang
+
+    def hang_in(phase):
+        phases = {0: {"phase": phase}, 1: {"phase": phase}}
+        return LaunchResult(None, {}, phases, Hang("timeout", 30.0, 30.0, phases, {}), 30.0, "")
+
+    stalled = check_hang(hang_in("first collective"), 2, "/job", 30.0)
+    assert stalled.status.value == "FAIL"
+    assert stalled.evidence[0].startswith("rank 0: first collective")
+    assert "NCCL_DEBUG=INFO" in stalled.fix
+    assert check_hang(hang_in("first batch"), 2, "/job", 30.0).fix is None

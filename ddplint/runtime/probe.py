@@ -118,8 +118,9 @@ class Probe:
             probe.phase("init")
             result = orig_init(*args, **kwargs)
             probe.record["backend"]["used"] = dist.get_backend()
-            probe.phase("first batch")
+            probe.phase("first collective")  # ddplint's own all_reduce smoke test and sweep
             probe._hook("after_init_process_group", "comm")
+            probe.phase("first batch")
             return result
 
         def destroy_process_group(group=None):

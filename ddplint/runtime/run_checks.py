@@ -12,6 +12,7 @@ import linecache
 import re
 from dataclasses import dataclass
 
+from ddplint.runtime.checks.comm import NCCL_HINT
 from ddplint.runtime.launcher import LaunchResult, describe_phase
 from ddplint.runtime.sites import is_user_file, short
 from ddplint.runtime.verdict import CheckResult, Status
@@ -136,6 +137,8 @@ def check_hang(result: LaunchResult, world: int, base: str, timeout: float) -> C
     else:
         summary = f"the ranks did not finish within {hang.limit_s:g} s"
     rule = fix = None
+    if any(r["phase"] in ("init", "first collective") for r in ranks):
+        fix = NCCL_HINT
     if len(user_lines) > 1:
         summary += ": ranks are blocked in different collective calls"
         rule = "DDP401"
