@@ -101,12 +101,13 @@ def _list_rules() -> None:
     from ddplint.catalog import DocError, doc
     from ddplint.lint.rules import CATALOG
 
+    width = max(len(rule.name) for rule in CATALOG)
     for rule in CATALOG:
         try:
             summary = doc(rule.code).summary
         except DocError as exc:
             _fail(str(exc))
-        click.echo(f"{rule.code}  {rule.name:<30} {rule.severity.value:<8} {summary}")
+        click.echo(f"{rule.code}  {rule.name:<{width}}  {rule.severity.value:<8} {summary}")
     sys.exit(EXIT_CLEAN)
 
 
