@@ -124,17 +124,21 @@ def lint_text(path: Path, text: str, config: Config, rules: list[Rule], project:
         if syntax is not None:
             result.diagnostics.append(_syntax_diagnostic(path, syntax, lines))
         return result
-    try:
-        module = cst.parse_module(text)
-    except cst.ParserSyntaxError as exc:
-        syntax = _python_syntax_error(text, str(path)) or (exc.raw_line, exc.raw_column + 1, exc.message)
-        result.diagnostics.append(_syntax_diagnostic(path, syntax, lines))
-        return result
-    except RecursionError:
-        result.errors.append(FileError(str(path), "nested too deeply to parse"))
-        return result
-    facts = facts_mod.collect(module)
-    project.remember(path, facts)
+    cached = project.parsed(path, text)  # a helper module another script imported
+    if cached is not None:
+        module, facts = cached
+    else:
+        try:
+            module = cst.parse_module(text)
+        except cst.ParserSyntaxError as exc:
+            syntax = _python_syntax_error(text, str(path)) or (exc.raw_line, exc.raw_column + 1, exc.message)
+            result.diagnostics.append(_syntax_diagnostic(path, syntax, lines))
+            return result
+        except RecursionError:
+            result.errors.append(FileError(str(path), "nested too deeply to parse"))
+            return result
+        facts = facts_mod.collect(module)
+        project.remember(path, text, module, facts)
     ctx = LintContext(path, module, facts, project, config)
     ignored = config.ignored_in(path)
     found: list[tuple[Rule, object]] = []

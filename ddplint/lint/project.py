@@ -19,7 +19,8 @@ SEARCH_PARENTS = 3  # how far above the script to look for a top-level package
 
 class ProjectIndex:
     def __init__(self) -> None:
-        self._cache: dict[Path, facts_mod.ModuleFacts | None] = {}
+        # path -> (text, module, facts), or None when it cannot be read or parsed
+        self._cache: dict[Path, tuple[str, cst.Module, facts_mod.ModuleFacts] | None] = {}
         # (directory of the importer, dotted name) -> where it lives; rules ask about every call
         self._resolved: dict[tuple[Path, int, str], tuple[Path, str] | None] = {}
 
@@ -28,13 +29,21 @@ class ProjectIndex:
         if path not in self._cache:
             self._cache[path] = None  # also breaks import cycles
             try:
-                self._cache[path] = facts_mod.collect(cst.parse_module(read_source(path)))
+                text = read_source(path)
+                module = cst.parse_module(text)
+                self._cache[path] = (text, module, facts_mod.collect(module))
             except (SourceError, cst.ParserSyntaxError, RecursionError):
                 pass
-        return self._cache[path]
+        cached = self._cache[path]
+        return cached[2] if cached is not None else None
 
-    def remember(self, path: Path, facts: facts_mod.ModuleFacts) -> None:
-        self._cache[path.resolve()] = facts
+    def parsed(self, path: Path, text: str) -> tuple[cst.Module, facts_mod.ModuleFacts] | None:
+        """The module and facts of `path` if it was already parsed (as a helper) from this text."""
+        cached = self._cache.get(path.resolve())
+        return (cached[1], cached[2]) if cached is not None and cached[0] == text else None
+
+    def remember(self, path: Path, text: str, module: cst.Module, facts: facts_mod.ModuleFacts) -> None:
+        self._cache[path.resolve()] = (text, module, facts)
 
     def resolve(self, importer: Path, qualified: str) -> tuple[Path, facts_mod.ModuleFacts, str] | None:
         """Find the project module that defines `qualified` ("util.misc.save_on_master").
