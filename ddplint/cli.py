@@ -41,6 +41,8 @@ def _fail(message: str) -> None:
 @click.option("--force-exclude", is_flag=True,
               help="Apply `exclude` also to files named on the command line (for pre-commit).")
 @click.option("--exit-zero", is_flag=True, help="Exit 0 even when there are findings.")
+@click.option("--fix", is_flag=True, help="Apply the safe fixes in place, then report what is left.")
+@click.option("--diff", is_flag=True, help="Print the safe fixes as a unified diff; change no file.")
 @click.option("--jobs", "-j", type=click.IntRange(min=0), default=0, show_default=True,
               help="Worker processes for linting; 0 picks one per core.")
 @click.option("--list-rules", is_flag=True, help="List every rule: code, name, severity, summary.")
@@ -69,7 +71,7 @@ def _fail(message: str) -> None:
 @click.option("--rdzv-endpoint", help="[runtime] torchrun rendezvous endpoint HOST:PORT.")
 @click.version_option(__version__, "--version", prog_name="ddplint")
 def cli(paths: tuple[str, ...], select, ignore, output_format, output, config_path, force_exclude, exit_zero,
-         jobs, list_rules, explain, runtime, **runtime_options) -> None:
+         fix, diff, jobs, list_rules, explain, runtime, **runtime_options) -> None:
     """Find distributed-training mistakes in PyTorch scripts.
 
     \b
@@ -86,7 +88,7 @@ def cli(paths: tuple[str, ...], select, ignore, output_format, output, config_pa
     elif runtime:
         _runtime(paths, output_format, output, runtime_options)
     else:
-        _lint(paths, select, ignore, output_format, output, config_path, force_exclude, exit_zero, jobs)
+        _lint(paths, select, ignore, output_format, output, config_path, force_exclude, exit_zero, fix, diff, jobs)
 
 
 def main(args: list[str] | None = None) -> None:
@@ -121,7 +123,8 @@ def _explain(code: str) -> None:
     sys.exit(EXIT_CLEAN)
 
 
-def _lint(paths, select, ignore, output_format, output, config_path, force_exclude, exit_zero, jobs) -> None:
+def _lint(paths, select, ignore, output_format, output, config_path, force_exclude, exit_zero, fix, diff,
+          jobs) -> None:
     from ddplint import config as config_mod
     from ddplint.lint.engine import lint_paths
     from ddplint.lint.rules import RULES_BY_CODE
@@ -148,14 +151,50 @@ def _lint(paths, select, ignore, output_format, output, config_path, force_exclu
     except config_mod.ConfigError as exc:
         _fail(str(exc))
 
+    if diff:
+        _show_fixes(paths, config)
+    fix_failed = fix and _apply_fixes(paths, config)
     result = lint_paths([Path(p) for p in paths], config, jobs=jobs)
     for error in [*result.errors, *result.internal_errors]:
         click.echo(f"ddplint: error: {error.path}: {error.message}", err=True)
     rendered = FORMATS[output_format](result, config)
     _write(rendered, output)
-    if result.errors or result.internal_errors:
+    if result.errors or result.internal_errors or fix_failed:
         sys.exit(EXIT_ERROR)
     sys.exit(EXIT_FINDINGS if result.diagnostics and not exit_zero else EXIT_CLEAN)
+
+
+def _show_fixes(paths, config) -> None:
+    """--diff: what --fix would change, as a unified diff; exit 1 when it would change something."""
+    import difflib
+
+    from ddplint.lint.fixes import fix_paths
+
+    report = fix_paths([Path(p) for p in paths], config, write=False)
+    for changed in report.files:
+        name = str(changed.path)
+        click.echo("".join(difflib.unified_diff(changed.before.splitlines(keepends=True),
+                                                changed.after.splitlines(keepends=True), name, name)), nl=False)
+    for error in report.errors:
+        click.echo(f"ddplint: error: {error.path}: {error.message}", err=True)
+    files = len(report.files)
+    click.echo(f"Would fix {report.fixed} problem{'s' * (report.fixed != 1)} in {files} file{'s' * (files != 1)}.",
+               err=True)
+    sys.exit(EXIT_ERROR if report.errors else EXIT_FINDINGS if files else EXIT_CLEAN)
+
+
+def _apply_fixes(paths, config) -> bool:
+    """--fix: rewrite the files; True when a fix could not be applied."""
+    from ddplint.lint.fixes import fix_paths
+
+    report = fix_paths([Path(p) for p in paths], config, write=True)
+    for error in report.errors:
+        click.echo(f"ddplint: error: {error.path}: {error.message}", err=True)
+    if report.fixed:
+        files = len(report.files)
+        click.echo(f"Fixed {report.fixed} problem{'s' * (report.fixed != 1)} in {files} file{'s' * (files != 1)}.",
+                   err=True)
+    return bool(report.errors)
 
 
 def _write(rendered: str, output: Path | None) -> None:

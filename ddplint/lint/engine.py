@@ -97,9 +97,13 @@ def lint_paths(paths: Sequence[Path], config: Config, jobs: int = 0) -> LintResu
     return result
 
 
+def enabled_rules(config: Config) -> list[Rule]:
+    return [rule() for rule in ALL_RULES if config.enabled(rule.code)]
+
+
 def _lint_files(files: list[Path], config: Config) -> LintResult:
     project = ProjectIndex()  # one cache of helper modules per worker
-    rules = [rule() for rule in ALL_RULES if config.enabled(rule.code)]
+    rules = enabled_rules(config)
     result = LintResult()
     for path in files:
         result.extend(lint_file(path, config, rules, project))
@@ -120,7 +124,7 @@ def lint_text(path: Path, text: str, config: Config, rules: list[Rule], project:
     result = LintResult(files=1)
     lines = text.splitlines()
     if not MIGHT_BE_DISTRIBUTED.search(text):
-        syntax = _python_syntax_error(text, str(path))
+        syntax = python_syntax_error(text, str(path))
         if syntax is not None:
             result.diagnostics.append(_syntax_diagnostic(path, syntax, lines))
         return result
@@ -131,7 +135,7 @@ def lint_text(path: Path, text: str, config: Config, rules: list[Rule], project:
         try:
             module = cst.parse_module(text)
         except cst.ParserSyntaxError as exc:
-            syntax = _python_syntax_error(text, str(path)) or (exc.raw_line, exc.raw_column + 1, exc.message)
+            syntax = python_syntax_error(text, str(path)) or (exc.raw_line, exc.raw_column + 1, exc.message)
             result.diagnostics.append(_syntax_diagnostic(path, syntax, lines))
             return result
         except RecursionError:
@@ -195,7 +199,7 @@ def _suppressed(diagnostic: Diagnostic, lines: list[str]) -> bool:
     return diagnostic.code in {c.strip().upper() for c in codes.split(",")}
 
 
-def _python_syntax_error(text: str, filename: str) -> tuple[int, int, str] | None:
+def python_syntax_error(text: str, filename: str) -> tuple[int, int, str] | None:
     try:
         compile(text, filename, "exec", dont_inherit=True, flags=0x400)  # ast.PyCF_ONLY_AST
     except SyntaxError as exc:

@@ -101,3 +101,27 @@ def names_in(expr: cst.CSTNode) -> set[str]:
 
     expr.visit(_Collect())
     return found
+
+
+def with_argument(call: cst.Call, keyword: str, position: int, value: cst.BaseExpression) -> cst.Call:
+    """`call` with the parameter (`keyword`, at `position`) set to `value`: replaced where the
+    call passes it, by keyword or positionally, else appended as `keyword=value`."""
+    args = list(call.args)
+    positional = [i for i, a in enumerate(args) if a.keyword is None and not a.star]
+    for i, a in enumerate(args):
+        if (a.keyword is not None and a.keyword.value == keyword) or (
+            a.keyword is None and len(positional) > position and i == positional[position]
+        ):
+            args[i] = a.with_changes(value=value)
+            return call.with_changes(args=args)
+    new = cst.Arg(keyword=cst.Name(keyword), value=value,
+                  equal=cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""),
+                                        whitespace_after=cst.SimpleWhitespace("")))
+    if args and isinstance(args[-1].comma, cst.Comma):  # a trailing comma stays trailing
+        last = args[-1]
+        between = call.whitespace_before_args
+        if not isinstance(between, cst.ParenthesizedWhitespace):  # one line: `f(a, b,)`
+            between = cst.SimpleWhitespace(" ")
+        args[-1] = last.with_changes(comma=last.comma.with_changes(whitespace_after=between))
+        new = new.with_changes(comma=last.comma)
+    return call.with_changes(args=[*args, new])

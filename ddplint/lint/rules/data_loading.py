@@ -248,6 +248,8 @@ class ShuffleWithSampler(Rule):
                         shuffle,
                         f"shuffle=True together with {keyword}=: DataLoader raises ValueError (sampler "
                         f"option is mutually exclusive with shuffle); drop shuffle=True, the sampler shuffles",
+                        replacement=cst.Name("False"),
+                        fix_description="set shuffle=False: the sampler decides the order",
                     )
                     break
 

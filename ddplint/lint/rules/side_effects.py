@@ -18,7 +18,16 @@ from ddplint.diagnostics import Severity
 from ddplint.lint.context import FOLLOW_DEPTH, LintContext
 from ddplint.lint.facts import CallSite, ModuleFacts
 from ddplint.lint.guards import RANK_CALLS
-from ddplint.lint.names import arg, dotted, has_keyword, has_star_kwargs, int_value, names_in, string_value
+from ddplint.lint.names import (
+    arg,
+    dotted,
+    has_keyword,
+    has_star_kwargs,
+    int_value,
+    names_in,
+    string_value,
+    with_argument,
+)
 from ddplint.lint.rules.base import Finding, Rule
 
 CHECKPOINT, LOG, MKDIR = "checkpoint", "log", "mkdir"
@@ -308,9 +317,19 @@ class MakedirsRace(Rule):
 
     def check(self, ctx: LintContext) -> Iterator[Finding]:
         for site, helper in unguarded_writes(ctx, MKDIR):
-            what = f"{helper}() creates a directory" if helper else f"{dotted(site.node.func) or 'mkdir'}() without exist_ok=True runs"
+            # os.makedirs and Path.mkdir both take exist_ok as their third parameter; os.mkdir has none
+            mkdir = ctx.facts.qualify(dotted(site.node.func)) == "os.mkdir"
+            if helper:
+                what, remedy = f"{helper}() creates a directory", "pass exist_ok=True"
+            elif mkdir:
+                what, remedy = "os.mkdir() runs", "use os.makedirs(path, exist_ok=True)"
+            else:
+                what, remedy = f"{dotted(site.node.func) or 'mkdir'}() without exist_ok=True runs", "pass exist_ok=True"
+            fixable = helper is None and not mkdir and not any(a.star for a in site.node.args)
             yield Finding(
                 site.node,
                 f"{what} on every rank: the ranks race and all but the first fail with FileExistsError; "
-                "pass exist_ok=True (or create it only on the main process)",
+                f"{remedy} (or create it only on the main process)",
+                replacement=with_argument(site.node, "exist_ok", 2, cst.Name("True")) if fixable else None,
+                fix_description="pass exist_ok=True",
             )

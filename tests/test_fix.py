@@ -1,0 +1,174 @@
+"""`--fix` and `--diff`: the safe fixes of DDP203 and DDP304, applied to real files."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import textwrap
+
+import libcst as cst
+import pytest
+
+from conftest import FIXTURES, run_cli
+from ddplint import config as config_mod
+from ddplint.lint import fixes as fixes_mod
+from ddplint.lint.engine import lint_paths
+from ddplint.lint.rules import RULES_BY_CODE
+from ddplint.lint.rules.base import Finding, Rule
+
+SCRIPT = textwrap.dedent(
+    """\
+    import os
+    from pathlib import Path
+
+    import torch.distributed as dist
+    from torch.utils.data import DataLoader, DistributedSampler
+
+    dist.init_process_group("gloo")
+    os.makedirs("out")
+    os.makedirs("out2", 0o755, False)
+    Path("ckpt").mkdir(
+        parents=True,
+    )
+    Path("logs").mkdir(exist_ok=False)
+    os.mkdir("tmp")
+    os.makedirs("kept")  # noqa: DDP304
+    ds = list(range(10))
+    loader = DataLoader(ds, batch_size=2, shuffle=True, sampler=DistributedSampler(ds))
+    for epoch in range(2):
+        loader.sampler.set_epoch(epoch)
+        for batch in loader:
+            pass
+    dist.destroy_process_group()
+    """
+)
+
+FIXED = (
+    SCRIPT.replace('os.makedirs("out")', 'os.makedirs("out", exist_ok=True)')
+    .replace("0o755, False", "0o755, True")
+    .replace("    parents=True,\n", "    parents=True,\n    exist_ok=True,\n")
+    .replace("mkdir(exist_ok=False)", "mkdir(exist_ok=True)")
+    .replace("shuffle=True, sampler", "shuffle=False, sampler")
+)
+
+
+def config_for(root):
+    return config_mod.Config(root=root, codes=frozenset(RULES_BY_CODE))
+
+
+def test_fix_rewrites_in_place_and_reports_what_is_left(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text(SCRIPT)
+    proc = run_cli("--fix", "train.py", cwd=tmp_path)
+    assert script.read_text() == FIXED
+    assert "Fixed 5 problems in 1 file." in proc.stderr
+    # os.mkdir has no exist_ok: reported, not fixed; the noqa line is left alone
+    assert proc.returncode == 1
+    assert [line.split(": ")[1].split()[0] for line in proc.stdout.splitlines() if ": DDP" in line] == ["DDP304"]
+    assert "train.py:15:1: DDP304 os.mkdir() runs on every rank" in proc.stdout  # one line added above
+    # idempotent: a second run changes nothing
+    again = run_cli("--fix", "train.py", cwd=tmp_path)
+    assert script.read_text() == FIXED and "Fixed" not in again.stderr
+
+
+def test_diff_prints_the_change_and_writes_nothing(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text(SCRIPT)
+    proc = run_cli("--diff", "train.py", cwd=tmp_path)
+    assert proc.returncode == 1
+    assert script.read_text() == SCRIPT
+    assert '-os.makedirs("out")\n' in proc.stdout and '+os.makedirs("out", exist_ok=True)\n' in proc.stdout
+    assert "+    exist_ok=True,\n" in proc.stdout
+    assert "Would fix 5 problems in 1 file." in proc.stderr
+    script.write_text(FIXED)
+    clean = run_cli("--diff", "train.py", cwd=tmp_path)
+    assert (clean.returncode, clean.stdout) == (0, "")
+
+
+def test_fix_keeps_encoding_bom_and_line_endings(tmp_path):
+    latin = tmp_path / "latin.py"
+    source = "# -*- coding: latin-1 -*-\r\n" + SCRIPT.replace("\n", "\r\n").replace('"out"', '"sortie_é"')
+    latin.write_bytes(source.encode("latin-1"))
+    bom = tmp_path / "bom.py"
+    bom.write_bytes(b"\xef\xbb\xbf" + SCRIPT.encode())
+    run_cli("--fix", "latin.py", "bom.py", cwd=tmp_path)
+    expected = "# -*- coding: latin-1 -*-\r\n" + FIXED.replace("\n", "\r\n").replace('"out"', '"sortie_é"')
+    assert latin.read_bytes() == expected.encode("latin-1")
+    assert bom.read_bytes() == b"\xef\xbb\xbf" + FIXED.encode()
+
+
+def test_a_failed_write_leaves_the_file_whole_and_no_temporary_file(tmp_path, monkeypatch):
+    script = tmp_path / "train.py"
+    script.write_text(SCRIPT)
+
+    def refuse(src, dst):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(fixes_mod.os, "replace", refuse)
+    report = fixes_mod.fix_paths([script], config_for(tmp_path), write=True)
+    assert script.read_text() == SCRIPT
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["train.py"]
+    assert [e.message for e in report.errors] == ["cannot write the fix: No space left on device"]
+
+
+def test_a_fix_that_would_not_parse_is_never_written(tmp_path, monkeypatch):
+    class BrokenFix(Rule):
+        code, name = "DDP304", "makedirs-race"
+
+        def check(self, ctx):
+            for site in ctx.facts.calls_to("os.makedirs"):
+                yield Finding(site.node, "broken", replacement=cst.Name("if"), fix_description="x")
+
+    script = tmp_path / "train.py"
+    script.write_text(SCRIPT)
+    monkeypatch.setattr(fixes_mod, "enabled_rules", lambda config: [BrokenFix()])
+    report = fixes_mod.fix_paths([script], config_for(tmp_path), write=True)
+    assert script.read_text() == SCRIPT
+    assert report.files == []
+    assert report.errors[0].message.startswith("internal error: the fix for DDP304 would not parse")
+
+
+def test_fix_on_unreadable_input_reports_and_exits_2(tmp_path):
+    (tmp_path / "bad.py").write_bytes(b"import torch\nx = '\xff'\n")
+    proc = run_cli("--fix", "bad.py", cwd=tmp_path)
+    assert proc.returncode == 2
+    assert proc.stderr.count("\n") == 1 and "bad.py: not valid utf-8" in proc.stderr
+
+
+def test_every_fix_offered_on_the_fixtures_applies_cleanly(tmp_path):
+    """Over the whole fixture corpus: each fixed file parses, the fixed findings are gone,
+    nothing else changes, and a second pass has nothing left to fix."""
+    tree = tmp_path / "lint"
+    shutil.copytree(FIXTURES / "lint", tree)
+    config = config_for(tmp_path)
+    before = lint_paths([tree], config)
+    fixable = [d for d in before.diagnostics if d.fix is not None]
+    assert {d.code for d in fixable} == {"DDP203", "DDP304"}
+    report = fixes_mod.fix_paths([tree], config, write=True)
+    assert report.errors == [] and report.fixed == len(fixable)
+    for changed in report.files:
+        cst.parse_module(changed.path.read_text())
+    after = lint_paths([tree], config)
+    assert [d for d in after.diagnostics if d.fix is not None] == []
+    untouched = {(d.path, d.code, d.message) for d in before.diagnostics if d.fix is None}
+    assert {(d.path, d.code, d.message) for d in after.diagnostics} == untouched
+    assert fixes_mod.fix_paths([tree], config, write=True).files == []
+
+
+def test_sarif_and_json_carry_the_fix(tmp_path):
+    (tmp_path / "train.py").write_text(SCRIPT)
+    report = json.loads(run_cli("--format", "json", "train.py", cwd=tmp_path).stdout)
+    first = report["diagnostics"][0]
+    assert (first["code"], first["line"]) == ("DDP304", 8)
+    assert first["fix"] == {"description": "pass exist_ok=True", "edits": [
+        {"start": {"line": 8, "column": 1}, "end": {"line": 8, "column": 19}, "text": 'os.makedirs("out", exist_ok=True)'}]}
+    log = json.loads(run_cli("--format", "sarif", "train.py", cwd=tmp_path).stdout)
+    result = log["runs"][0]["results"][0]
+    replacement = result["fixes"][0]["artifactChanges"][0]["replacements"][0]
+    assert replacement["insertedContent"]["text"] == 'os.makedirs("out", exist_ok=True)'
+    assert replacement["deletedRegion"] == {"startLine": 8, "startColumn": 1, "endLine": 8, "endColumn": 19}
+
+
+@pytest.mark.parametrize("flag", ["--fix", "--diff"])
+def test_fix_flags_are_documented(flag):
+    assert flag in run_cli("--help").stdout
