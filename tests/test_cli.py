@@ -5,7 +5,6 @@ import os
 import sys
 
 import pytest
-
 from conftest import FIXTURES, ROOT, run_cli
 
 BAD = FIXTURES / "lint" / "device" / "hardcoded_to_cuda0.py"

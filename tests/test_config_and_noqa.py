@@ -3,8 +3,8 @@
 import textwrap
 
 import pytest
-
 from conftest import run_cli
+
 from ddplint import config as config_mod
 from ddplint.lint import engine
 from ddplint.lint.rules import RULES_BY_CODE

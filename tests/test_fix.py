@@ -8,8 +8,8 @@ import textwrap
 
 import libcst as cst
 import pytest
-
 from conftest import FIXTURES, run_cli
+
 from ddplint import config as config_mod
 from ddplint.lint import fixes as fixes_mod
 from ddplint.lint.engine import lint_paths

@@ -1,5 +1,4 @@
 import pytest
-
 from fixture_cases import found, load_cases
 
 CASES = load_cases()

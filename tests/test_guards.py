@@ -5,8 +5,8 @@ from pathlib import Path
 
 import libcst as cst
 import pytest
-
 from conftest import run_cli
+
 from ddplint import config as config_mod
 from ddplint.lint import facts as facts_mod
 from ddplint.lint import project as project_mod

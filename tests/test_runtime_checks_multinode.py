@@ -19,8 +19,7 @@ import numpy as np
 import pytest
 
 from ddplint.runtime.checks.ports import bind_error, free_port
-from ddplint.runtime.nodes import (LayoutError, Nodes, RecordExchange, _recv, _send, first_host,
-                                   resolve_layout)
+from ddplint.runtime.nodes import LayoutError, Nodes, RecordExchange, _recv, _send, first_host, resolve_layout
 from ddplint.runtime.options import RuntimeOptions
 
 ROOT = Path(__file__).resolve().parent.parent

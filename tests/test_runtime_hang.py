@@ -12,7 +12,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from test_runtime_audit import FIXTURES, env, processes_naming, report_schema
 
 pytest.importorskip("torch")
@@ -82,7 +81,7 @@ def test_signal_to_ddplint_stops_every_rank(tmp_path, sig):
 
 def test_missing_node_is_a_rendezvous_hang_after_rdzv_timeout(tmp_path):
     """Node 0 of 2 alone: torchrun never gets past rendezvous; reported after --rdzv-timeout."""
-    from ddplint.runtime.launcher import free_port
+    from ddplint.runtime.checks.ports import free_port
 
     script = tmp_path / "correct.py"
     shutil.copy(FIXTURES / "correct.py", script)

@@ -110,7 +110,9 @@ def test_busy_master_port_is_refused_before_launch(tmp_path, capsys):
         s.listen()
         port = s.getsockname()[1]
         assert run_audit(options(tmp_path, master_port=port)) == 2
-    assert f"--master-port {port} is in use" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert f"--master-port {port} is in use: port {port} (the rendezvous store) is already taken by pid {os.getpid()}" in err
+    assert "or use --master-port " in err and err.count("\n") == 1
 
 
 def test_single_writer_names_log_races_ddp302_and_checkpoint_races_ddp301():

@@ -17,8 +17,6 @@ import tokenize
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import libcst as cst
-
 from ddplint.config import Config
 from ddplint.diagnostics import Diagnostic, Edit, FileError
 from ddplint.lint.engine import discover, enabled_rules, lint_text, python_syntax_error

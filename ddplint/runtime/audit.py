@@ -84,14 +84,14 @@ def _validate(options: RuntimeOptions) -> tuple[int, str]:
 
 
 def _master_port(options: RuntimeOptions) -> int:
-    from ddplint.runtime.launcher import free_port, port_is_free
+    from ddplint.runtime.checks.ports import bind_error, free_port, port_check
 
     if options.master_port is None:
         return free_port()
     local = options.node_rank == 0 and not options.rdzv_endpoint
-    if local and not port_is_free(options.master_port):
-        raise UsageError(f"--master-port {options.master_port} is in use (a stale torchrun?); "
-                         "free it or omit --master-port to pick a free one")
+    if local and bind_error(options.master_port) is not None:
+        taken = port_check(options.master_addr, options.master_port)
+        raise UsageError(f"--master-port {options.master_port} is in use: {taken.summary}; {taken.fix}")
     return options.master_port
 
 

@@ -182,10 +182,6 @@ class LoaderTracker:
 
     def _iter(self, loader):
         site = getattr(loader, "_ddplint_site", None)
-        try:
-            sampler_len = None if iterable else len(owner)
-        except Exception:
-            sampler_len = None
         rec = self.loaders.get(site)
         if rec is None:
             return self._orig["iter"](loader)

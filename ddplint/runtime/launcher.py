@@ -16,10 +16,8 @@ with it (PR_SET_PDEATHSIG) and every rank exits once ddplint is gone (the probe 
 
 from __future__ import annotations
 
-import errno
 import os
 import signal
-import socket
 import subprocess
 import sys
 import sysconfig
@@ -63,26 +61,6 @@ class LaunchResult:
     elapsed_s: float
     log_tail: str
     command: list[str] = field(default_factory=list)
-
-
-def port_is_free(port: int) -> bool:
-    """True when nothing listens on `port` (TIME_WAIT leftovers do not count: the store
-    binds with SO_REUSEADDR too)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind(("", port))
-        except OSError as exc:
-            if exc.errno == errno.EADDRINUSE:
-                return False
-            raise
-    return True
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("", 0))
-        return s.getsockname()[1]
 
 
 def torchrun_command(rundir: RunDir, script: Path, script_args: tuple[str, ...], nproc: int,

@@ -11,8 +11,7 @@ from ddplint.runtime.checks.stack import installed_torch_cuda
 from ddplint.runtime.checks.stale import stale_check
 from ddplint.runtime.checks.topology import topology_check
 from ddplint.runtime.nodes import Nodes, rendezvous_address
-from ddplint.runtime.nvml import (NvmlReadFailed, NvmlReads, NvmlUnavailable, load_machine,
-                                  open_nvml)
+from ddplint.runtime.nvml import NvmlReadFailed, NvmlReads, NvmlUnavailable, load_machine, open_nvml
 from ddplint.runtime.options import RuntimeOptions
 from ddplint.runtime.verdict import CheckResult, Status
 

@@ -28,8 +28,8 @@ def ranks_check(records: list[dict]) -> CheckResult:
         if len(values) > 1:
             where = "; ".join(f"{v!r} on {ranks_text(rs)}" for v, rs in values.items())
             found.add(Status.FAIL, f"{var} differs between ranks: {where}",
-                      f"launch every node with the same --nnodes/--nproc-per-node and master "
-                      f"address")
+                      "launch every node with the same --nnodes/--nproc-per-node and master "
+                      "address")
     world = _int(env(records[0]).get("WORLD_SIZE"))
     ranks = [_int(env(r).get("RANK")) for r in records]
     dup = sorted({r for r in ranks if r is not None and ranks.count(r) > 1})

@@ -10,6 +10,7 @@ from ddplint.runtime.checks.common import mib, plural
 from ddplint.runtime.nvml import Machine
 from ddplint.runtime.verdict import CheckResult, Status
 
+
 def _names_port(argv: list[str], port: int) -> bool:
     """--master-port P, --master_port=P or --rdzv-endpoint HOST:P."""
     return re.search(rf"(?:port[= ]|:){port}\b", " ".join(argv)) is not None
