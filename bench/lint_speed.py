@@ -11,11 +11,10 @@ from __future__ import annotations
 import argparse
 import ast
 import importlib.util
-import statistics
-import time
 from pathlib import Path
 
 import libcst as cst
+from timing import median_time
 
 from ddplint import config as config_mod
 from ddplint.lint.engine import discover, lint_paths
@@ -28,15 +27,6 @@ def default_corpus() -> Path:
     if spec is None or not spec.submodule_search_locations:
         raise SystemExit("no corpus given and torch is not installed: pass a directory of Python code")
     return Path(next(iter(spec.submodule_search_locations)))
-
-
-def timed(fn, repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def main() -> None:
@@ -70,10 +60,10 @@ def main() -> None:
                 pass
 
     rows = [
-        ("ast.parse of every file", timed(parse_all_ast, args.repeat)),
-        ("libcst.parse_module of every file (baseline)", timed(parse_all_libcst, args.repeat)),
-        ("ddplint lint, 1 process (read+parse+facts+rules)", timed(lambda: lint_paths([corpus], config, jobs=1), args.repeat)),
-        ("ddplint lint, 2 processes", timed(lambda: lint_paths([corpus], config, jobs=2), args.repeat)),
+        ("ast.parse of every file", median_time(parse_all_ast, args.repeat)),
+        ("libcst.parse_module of every file (baseline)", median_time(parse_all_libcst, args.repeat)),
+        ("ddplint lint, 1 process (read+parse+facts+rules)", median_time(lambda: lint_paths([corpus], config, jobs=1), args.repeat)),
+        ("ddplint lint, 2 processes", median_time(lambda: lint_paths([corpus], config, jobs=2), args.repeat)),
     ]
     baseline = rows[1][1]
     print(f"{'what':<52}{'median s':>10}{'vs parse':>10}")

@@ -26,6 +26,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from timing import median_time  # noqa: E402
+
 from ddplint.runtime.checks.host import run_host_checks  # noqa: E402
 from ddplint.runtime.checks.ports import free_port  # noqa: E402
 from ddplint.runtime.nvml import ReplayReads  # noqa: E402
@@ -55,15 +57,6 @@ if HOOKS and dist.get_rank() == 0:
 dist.barrier()
 dist.destroy_process_group()
 """
-
-
-def median_time(fn, repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def host_checks(repeat: int) -> None:
