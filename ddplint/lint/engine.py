@@ -151,6 +151,8 @@ def lint_text(path: Path, text: str, config: Config, rules: list[Rule], project:
             continue
         if rule.needs_distributed and (not facts.is_distributed or facts.framework is not None):
             continue
+        if rule.data_parallel and facts.rpc_only:
+            continue
         try:
             found.extend((rule, finding) for finding in rule.check(ctx))
         except Exception as exc:  # one rule's bug must not stop the run

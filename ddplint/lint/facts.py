@@ -16,6 +16,8 @@ from ddplint.lint.names import CANONICAL, arg, dotted, int_value, string_value
 DIST = "torch.distributed"
 DDP = "torch.nn.parallel.DistributedDataParallel"
 SPAWN = {"torch.multiprocessing.spawn", "torch.multiprocessing.start_processes"}
+# Model-parallel RPC: workers with different roles, each placing its own modules on devices.
+RPC = ("torch.distributed.rpc.", "torch.distributed.autograd.", "torch.distributed.optim.")
 INIT_PG = "torch.distributed.init_process_group"
 SET_DEVICE = "torch.cuda.set_device"
 # Calls that every rank of the group must reach, in the same order.
@@ -138,6 +140,7 @@ class ModuleFacts:
     name_kinds: dict[tuple[str, str], str] = field(default_factory=dict)  # (function, name) -> kind
     framework: str | None = None
     is_distributed: bool = False
+    rpc_only: bool = False  # RPC workers and no process group or DDP replica: not data-parallel
     is_script: bool = False  # has an `if __name__ == "__main__":` block
     idle_with_calls: set[int] = field(default_factory=set)  # id() of `with open(...): pass` items
 
@@ -553,10 +556,18 @@ def _detect_distributed(facts: ModuleFacts) -> bool:
     return any(kind in {"local", "global"} for (scope, _), kind in facts.name_kinds.items())
 
 
+def _rpc_only(facts: ModuleFacts) -> bool:
+    names = [call.name or "" for call in facts.calls]
+    distributed = [n for n in names if n.startswith(DIST + ".")]
+    return any(n.startswith(RPC) for n in distributed) and all(n.startswith(RPC) for n in distributed) \
+        and DDP not in names
+
+
 def collect(module: cst.Module) -> ModuleFacts:
     facts = ModuleFacts()
     module.visit(_Collector(facts))
     _infer_name_kinds(facts)
     facts.framework = _detect_framework(facts)
     facts.is_distributed = _detect_distributed(facts)
+    facts.rpc_only = _rpc_only(facts)
     return facts

@@ -32,6 +32,8 @@ class Rule:
     precision: ClassVar[str] = "high"  # SARIF precision: very-high | high | medium | low
     # Rules stay quiet outside distributed scripts and where a framework owns distribution.
     needs_distributed: ClassVar[bool] = True
+    # Rules about data-parallel replicas (devices, samplers) also stay quiet in RPC-only scripts.
+    data_parallel: ClassVar[bool] = False
 
     def check(self, ctx: LintContext) -> Iterator[Finding]:
         raise NotImplementedError

@@ -142,6 +142,7 @@ def _is_training(facts: ModuleFacts, site: CallSite, dataset: cst.BaseExpression
 class UnshardedDataLoader(Rule):
     code = "DDP201"
     name = "dataloader-without-distributed-sampler"
+    data_parallel = True
 
     def check(self, ctx: LintContext) -> Iterator[Finding]:
         facts = ctx.facts
@@ -183,6 +184,7 @@ def _set_epoch_receivers(ctx: LintContext) -> tuple[set[str], bool]:
 class SamplerWithoutSetEpoch(Rule):
     code = "DDP202"
     name = "missing-set-epoch"
+    data_parallel = True
     severity = Severity.WARNING  # training runs, with a worse data order
 
     def check(self, ctx: LintContext) -> Iterator[Finding]:
@@ -257,6 +259,7 @@ class ShuffleWithSampler(Rule):
 class ConstantSetEpoch(Rule):
     code = "DDP204"
     name = "constant-set-epoch"
+    data_parallel = True
     severity = Severity.WARNING
 
     def check(self, ctx: LintContext) -> Iterator[Finding]:
@@ -312,6 +315,7 @@ def _walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
 class SamplerBeforeInit(Rule):
     code = "DDP205"
     name = "sampler-before-init"
+    data_parallel = True
 
     def check(self, ctx: LintContext) -> Iterator[Finding]:
         facts = ctx.facts

@@ -15,6 +15,7 @@ from ddplint.lint.rules.base import Finding, Rule
 class HardCodedCudaIndex(Rule):
     code = "DDP101"
     name = "hard-coded-cuda-index"
+    data_parallel = True
 
     def check(self, ctx: LintContext) -> Iterator[Finding]:
         if visible_devices_per_rank(ctx):
@@ -31,6 +32,7 @@ class HardCodedCudaIndex(Rule):
 class BareCudaBeforeSetDevice(Rule):
     code = "DDP102"
     name = "cuda-before-set-device"
+    data_parallel = True
 
     def check(self, ctx: LintContext) -> Iterator[Finding]:
         if visible_devices_per_rank(ctx):
@@ -58,6 +60,7 @@ class BareCudaBeforeSetDevice(Rule):
 class NoDeviceBinding(Rule):
     code = "DDP103"
     name = "missing-set-device"
+    data_parallel = True
 
     def check(self, ctx: LintContext) -> Iterator[Finding]:
         if visible_devices_per_rank(ctx) or binding_sites(ctx):
@@ -78,6 +81,7 @@ class NoDeviceBinding(Rule):
 class SetDeviceAfterCollective(Rule):
     code = "DDP104"
     name = "set-device-after-init"
+    data_parallel = True
     severity = Severity.WARNING
 
     def check(self, ctx: LintContext) -> Iterator[Finding]:
@@ -117,6 +121,7 @@ def _exclusive(a, b) -> bool:
 class DeviceFromGlobalRank(Rule):
     code = "DDP105"
     name = "device-from-global-rank"
+    data_parallel = True
 
     def check(self, ctx: LintContext) -> Iterator[Finding]:
         for use in device_uses(ctx):
@@ -131,6 +136,7 @@ class DeviceFromGlobalRank(Rule):
 class LocalRankArgument(Rule):
     code = "DDP106"
     name = "local-rank-argument"
+    data_parallel = True
     severity = Severity.WARNING
 
     def check(self, ctx: LintContext) -> Iterator[Finding]:
