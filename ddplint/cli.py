@@ -152,8 +152,9 @@ def _lint(paths, select, ignore, output_format, output, config_path, force_exclu
         _fail(str(exc))
 
     if diff:
-        _show_fixes(paths, config)
-    fix_failed = fix and _apply_fixes(paths, config)
+        report = _fix(paths, config, write=False)
+        sys.exit(EXIT_ERROR if report.errors else EXIT_FINDINGS if report.files else EXIT_CLEAN)
+    fix_failed = fix and bool(_fix(paths, config, write=True).errors)
     result = lint_paths([Path(p) for p in paths], config, jobs=jobs)
     for error in [*result.errors, *result.internal_errors]:
         click.echo(f"ddplint: error: {error.path}: {error.message}", err=True)
@@ -164,37 +165,25 @@ def _lint(paths, select, ignore, output_format, output, config_path, force_exclu
     sys.exit(EXIT_FINDINGS if result.diagnostics and not exit_zero else EXIT_CLEAN)
 
 
-def _show_fixes(paths, config) -> None:
-    """--diff: what --fix would change, as a unified diff; exit 1 when it would change something."""
+def _fix(paths, config, write: bool):
+    """--fix (write=True) or --diff (print what --fix would change); returns the FixReport."""
     import difflib
 
     from ddplint.lint.fixes import fix_paths
 
-    report = fix_paths([Path(p) for p in paths], config, write=False)
-    for changed in report.files:
-        name = str(changed.path)
-        click.echo("".join(difflib.unified_diff(changed.before.splitlines(keepends=True),
-                                                changed.after.splitlines(keepends=True), name, name)), nl=False)
+    report = fix_paths([Path(p) for p in paths], config, write=write)
+    if not write:
+        for changed in report.files:
+            name = str(changed.path)
+            click.echo("".join(difflib.unified_diff(changed.before.splitlines(keepends=True),
+                                                    changed.after.splitlines(keepends=True), name, name)), nl=False)
     for error in report.errors:
         click.echo(f"ddplint: error: {error.path}: {error.message}", err=True)
-    files = len(report.files)
-    click.echo(f"Would fix {report.fixed} problem{'s' * (report.fixed != 1)} in {files} file{'s' * (files != 1)}.",
-               err=True)
-    sys.exit(EXIT_ERROR if report.errors else EXIT_FINDINGS if files else EXIT_CLEAN)
-
-
-def _apply_fixes(paths, config) -> bool:
-    """--fix: rewrite the files; True when a fix could not be applied."""
-    from ddplint.lint.fixes import fix_paths
-
-    report = fix_paths([Path(p) for p in paths], config, write=True)
-    for error in report.errors:
-        click.echo(f"ddplint: error: {error.path}: {error.message}", err=True)
-    if report.fixed:
+    if report.fixed or not write:
         files = len(report.files)
-        click.echo(f"Fixed {report.fixed} problem{'s' * (report.fixed != 1)} in {files} file{'s' * (files != 1)}.",
-                   err=True)
-    return bool(report.errors)
+        click.echo(f"{'Fixed' if write else 'Would fix'} {report.fixed} problem{'s' * (report.fixed != 1)} "
+                   f"in {files} file{'s' * (files != 1)}.", err=True)
+    return report
 
 
 def _write(rendered: str, output: Path | None) -> None:
