@@ -16,6 +16,9 @@ from ddplint.lint.names import CANONICAL, arg, dotted, int_value, string_value
 DIST = "torch.distributed"
 DDP = "torch.nn.parallel.DistributedDataParallel"
 SPAWN = {"torch.multiprocessing.spawn", "torch.multiprocessing.start_processes"}
+# torch.distributed calls that a single-process script makes too: reading or writing the DCP
+# checkpoint format, asking whether a process group exists.
+NOT_DISTRIBUTED = ("torch.distributed.checkpoint.", "torch.distributed.is_available", "torch.distributed.is_initialized")
 # Model-parallel RPC: workers with different roles, each placing its own modules on devices.
 RPC = ("torch.distributed.rpc.", "torch.distributed.autograd.", "torch.distributed.optim.")
 INIT_PG = "torch.distributed.init_process_group"
@@ -81,6 +84,10 @@ FRAMEWORK_IMPORTS = {
     "ignite": "ignite",
     "colossalai": "colossalai",
 }
+# PyTorch's own distributed test harness spawns the processes, builds the group and binds
+# each process to its device before a test method runs.
+FRAMEWORK_MODULES = ("torch.testing._internal.common_distributed", "torch.testing._internal.common_fsdp",
+                     "torch.testing._internal.distributed")
 FRAMEWORK_CALLS = {
     "transformers.Trainer": "transformers",
     "transformers.Seq2SeqTrainer": "transformers",
@@ -538,6 +545,8 @@ def _detect_framework(facts: ModuleFacts) -> str | None:
         head = module.lstrip(".").split(".")[0]
         if not module.startswith(".") and head in FRAMEWORK_IMPORTS:
             return FRAMEWORK_IMPORTS[head]
+        if module.startswith(FRAMEWORK_MODULES):
+            return "torch testing harness"
     for call in facts.calls:
         if call.name in FRAMEWORK_CALLS:
             return FRAMEWORK_CALLS[call.name]
@@ -545,9 +554,13 @@ def _detect_framework(facts: ModuleFacts) -> str | None:
 
 
 def _detect_distributed(facts: ModuleFacts) -> bool:
+    inits = facts.calls_to(f"{DIST}.init_process_group")
+    if inits and all(_single_process(site.node) for site in inits):
+        return False
     for call in facts.calls:
         name = call.name or ""
-        if name.startswith(DIST + ".") or name in SPAWN or name in {DDP, "torch.utils.data.DistributedSampler"}:
+        if (name.startswith(DIST + ".") and not name.startswith(NOT_DISTRIBUTED)) or name in SPAWN \
+                or name in {DDP, "torch.utils.data.DistributedSampler"}:
             return True
         if call.method == "add_argument" and string_value(arg(call.node, 0, None)) in {"--local_rank", "--local-rank"}:
             return True
@@ -556,9 +569,15 @@ def _detect_distributed(facts: ModuleFacts) -> bool:
     return any(kind in {"local", "global"} for (scope, _), kind in facts.name_kinds.items())
 
 
+def _single_process(init: cst.Call) -> bool:
+    """A process group only one process can join: the "fake" backend (tracing, compiling ahead
+    of time) or a literal world_size=1 (a unit test that needs an initialized group)."""
+    return string_value(arg(init, 0, "backend")) == "fake" or int_value(arg(init, None, "world_size")) == 1
+
+
 def _rpc_only(facts: ModuleFacts) -> bool:
     names = [call.name or "" for call in facts.calls]
-    distributed = [n for n in names if n.startswith(DIST + ".")]
+    distributed = [n for n in names if n.startswith(DIST + ".") and not n.startswith(NOT_DISTRIBUTED)]
     return any(n.startswith(RPC) for n in distributed) and all(n.startswith(RPC) for n in distributed) \
         and DDP not in names
 
