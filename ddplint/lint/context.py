@@ -10,6 +10,7 @@ from pathlib import Path
 import libcst as cst
 
 from ddplint.config import Config
+from ddplint.lint import constants
 from ddplint.lint.facts import CallSite, ModuleFacts, spawn_targets
 from ddplint.lint.guards import Guards
 from ddplint.lint.project import ProjectIndex
@@ -65,11 +66,13 @@ class LintContext:
         return self.reaches_if(site, targets, lambda s, f, p: s.name in targets, facts, path, depth)
 
     def reaches_if(self, site: CallSite, key: object, found: Callable[[CallSite, ModuleFacts, Path], bool],
-                   facts: ModuleFacts | None = None, path: Path | None = None, depth: int = FOLLOW_DEPTH) -> bool:
+                   facts: ModuleFacts | None = None, path: Path | None = None, depth: int = FOLLOW_DEPTH,
+                   bindings: constants.Bindings | None = None) -> bool:
         """The site, or a project function it calls (transitively), is a call that `found` accepts.
 
         `found(site, facts, path)` judges one call in the module it belongs to; `key` names the
-        question for the cache.
+        question for the cache. Branches that the call's constant arguments switch off inside
+        the function (`if local_rank not in [-1, 0]:` with rank=-1) are not followed.
         """
         facts = facts or self.facts
         path = path or self.path
@@ -80,13 +83,15 @@ class LintContext:
         resolved = self.resolve_function(facts, path, self.method_target(facts, site))
         if resolved is None:
             return False
-        cache_key = (id(resolved[0]), resolved[2], key)
+        inner_facts, inner_path, function = resolved
+        inner_bindings = constants.bind_arguments(site.node, inner_facts.functions[function].node, bindings or {})
+        cache_key = (id(inner_facts), function, key, constants.key(inner_bindings))
         if cache_key not in self._reach_cache:
             self._reach_cache[cache_key] = False  # recursion guard
-            inner_facts, inner_path, function = resolved
             self._reach_cache[cache_key] = any(
-                self.reaches_if(inner, key, found, inner_facts, inner_path, depth - 1)
+                self.reaches_if(inner, key, found, inner_facts, inner_path, depth - 1, inner_bindings)
                 for inner in self.function_body_calls(inner_facts, function)
+                if not constants.dark(inner.conditions, inner_bindings)
             )
         return self._reach_cache[cache_key]
 

@@ -1,0 +1,116 @@
+"""Constant arguments, and the branches of a helper they switch off.
+
+`create_dataloader(path, rank=-1)` on the main process is safe although the helper holds a
+barrier: it sits under `if local_rank not in [-1, 0]:`, which -1 never enters. Following a
+call into a project function, literal arguments (and literal defaults of the parameters left
+out) are bound to the parameter names, and an `if` whose test they decide is known dark.
+"""
+
+from __future__ import annotations
+
+import ast
+import operator
+
+import libcst as cst
+
+from ddplint.lint.facts import Condition
+
+Bindings = dict[str, object]
+UNKNOWN = object()
+_OPERATORS = {
+    cst.Equal: operator.eq, cst.NotEqual: operator.ne, cst.LessThan: operator.lt,
+    cst.LessThanEqual: operator.le, cst.GreaterThan: operator.gt, cst.GreaterThanEqual: operator.ge,
+    cst.In: lambda a, b: a in b, cst.NotIn: lambda a, b: a not in b,
+    cst.Is: operator.is_, cst.IsNot: operator.is_not,
+}
+_EMPTY = cst.Module(body=[])
+
+
+def literal(expr: cst.BaseExpression | None) -> object:
+    """The value of a literal expression (-1, "x", None, [-1, 0], {-1, 0}), else UNKNOWN."""
+    if expr is None or not isinstance(
+        expr, (cst.Integer, cst.Float, cst.SimpleString, cst.Name, cst.UnaryOperation, cst.List, cst.Set, cst.Tuple)
+    ):
+        return UNKNOWN
+    if isinstance(expr, cst.Name) and expr.value not in {"None", "True", "False"}:
+        return UNKNOWN
+    try:
+        return ast.literal_eval(_EMPTY.code_for_node(expr))
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return UNKNOWN
+
+
+def bind_arguments(call: cst.Call, definition: cst.FunctionDef, outer: Bindings) -> Bindings:
+    """Parameter -> constant value for this call: literal arguments, arguments that are names
+    bound in the caller, and literal defaults of the parameters the call leaves out."""
+    if any(a.star for a in call.args):
+        return {}
+    params = [*definition.params.posonly_params, *definition.params.params]
+    if params and params[0].name.value in {"self", "cls"} and isinstance(call.func, cst.Attribute):
+        params = params[1:]
+    by_name = {p.name.value: p for p in (*params, *definition.params.kwonly_params)}
+    given: dict[str, cst.BaseExpression] = {}
+    positional = [a.value for a in call.args if a.keyword is None]
+    for param, value in zip(params, positional):
+        given[param.name.value] = value
+    for a in call.args:
+        if a.keyword is not None and a.keyword.value in by_name:
+            given[a.keyword.value] = a.value
+    bound: Bindings = {}
+    for name, param in by_name.items():
+        if name in given:
+            value = given[name]
+            found = outer.get(value.value, UNKNOWN) if isinstance(value, cst.Name) and value.value in outer \
+                else literal(value)
+        else:
+            found = literal(param.default)
+        if found is not UNKNOWN:
+            bound[name] = found
+    return bound
+
+
+def dark(conditions: tuple[Condition, ...], bindings: Bindings) -> bool:
+    """Some enclosing condition is known to be false under these bindings."""
+    if not bindings:
+        return False
+    for condition in conditions:
+        value = _evaluate(condition.test, bindings)
+        if value is not UNKNOWN and bool(value) == condition.negated:
+            return True
+    return False
+
+
+def key(bindings: Bindings) -> tuple:
+    return tuple(sorted((name, repr(value)) for name, value in bindings.items()))
+
+
+def _evaluate(expr: cst.BaseExpression, bindings: Bindings) -> object:
+    if isinstance(expr, cst.Name) and expr.value in bindings:
+        return bindings[expr.value]
+    if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Not):
+        inner = _evaluate(expr.expression, bindings)
+        return UNKNOWN if inner is UNKNOWN else not inner
+    if isinstance(expr, cst.BooleanOperation):
+        left, right = _evaluate(expr.left, bindings), _evaluate(expr.right, bindings)
+        if isinstance(expr.operator, cst.And):
+            if left is not UNKNOWN and not left or right is not UNKNOWN and not right:
+                return False
+            return UNKNOWN if UNKNOWN in (left, right) else True
+        if left is not UNKNOWN and left or right is not UNKNOWN and right:
+            return True
+        return UNKNOWN if UNKNOWN in (left, right) else False
+    if isinstance(expr, cst.Comparison):
+        left = _evaluate(expr.left, bindings)
+        for target in expr.comparisons:
+            right = _evaluate(target.comparator, bindings)
+            compare = _OPERATORS.get(type(target.operator))
+            if left is UNKNOWN or right is UNKNOWN or compare is None:
+                return UNKNOWN
+            try:
+                if not compare(left, right):
+                    return False
+            except TypeError:
+                return UNKNOWN
+            left = right
+        return True
+    return literal(expr)
