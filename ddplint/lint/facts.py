@@ -150,6 +150,8 @@ class ModuleFacts:
     rpc_only: bool = False  # RPC workers and no process group or DDP replica: not data-parallel
     is_script: bool = False  # has an `if __name__ == "__main__":` block
     idle_with_calls: set[int] = field(default_factory=set)  # id() of `with open(...): pass` items
+    # `assert not opt.evolve`: (the name, the function, the conditions around the assert)
+    asserted_false: list[tuple[str, str, tuple[Condition, ...]]] = field(default_factory=list)
 
     # -- name resolution -------------------------------------------------------------
 
@@ -346,6 +348,13 @@ class _Collector(cst.CSTVisitor):
             if self.suite_exits:
                 self.suite_exits[-1] += 1
         return False
+
+    def visit_Assert(self, node: cst.Assert) -> None:
+        test = node.test
+        if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+            name = dotted(test.expression)
+            if name is not None:
+                self.facts.asserted_false.append((name, self.scope, tuple(self.conditions)))
 
     def visit_Try(self, node: cst.Try) -> bool:
         saved = self.caught

@@ -63,6 +63,7 @@ class Guards:
         self.ctx = ctx
         self._callers: dict[int, dict[str, list[CallSite]]] = {}
         self._predicates: dict[tuple[int, str], str | None] = {}
+        self._refused: dict[int, frozenset[str]] = {}
         self._helpers = set(ctx.config.main_process_helpers)
         self._extra_predicates = set(ctx.config.main_process_predicates)
 
@@ -114,6 +115,8 @@ class Guards:
             return _atom(MAIN)
         if last in DIST_FLAGS:
             return _atom(DIST)
+        if name in self._refused_when_distributed(facts, path):
+            return frozenset(SINGLE_WORLD), ALL
         if "rank" in last and facts.kind_of(expr, function) in {"global", "local"}:
             return _atom(NOTMAIN)  # `if rank:` is true off the main process; `if not rank:` on it
         if depth > 0 and self.set_on_main_only(name, facts, path, function, depth):
@@ -127,6 +130,18 @@ class Guards:
             if values:
                 return frozenset().union(*(t for t, _ in values)), frozenset().union(*(f for _, f in values))
         return ALL, ALL
+
+    def _refused_when_distributed(self, facts: ModuleFacts, path: Path) -> frozenset[str]:
+        """Options a distributed run refuses: after `if LOCAL_RANK != -1: assert not opt.evolve`,
+        the `if opt.evolve:` branch runs in a single process only."""
+        key = id(facts)
+        if key not in self._refused:
+            self._refused[key] = frozenset()  # recursion guard
+            self._refused[key] = frozenset(
+                name for name, function, conditions in facts.asserted_false
+                if any(self.condition_kind(c, facts, path, function, 1) == DIST for c in conditions)
+            )
+        return self._refused[key]
 
     def _call(self, call: cst.Call, facts, path, function, depth) -> tuple[frozenset[str], frozenset[str]]:
         raw = dotted(call.func)
