@@ -15,7 +15,7 @@ from ddplint.lint.facts import CallSite, ModuleFacts, spawn_targets
 from ddplint.lint.guards import Guards
 from ddplint.lint.project import ProjectIndex
 
-FOLLOW_DEPTH = 3  # how many project function calls deep `reaches` looks
+FOLLOW_DEPTH = 4  # how many project function calls deep `reaches` looks (DINOv2 binds its GPU 4 deep)
 
 
 @dataclass
