@@ -87,7 +87,8 @@ def lint_paths(paths: Sequence[Path], config: Config, jobs: int = 0) -> LintResu
     result = LintResult(errors=errors)
     workers = jobs or min(os.cpu_count() or 1, 8)
     if workers > 1 and len(files) >= PARALLEL_THRESHOLD:
-        chunks = [files[i::workers] for i in range(workers)]
+        size = -(-len(files) // workers)  # contiguous blocks: a directory's helpers stay in one worker
+        chunks = [files[i:i + size] for i in range(0, len(files), size)]
         with ProcessPoolExecutor(max_workers=workers) as pool:
             for part in pool.map(_lint_files, chunks, [config] * workers):
                 result.extend(part)
