@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from ddplint.lint.names import CANONICAL, arg, dotted, int_value, string_value
+from ddplint.lint.walk import Walker
 
 DIST = "torch.distributed"
 DDP = "torch.nn.parallel.DistributedDataParallel"
@@ -253,7 +254,7 @@ class ModuleFacts:
         return name is not None and name.rsplit(".", 1)[-1] in RANKISH
 
 
-class _Collector(cst.CSTVisitor):
+class _Collector(Walker):
     def __init__(self, facts: ModuleFacts) -> None:
         self.facts = facts
         self.order = 0
@@ -313,7 +314,7 @@ class _Collector(cst.CSTVisitor):
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
         for decorator in node.decorators:
-            decorator.visit(self)
+            self.walk(decorator)
         self.function.append(node.name.value)
         params = tuple(p.name.value for p in (*node.params.posonly_params, *node.params.params))
         decorators = tuple(
@@ -323,8 +324,8 @@ class _Collector(cst.CSTVisitor):
         self.facts.functions[self.scope] = FunctionInfo(self.scope, node, params, decorators)
         saved = (self.conditions, self.loops, self.suite_exits, self.caught)
         self.conditions, self.loops, self.suite_exits, self.caught = [], [], [], frozenset()
-        node.params.visit(self)
-        node.body.visit(self)
+        self.walk(node.params)
+        self.walk(node.body)
         self.conditions, self.loops, self.suite_exits, self.caught = saved
         self.function.pop()
         return False
@@ -332,15 +333,15 @@ class _Collector(cst.CSTVisitor):
     # -- control flow ----------------------------------------------------------------
 
     def visit_If(self, node: cst.If) -> bool:
-        node.test.visit(self)
+        self.walk(node.test)
         if not self.function and _is_main_block(node.test):
             self.facts.is_script = True
         self.conditions.append(Condition(node.test, False))
-        node.body.visit(self)
+        self.walk(node.body)
         self.conditions.pop()
         if node.orelse is not None:
             self.conditions.append(Condition(node.test, True))
-            node.orelse.visit(self)
+            self.walk(node.orelse)
             self.conditions.pop()
         if node.orelse is None and _exits(node.body):
             # `if rank != 0: return` guards the rest of the enclosing block
@@ -359,11 +360,11 @@ class _Collector(cst.CSTVisitor):
     def visit_Try(self, node: cst.Try) -> bool:
         saved = self.caught
         self.caught = saved | {name for handler in node.handlers for name in _exception_names(handler.type)}
-        node.body.visit(self)
+        self.walk(node.body)
         self.caught = saved
         for part in (*node.handlers, node.orelse, node.finalbody):
             if part is not None:
-                part.visit(self)
+                self.walk(part)
         return False
 
     def visit_With(self, node: cst.With) -> None:
@@ -376,11 +377,11 @@ class _Collector(cst.CSTVisitor):
 
     def visit_IfExp(self, node: cst.IfExp) -> bool:
         # `SummaryWriter(...) if rank == 0 else None` guards its body like an `if` statement
-        node.test.visit(self)
+        self.walk(node.test)
         self.conditions.append(Condition(node.test, False))
-        node.body.visit(self)
+        self.walk(node.body)
         self.conditions[-1] = Condition(node.test, True)
-        node.orelse.visit(self)
+        self.walk(node.orelse)
         self.conditions.pop()
         return False
 
@@ -404,22 +405,22 @@ class _Collector(cst.CSTVisitor):
         self._close_suite()
 
     def visit_For(self, node: cst.For) -> bool:
-        node.target.visit(self)
-        node.iter.visit(self)
+        self.walk(node.target)
+        self.walk(node.iter)
         self.loops.append(node)
-        node.body.visit(self)
+        self.walk(node.body)
         self.loops.pop()
         if node.orelse is not None:
-            node.orelse.visit(self)
+            self.walk(node.orelse)
         return False
 
     def visit_While(self, node: cst.While) -> bool:
-        node.test.visit(self)
+        self.walk(node.test)
         self.loops.append(node)
-        node.body.visit(self)
+        self.walk(node.body)
         self.loops.pop()
         if node.orelse is not None:
-            node.orelse.visit(self)
+            self.walk(node.orelse)
         return False
 
     # -- events ----------------------------------------------------------------------
@@ -593,7 +594,7 @@ def _rpc_only(facts: ModuleFacts) -> bool:
 
 def collect(module: cst.Module) -> ModuleFacts:
     facts = ModuleFacts()
-    module.visit(_Collector(facts))
+    _Collector(facts).walk(module)
     _infer_name_kinds(facts)
     facts.framework = _detect_framework(facts)
     facts.is_distributed = _detect_distributed(facts)

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import libcst as cst
 
+from ddplint.lint.walk import Walker
+
 # Public spellings of the same object, mapped to one canonical qualified name.
 CANONICAL = {
     "torch.nn.parallel.distributed.DistributedDataParallel": "torch.nn.parallel.DistributedDataParallel",
@@ -88,19 +90,23 @@ def names_in(expr: cst.CSTNode) -> set[str]:
     """Every dotted name (and its prefixes' full chains) mentioned in an expression."""
     found: set[str] = set()
 
-    class _Collect(cst.CSTVisitor):
-        def visit_Attribute(self, node: cst.Attribute) -> bool:
-            name = dotted(node)
-            if name:
-                found.add(name)
-                return False
-            return True
-
-        def visit_Name(self, node: cst.Name) -> None:
-            found.add(node.value)
-
-    expr.visit(_Collect())
+    _NameCollector(found).walk(expr)
     return found
+
+
+class _NameCollector(Walker):
+    def __init__(self, found: set[str]) -> None:
+        self.found = found
+
+    def visit_Attribute(self, node: cst.Attribute) -> bool:
+        name = dotted(node)
+        if name:
+            self.found.add(name)
+            return False
+        return True
+
+    def visit_Name(self, node: cst.Name) -> None:
+        self.found.add(node.value)
 
 
 def with_argument(call: cst.Call, keyword: str, position: int, value: cst.BaseExpression) -> cst.Call:

@@ -1,0 +1,69 @@
+"""A read-only walk over a libcst tree, in source order.
+
+libcst's `node.visit(visitor)` rebuilds every node it passes through (it is built for
+transformers), which costs more than the parse itself. The facts pass only reads, so it walks
+the syntactic fields directly and skips the whitespace and punctuation nodes. The visitor keeps
+libcst's shape: `visit_<Node>` (return False to skip the children) and `leave_<Node>`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+
+import libcst as cst
+
+# Fields that hold only whitespace, comments or punctuation.
+_SKIPPED = frozenset({
+    "lpar", "rpar", "lbrace", "rbrace", "lbracket", "rbracket", "comma", "equal", "dot", "colon", "semicolon",
+    "leading_lines", "lines_after_decorators", "header", "footer", "indent", "trailing_whitespace", "asynchronous",
+    "encoding", "default_indent", "default_newline", "has_trailing_newline", "star",
+})
+# Where the dataclass field order is not the source order.
+_ORDER = {
+    cst.ClassDef: ("decorators", "name", "bases", "keywords", "body"),
+    cst.FunctionDef: ("decorators", "name", "params", "returns", "body"),
+}
+_fields: dict[type, tuple[str, ...]] = {}
+
+
+def _field_names(kind: type) -> tuple[str, ...]:
+    names = _fields.get(kind)
+    if names is None:
+        names = _ORDER.get(kind) or tuple(
+            f.name for f in dataclasses.fields(kind) if f.name not in _SKIPPED and not f.name.startswith("whitespace")
+        )
+        _fields[kind] = names
+    return names
+
+
+def children(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    for name in _field_names(type(node)):
+        value = getattr(node, name)
+        if isinstance(value, cst.CSTNode):
+            yield value
+        elif isinstance(value, (list, tuple)):
+            for item in value:
+                if isinstance(item, cst.CSTNode):
+                    yield item
+
+
+_handlers: dict[tuple[type, type], tuple] = {}
+
+
+class Walker:
+    """Base of read-only visitors: `self.walk(node)` dispatches on the node's class name."""
+
+    def walk(self, node: cst.CSTNode) -> None:
+        key = (type(self), type(node))
+        handlers = _handlers.get(key)
+        if handlers is None:
+            name = type(node).__name__
+            handlers = _handlers[key] = (getattr(type(self), f"visit_{name}", None),
+                                         getattr(type(self), f"leave_{name}", None))
+        visit, leave = handlers
+        if visit is None or visit(self, node) is not False:
+            for child in children(node):
+                self.walk(child)
+        if leave is not None:
+            leave(self, node)
