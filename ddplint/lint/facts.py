@@ -151,6 +151,7 @@ class ModuleFacts:
     rpc_only: bool = False  # RPC workers and no process group or DDP replica: not data-parallel
     is_script: bool = False  # has an `if __name__ == "__main__":` block
     idle_with_calls: set[int] = field(default_factory=set)  # id() of `with open(...): pass` items
+    attributes: set[str] = field(default_factory=set)  # every `x.<name>` used: "local_rank", "gpu"
     # `assert not opt.evolve`: (the name, the function, the conditions around the assert)
     asserted_false: list[tuple[str, str, tuple[Condition, ...]]] = field(default_factory=list)
 
@@ -435,6 +436,9 @@ class _Collector(Walker):
             value = node.evaluated_value
             if isinstance(value, str) and value in ENV_KINDS:
                 self.facts.env_names.add(value)
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        self.facts.attributes.add(node.attr.value)
 
     def visit_Subscript(self, node: cst.Subscript) -> None:
         env = self.facts.env_read(node)

@@ -149,6 +149,10 @@ class LocalRankArgument(Rule):
             "LOCAL_RANK" in module.env_reads | module.env_names for module in ctx.imported_project_modules(depth=2)
         ):
             return  # no flag, or the binding comes from the environment and the flag is a leftover
+        if "local_rank" not in ctx.facts.attributes and not any(
+            "local_rank" in module.attributes for module in ctx.imported_project_modules(depth=2)
+        ):
+            return  # kept so that torch.distributed.launch does not reject it, and never read
         for site, flag in flags:
             yield Finding(
                 site.node,
