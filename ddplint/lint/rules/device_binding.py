@@ -67,15 +67,30 @@ class NoDeviceBinding(Rule):
             return
         if any(use.kind == "local" for use in device_uses(ctx)):
             return
-        for site in ctx.facts.calls_to(INIT_PG):
-            backend = string_value(arg(site.node, 0, "backend"))
-            if backend is not None and "nccl" in backend:
-                yield Finding(
-                    site.node,
-                    "NCCL process group but no rank is bound to its GPU: all ranks share GPU 0 and "
-                    "collectives hang or run out of memory; call torch.cuda.set_device(local_rank) "
-                    "before init_process_group",
-                )
+        library = not ctx.facts.is_script  # a helper module: its callers bind the device, or are reported
+        for site in ctx.facts.calls:
+            if library and site.function or not self._starts_nccl(ctx, site):
+                continue
+            yield Finding(
+                site.node,
+                "NCCL process group but no rank is bound to its GPU: all ranks share GPU 0 and "
+                "collectives hang or run out of memory; call torch.cuda.set_device(local_rank) "
+                "before init_process_group",
+            )
+
+    @staticmethod
+    def _starts_nccl(ctx: LintContext, site) -> bool:
+        """init_process_group("nccl") here, or in a helper of another project module."""
+        if site.name != INIT_PG:
+            resolved = ctx.resolve_function(ctx.facts, ctx.path, ctx.method_target(ctx.facts, site))
+            if resolved is None or resolved[0] is ctx.facts:
+                return False  # a function of this module is reported at its own init call
+        return ctx.reaches_if(site, "nccl init", _nccl_init)
+
+
+def _nccl_init(site, facts, path) -> bool:
+    backend = string_value(arg(site.node, 0, "backend"))
+    return site.name == INIT_PG and backend is not None and "nccl" in backend
 
 
 class SetDeviceAfterCollective(Rule):
