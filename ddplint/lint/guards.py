@@ -53,6 +53,7 @@ DIST_FLAGS = {
     "distributed", "ddp", "is_distributed", "use_ddp", "multiprocessing_distributed", "use_distributed",
     "is_initialized", "is_dist_avail_and_initialized", "is_dist_initialized", "dist_initialized",
 }
+BARRIER = "torch.distributed.barrier"
 RANK_CALLS = {"get_rank", "get_local_rank", "get_global_rank", "get_node_local_rank"}
 WORLD_NAMES = {"world_size", "ddp_world_size", "num_gpus", "ngpus", "n_gpus", "get_world_size"}
 CALLER_DEPTH = 4  # how many callers up a guard is looked for
@@ -280,14 +281,14 @@ class Guards:
         return info is not None and any(self._main_decorator(d) for d in info.decorators)
 
     def main_only(self, site: CallSite, facts: ModuleFacts | None = None, path: Path | None = None,
-                  depth: int = CALLER_DEPTH) -> bool:
+                  depth: int = CALLER_DEPTH, main_first: bool = False) -> bool:
         """No rank but the main one reaches the site: by its guards, or because every caller is guarded.
 
         A function of this module that nothing here calls is taken as guarded: its callers live
         elsewhere, and a call from the linted script to a project helper is judged at that call.
         """
         facts, path = facts or self.ctx.facts, path or self.ctx.path
-        if self.guarded_here(site, facts, path):
+        if self.guarded_here(site, facts, path) or main_first and self.rank_zero_first(site, facts, path):
             return True
         info = _enclosing_function(facts, site.function)
         if info is None or depth == 0:
@@ -297,7 +298,19 @@ class Guards:
         callers = self.callers(facts).get(info.name, [])
         if not callers:
             return True
-        return all(self.main_only(c, facts, path, depth - 1) for c in callers if c.function != info.name)
+        return all(self.main_only(c, facts, path, depth - 1, main_first) for c in callers if c.function != info.name)
+
+    def rank_zero_first(self, site: CallSite, facts: ModuleFacts, path: Path) -> bool:
+        """Between `if rank != 0: barrier()` and a later `if rank == 0: barrier()`: rank 0 runs
+        the site alone, the others only after it is done (filling a download cache)."""
+        before = after = False
+        for other in facts.calls:
+            if other.function != site.function or other.name != BARRIER:
+                continue
+            kinds = {self.condition_kind(c, facts, path, other.function) for c in other.conditions}
+            before = before or other.order < site.order and NOTMAIN in kinds
+            after = after or other.order > site.order and MAIN in kinds
+        return before and after
 
     def rank_conditional(self, site: CallSite) -> bool:
         """The site runs on some ranks and not others: under a main-process guard or its negation."""

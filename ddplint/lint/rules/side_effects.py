@@ -87,6 +87,11 @@ def effect_of(site: CallSite, facts: ModuleFacts) -> str | None:
     return None
 
 
+# Values that differ between processes as a rank does: a fresh temporary name, the pid.
+UNIQUE_PER_PROCESS = {"uuid.uuid4", "uuid.uuid1", "os.getpid", "tempfile.mktemp", "tempfile.mkstemp",
+                      "tempfile.NamedTemporaryFile", "tempfile.mkdtemp"}
+
+
 def _mentions_rank(expr: cst.BaseExpression | None, facts: ModuleFacts, function: str) -> bool:
     if expr is None:
         return False
@@ -95,6 +100,8 @@ def _mentions_rank(expr: cst.BaseExpression | None, facts: ModuleFacts, function
         if last in RANK_CALLS or facts.kind_of_name(name, function) in {"local", "global"}:
             return True
         if last in {"process_index", "gpu", "gpu_id"} or _rank_word(last):
+            return True
+        if facts.qualify(name) in UNIQUE_PER_PROCESS:
             return True
     return False
 
@@ -148,7 +155,8 @@ def unguarded_writes(ctx: LintContext, kind: str) -> Iterator[tuple[CallSite, st
             helper = dotted(site.node.func)
         else:
             continue
-        if not guards.main_only(site):
+        # rank 0 first, the others after it (a cache): not concurrent, but a second makedirs still raises
+        if not guards.main_only(site, main_first=kind != MKDIR):
             yield site, helper
 
 
