@@ -118,7 +118,7 @@ class Guards:
             return _atom(DIST)
         if name in self._refused_when_distributed(facts, path):
             return frozenset(SINGLE_WORLD), ALL
-        if "rank" in last and facts.kind_of(expr, function) in {"global", "local"}:
+        if "rank" in last and facts.is_rankish(expr, function):
             return _atom(NOTMAIN)  # `if rank:` is true off the main process; `if not rank:` on it
         if depth > 0 and self.set_on_main_only(name, facts, path, function, depth):
             return _atom(MAIN)  # `writer = None` / `if rank == 0: writer = SummaryWriter()` / `if writer:`
