@@ -17,7 +17,11 @@ from ddplint.lint.facts import DDP, INIT_PG, SET_DEVICE, CallSite
 from ddplint.lint.names import arg, int_value, string_value
 
 CUDA_INDEX = re.compile(r"^cuda:(\d+)$")
-BINDING = frozenset({SET_DEVICE})
+# set_device, and launchers of other libraries that call it for the process they start.
+BINDING = frozenset({
+    SET_DEVICE, "mmcv.runner.init_dist", "mmcv.runner.dist_utils.init_dist", "mmengine.dist.init_dist",
+    "mmengine.dist.utils.init_dist", "detectron2.engine.launch", "detectron2.engine.launch.launch",
+})
 
 
 @dataclass(frozen=True)
