@@ -11,7 +11,7 @@ import libcst as cst
 
 from ddplint.config import Config
 from ddplint.lint import constants
-from ddplint.lint.facts import CallSite, ModuleFacts, spawn_targets
+from ddplint.lint.facts import INIT_PG, CallSite, ModuleFacts, single_process_init, spawn_targets
 from ddplint.lint.guards import Guards
 from ddplint.lint.project import ProjectIndex
 
@@ -27,6 +27,19 @@ class LintContext:
     config: Config
     _reach_cache: dict = field(default_factory=dict)
     _resolve_cache: dict = field(default_factory=dict)
+
+    @cached_property
+    def is_distributed(self) -> bool:
+        """By its own code, or a script whose process group starts in a project helper
+        (`dist_util.setup_dist()`) without the script naming torch.distributed itself."""
+        if self.facts.is_distributed or not self.facts.is_script:
+            return self.facts.is_distributed
+
+        def starts_group(site: CallSite, facts: ModuleFacts, path: Path) -> bool:
+            return site.name == INIT_PG and not single_process_init(site.node)
+
+        return any(site.name != INIT_PG and self.reaches_if(site, "multi-process init", starts_group)
+                   for site in self.facts.calls)
 
     def function_body_calls(self, facts: ModuleFacts, function: str) -> list[CallSite]:
         prefix = function + "."

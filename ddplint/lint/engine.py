@@ -22,8 +22,9 @@ from ddplint.lint.rules.base import Rule
 from ddplint.lint.source import SourceError, read_source
 
 SYNTAX_ERROR = "DDP001"
-# Every rule needs a distributed script, and every distributed script says one of these.
-MIGHT_BE_DISTRIBUTED = re.compile(r"torch|RANK|local_rank|local-rank|cuda")
+# Every rule needs a distributed script, and every distributed script says one of these
+# (`dist` also for scripts whose process group starts in a helper such as dist_util.setup_dist).
+MIGHT_BE_DISTRIBUTED = re.compile(r"torch|RANK|local_rank|local-rank|cuda|dist")
 NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Z]+[0-9]+(?:\s*,\s*[A-Z]+[0-9]+)*))?", re.IGNORECASE)
 PARALLEL_THRESHOLD = 16  # below this many files a worker pool costs more than it saves
 
@@ -150,7 +151,7 @@ def lint_text(path: Path, text: str, config: Config, rules: list[Rule], project:
     for rule in rules:
         if rule.code in ignored:
             continue
-        if rule.needs_distributed and (not facts.is_distributed or facts.framework is not None):
+        if rule.needs_distributed and (not ctx.is_distributed or facts.framework is not None):
             continue
         if rule.data_parallel and facts.rpc_only:
             continue

@@ -569,7 +569,7 @@ def _detect_framework(facts: ModuleFacts) -> str | None:
 
 def _detect_distributed(facts: ModuleFacts) -> bool:
     inits = facts.calls_to(f"{DIST}.init_process_group")
-    if inits and all(_single_process(site.node) for site in inits):
+    if inits and all(single_process_init(site.node) for site in inits):
         return False
     for call in facts.calls:
         name = call.name or ""
@@ -583,7 +583,7 @@ def _detect_distributed(facts: ModuleFacts) -> bool:
     return any(kind in {"local", "global"} for (scope, _), kind in facts.name_kinds.items())
 
 
-def _single_process(init: cst.Call) -> bool:
+def single_process_init(init: cst.Call) -> bool:
     """A process group only one process can join: the "fake" backend (tracing, compiling ahead
     of time) or a literal world_size=1 (a unit test that needs an initialized group)."""
     return string_value(arg(init, 0, "backend")) == "fake" or int_value(arg(init, None, "world_size")) == 1
