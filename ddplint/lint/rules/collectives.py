@@ -69,6 +69,7 @@ class CollectiveUnderRankGuard(Rule):
                 communicating.append((site, what))
         sides = {id(site): self._side(ctx, site) for site, _ in communicating}
         for site, what in communicating:
+            forward = what.startswith("forward pass")
             side = sides[id(site)]
             if side is None or not guards.rank_conditional(site):
                 continue
@@ -79,10 +80,14 @@ class CollectiveUnderRankGuard(Rule):
             )
             if paired:  # `if rank == 0: barrier()` matched by `if rank != 0: barrier()`
                 continue
+            if forward:  # DDP syncs buffers (and, in training, gradients) with the other ranks
+                fix = f"evaluate on one rank with the unwrapped model ('{site.name}.module') or run it on every rank"
+            else:
+                fix = "call it on every rank, outside the rank check"
             yield Finding(
                 site.node,
                 f"{what} runs only on some ranks (inside a rank-dependent branch): the other ranks "
-                "never join it and the job hangs; call it on every rank, outside the rank check",
+                f"never join its collectives and the job hangs or mismatches later ones; {fix}",
             )
 
     @staticmethod
