@@ -44,7 +44,7 @@ def _fail(message: str) -> None:
 @click.option("--fix", is_flag=True, help="Apply the safe fixes in place, then report what is left.")
 @click.option("--diff", is_flag=True, help="Print the safe fixes as a unified diff; change no file.")
 @click.option("--jobs", "-j", type=click.IntRange(min=0), default=0, show_default=True,
-              help="Worker processes for linting; 0 picks one per core.")
+              help="Worker processes for linting; 0 picks one per core (at most 8).")
 @click.option("--list-rules", is_flag=True, help="List every rule: code, name, severity, summary.")
 @click.option("--explain", metavar="CODE", help="Print the documentation of a rule.")
 @click.option("--runtime", is_flag=True,
