@@ -56,3 +56,39 @@ def test_hook_applies_config_exclude_to_named_files(tmp_path):
     )
     proc = try_repo(project)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def snapshot(tmp_path: Path) -> str:
+    """This checkout (uncommitted changes included) as a one-commit repository, the way
+    try-repo builds one, so that a config can pass the hook its own `args`."""
+    repo = tmp_path / "hook-repo"
+    listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT, check=True,
+                            capture_output=True, text=True).stdout.splitlines()
+    for name in listed:
+        if (ROOT / name).is_file():
+            (repo / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, repo / name)
+    git(repo, "init", "-q")
+    git(repo, "add", "-A")
+    git(repo, "-c", "user.email=dev@example.com", "-c", "user.name=dev", "commit", "-qm", "snapshot")
+    return str(repo)
+
+
+def test_hook_with_fix_rewrites_the_staged_file(tmp_path):
+    project = new_project(tmp_path, FIXTURES / "lint" / "side_effects" / "makedirs_race.py")
+    repo = snapshot(tmp_path)
+    rev = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, check=True, capture_output=True,
+                         text=True).stdout.strip()
+    (project / ".pre-commit-config.yaml").write_text(
+        f"repos:\n  - repo: {repo}\n    rev: {rev}\n    hooks:\n      - id: ddplint\n        args: [--fix]\n"
+    )
+    git(project, "add", "-A")
+    before = (project / "train.py").read_text()
+    proc = subprocess.run([PRE_COMMIT, "run", "--all-files"], cwd=project, capture_output=True, text=True,
+                          timeout=600)
+    after = (project / "train.py").read_text()
+    assert proc.returncode == 1 and "files were modified by this hook" in proc.stdout, proc.stdout + proc.stderr
+    assert "exist_ok=True" in after and after != before
+    again = subprocess.run([PRE_COMMIT, "run", "--all-files"], cwd=project, capture_output=True, text=True,
+                           timeout=600)
+    assert "files were modified" not in again.stdout and (project / "train.py").read_text() == after
