@@ -98,6 +98,9 @@ class LintContext:
             return False
         inner_facts, inner_path, function = resolved
         inner_bindings = constants.bind_arguments(site.node, inner_facts.functions[function].node, bindings or {})
+        if inner_bindings:  # a parameter the function reassigns no longer holds the argument
+            reassigned = {a.target for a in inner_facts.assignments if a.function == function}
+            inner_bindings = {name: value for name, value in inner_bindings.items() if name not in reassigned}
         cache_key = (id(inner_facts), function, key, constants.key(inner_bindings))
         if cache_key not in self._reach_cache:
             self._reach_cache[cache_key] = False  # recursion guard
