@@ -21,6 +21,7 @@ CUDA_INDEX = re.compile(r"^cuda:(\d+)$")
 BINDING = frozenset({
     SET_DEVICE, "mmcv.runner.init_dist", "mmcv.runner.dist_utils.init_dist", "mmengine.dist.init_dist",
     "mmengine.dist.utils.init_dist", "detectron2.engine.launch", "detectron2.engine.launch.launch",
+    "classy_vision.generic.distributed_util.set_cuda_device_index",
 })
 
 

@@ -163,9 +163,12 @@ def lint_text(path: Path, text: str, config: Config, rules: list[Rule], project:
             )
     if found:
         positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+        seen = set()  # one node can match a rule twice (`device=torch.device("cuda")`)
         for rule, finding in found:
             diagnostic = _diagnostic(path, rule, finding, positions, module, lines)
-            if not _suppressed(diagnostic, lines):
+            where = (diagnostic.code, diagnostic.line, diagnostic.col, diagnostic.end_line, diagnostic.end_col)
+            if where not in seen and not _suppressed(diagnostic, lines):
+                seen.add(where)
                 result.diagnostics.append(diagnostic)
     return result
 

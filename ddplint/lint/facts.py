@@ -84,6 +84,8 @@ FRAMEWORK_IMPORTS = {
     "deepspeed": "deepspeed",
     "ignite": "ignite",
     "colossalai": "colossalai",
+    "jax": "jax",  # JAX/Flax training: its own processes and devices, not torch.distributed
+    "flax": "jax",
 }
 # PyTorch's own distributed test harness spawns the processes, builds the group and binds
 # each process to its device before a test method runs.
