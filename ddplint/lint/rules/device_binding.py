@@ -93,6 +93,11 @@ def _nccl_init(site, facts, path) -> bool:
     return site.name == INIT_PG and backend is not None and "nccl" in backend
 
 
+# Collectives that run an NCCL operation on the current GPU; new_group only meets at the store,
+# and monitored_barrier is gloo's.
+ON_DEVICE = COLLECTIVES - {"torch.distributed.new_group", "torch.distributed.monitored_barrier"}
+
+
 class SetDeviceAfterCollective(Rule):
     code = "DDP104"
     name = "set-device-after-init"
@@ -106,7 +111,7 @@ class SetDeviceAfterCollective(Rule):
         ]
         if not inits:
             return
-        communicating = ctx.anywhere(COLLECTIVES)
+        communicating = ctx.anywhere(ON_DEVICE)
         for site in ctx.facts.calls_to(SET_DEVICE):
             for init in inits:
                 if init.function != site.function or init.order > site.order or _exclusive(init, site):
