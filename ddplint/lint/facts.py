@@ -119,6 +119,16 @@ class CallSite:
 
 
 @dataclass(frozen=True)
+class Assert:
+    """`assert local_rank == -1, "not with DDP"`: what a branch promises about its processes."""
+
+    test: cst.BaseExpression
+    function: str
+    order: int
+    conditions: tuple[Condition, ...]
+
+
+@dataclass(frozen=True)
 class Assignment:
     target: str  # dotted target: "local_rank", "args.gpu", "self.gpu_id"
     value: cst.BaseExpression
@@ -154,8 +164,7 @@ class ModuleFacts:
     is_script: bool = False  # has an `if __name__ == "__main__":` block
     idle_with_calls: set[int] = field(default_factory=set)  # id() of `with open(...): pass` items
     attributes: set[str] = field(default_factory=set)  # every `x.<name>` used: "local_rank", "gpu"
-    # `assert not opt.evolve`: (the name, the function, the conditions around the assert)
-    asserted_false: list[tuple[str, str, tuple[Condition, ...]]] = field(default_factory=list)
+    asserts: list[Assert] = field(default_factory=list)
 
     # -- name resolution -------------------------------------------------------------
 
@@ -354,11 +363,7 @@ class _Collector(Walker):
         return False
 
     def visit_Assert(self, node: cst.Assert) -> None:
-        test = node.test
-        if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
-            name = dotted(test.expression)
-            if name is not None:
-                self.facts.asserted_false.append((name, self.scope, tuple(self.conditions)))
+        self.facts.asserts.append(Assert(node.test, self.scope, self._next(), tuple(self.conditions)))
 
     def visit_Try(self, node: cst.Try) -> bool:
         saved = self.caught

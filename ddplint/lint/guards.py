@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from ddplint.lint.facts import CallSite, Condition, ModuleFacts
+from ddplint.lint.facts import SPAWN, Assert, CallSite, Condition, ModuleFacts
 from ddplint.lint.names import dotted, int_value
 
 if TYPE_CHECKING:
@@ -65,6 +65,7 @@ class Guards:
         self._callers: dict[int, dict[str, list[CallSite]]] = {}
         self._predicates: dict[tuple[int, str], str | None] = {}
         self._refused: dict[int, frozenset[str]] = {}
+        self._single_branches: dict[int, list[Assert]] = {}
         self._helpers = set(ctx.config.main_process_helpers)
         self._extra_predicates = set(ctx.config.main_process_predicates)
 
@@ -139,10 +140,27 @@ class Guards:
         if key not in self._refused:
             self._refused[key] = frozenset()  # recursion guard
             self._refused[key] = frozenset(
-                name for name, function, conditions in facts.asserted_false
-                if any(self.condition_kind(c, facts, path, function, 1) == DIST for c in conditions)
+                name for a in facts.asserts
+                if isinstance(a.test, cst.UnaryOperation) and isinstance(a.test.operator, cst.Not)
+                and (name := dotted(a.test.expression)) is not None
+                and any(self.condition_kind(c, facts, path, a.function, 1) == DIST for c in a.conditions)
             )
         return self._refused[key]
+
+    def after_single_process_assert(self, site: CallSite, facts: ModuleFacts, path: Path) -> bool:
+        """Later in a branch that asserts it runs without distribution (`else: assert
+        opt.local_rank == -1, "DDP mode not implemented for --evolve"`)."""
+        key = id(facts)
+        if key not in self._single_branches:
+            self._single_branches[key] = []  # recursion guard
+            self._single_branches[key] = [
+                a for a in facts.asserts
+                if a.conditions and self.test_kind(a.test, facts, path, a.function, 1) == SINGLE
+            ]
+        return any(
+            a.function == site.function and a.order < site.order and a.conditions[-1] in site.conditions
+            for a in self._single_branches[key]
+        )
 
     def _call(self, call: cst.Call, facts, path, function, depth) -> tuple[frozenset[str], frozenset[str]]:
         raw = dotted(call.func)
@@ -277,6 +295,8 @@ class Guards:
         for condition in site.conditions:
             if self.condition_kind(condition, facts, path, site.function) in {MAIN, SINGLE}:
                 return True
+        if self.after_single_process_assert(site, facts, path) or self.before_spawn(site, facts):
+            return True
         info = _enclosing_function(facts, site.function)
         return info is not None and any(self._main_decorator(d) for d in info.decorators)
 
@@ -299,6 +319,12 @@ class Guards:
         if not callers:
             return True
         return all(self.main_only(c, facts, path, depth - 1, main_first) for c in callers if c.function != info.name)
+
+    @staticmethod
+    def before_spawn(site: CallSite, facts: ModuleFacts) -> bool:
+        """In the launcher process, before it spawns the ranks (`os.makedirs(run_dir)`, then
+        `mp.spawn(worker, ...)` in the same function): it runs once."""
+        return any(c.name in SPAWN and c.function == site.function and c.order > site.order for c in facts.calls)
 
     def rank_zero_first(self, site: CallSite, facts: ModuleFacts, path: Path) -> bool:
         """Between `if rank != 0: barrier()` and a later `if rank == 0: barrier()`: rank 0 runs
