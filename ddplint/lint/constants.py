@@ -14,6 +14,7 @@ import operator
 import libcst as cst
 
 from ddplint.lint.facts import Condition
+from ddplint.lint.names import call_parameters
 
 Bindings = dict[str, object]
 UNKNOWN = object()
@@ -45,9 +46,7 @@ def bind_arguments(call: cst.Call, definition: cst.FunctionDef, outer: Bindings)
     bound in the caller, and literal defaults of the parameters the call leaves out."""
     if any(a.star for a in call.args):
         return {}
-    params = [*definition.params.posonly_params, *definition.params.params]
-    if params and params[0].name.value in {"self", "cls"} and isinstance(call.func, cst.Attribute):
-        params = params[1:]
+    params = call_parameters(call, definition)
     by_name = {p.name.value: p for p in (*params, *definition.params.kwonly_params)}
     given: dict[str, cst.BaseExpression] = {}
     positional = [a.value for a in call.args if a.keyword is None]

@@ -54,6 +54,8 @@ class LintContext:
             return None
         if name in facts.functions:
             return facts, path, name
+        if f"{name}.__init__" in facts.functions:  # constructing a project class runs its __init__
+            return facts, path, f"{name}.__init__"
         if name.startswith("torch.") or name.split(".")[0] in {"os", "sys", "torch"}:
             return None
         key = (id(facts), name, hops)
@@ -68,6 +70,8 @@ class LintContext:
         module_path, module_facts, attr = found
         if attr and attr in module_facts.functions:
             return module_facts, module_path, attr
+        if attr and f"{attr}.__init__" in module_facts.functions:
+            return module_facts, module_path, f"{attr}.__init__"
         reexport = module_facts.imports.get(attr) if attr and "." not in attr else None
         if reexport is not None and hops > 0 and module_facts is not facts:
             return self.resolve_function(module_facts, module_path, reexport, hops - 1)

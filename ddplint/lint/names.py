@@ -131,3 +131,13 @@ def with_argument(call: cst.Call, keyword: str, position: int, value: cst.BaseEx
         args[-1] = last.with_changes(comma=last.comma.with_changes(whitespace_after=between))
         new = new.with_changes(comma=last.comma)
     return call.with_changes(args=[*args, new])
+
+
+def call_parameters(call: cst.Call, definition: cst.FunctionDef) -> list[cst.Param]:
+    """The positional parameters as the call fills them: without `self`/`cls` for a method
+    called through an object and for a constructor (`Logger(...)` runs `__init__`)."""
+    params = [*definition.params.posonly_params, *definition.params.params]
+    bound = isinstance(call.func, cst.Attribute) or definition.name.value == "__init__"
+    if params and params[0].name.value in {"self", "cls"} and bound:
+        return params[1:]
+    return params

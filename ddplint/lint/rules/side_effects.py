@@ -15,15 +15,16 @@ from pathlib import Path
 import libcst as cst
 
 from ddplint.diagnostics import Severity
+from ddplint.lint import constants
 from ddplint.lint.context import FOLLOW_DEPTH, LintContext
 from ddplint.lint.facts import CallSite, ModuleFacts
 from ddplint.lint.guards import RANK_CALLS
 from ddplint.lint.names import (
     arg,
+    call_parameters,
     dotted,
     has_keyword,
     has_star_kwargs,
-    int_value,
     names_in,
     string_value,
     with_argument,
@@ -43,8 +44,12 @@ EXISTS_HANDLED = {"FileExistsError", "OSError", "IOError", "EnvironmentError", "
 MODE = re.compile(r"^[rwaxbt+]{1,3}$")
 
 
-def effect_of(site: CallSite, facts: ModuleFacts) -> str | None:
-    """What kind of once-only write a call is, if any (per-rank paths and buffers are not)."""
+def effect_of(site: CallSite, facts: ModuleFacts, bindings: constants.Bindings | None = None) -> str | None:
+    """What kind of once-only write a call is, if any (per-rank paths and buffers are not).
+
+    `bindings` are the constant arguments of the helper the site is in: `open(name, file_mode)`
+    writes when the caller passed file_mode="a".
+    """
     call, name = site.node, site.name or ""
     if name in CHECKPOINT_WRITERS or site.method == "save_pretrained":
         target = arg(call, 1, "f") if name == "torch.save" else arg(call, 0, None)
@@ -60,6 +65,8 @@ def effect_of(site: CallSite, facts: ModuleFacts) -> str | None:
         else:
             mode, target = arg(call, 1, "mode"), arg(call, 0, "file")
         text = string_value(mode)
+        if text is None and isinstance(mode, cst.Name) and isinstance((bindings or {}).get(mode.value), str):
+            text = bindings[mode.value]
         if text is None or not MODE.match(text) or not WRITE_MODES & set(text) or _per_rank(target, facts, site.function):
             return None
         if id(call) in facts.idle_with_calls:
@@ -168,17 +175,19 @@ def _helper_writes(ctx: LintContext, site: CallSite, kind: str, facts: ModuleFac
     if resolved is None or resolved[0] is ctx.facts and depth == FOLLOW_DEPTH:
         return False  # functions of the linted module are judged where they write
     inner_facts, inner_path, function = resolved
-    off = _switched_off(site.node, inner_facts.functions[function].node) | _main_only_arguments(
-        ctx, site, inner_facts.functions[function].node, facts, path
-    )
-    key = (id(inner_facts), function, "writes", kind, off)
+    definition = inner_facts.functions[function].node
+    # `setup_logging()` leaves log_path=None: its `if log_path:` block stays dark
+    bindings = constants.bind_arguments(site.node, definition, {})
+    off = _main_only_arguments(ctx, site, definition, facts, path)
+    key = (id(inner_facts), function, "writes", kind, off, constants.key(bindings))
     cache = ctx._reach_cache
     if key not in cache:
         cache[key] = False  # recursion guard
         cache[key] = any(
             not ctx.guards.guarded_here(inner, inner_facts, inner_path)
+            and not constants.dark(inner.conditions, bindings)
             and not any(not c.negated and dotted(c.test) in off for c in inner.conditions)
-            and (effect_of(inner, inner_facts) == kind
+            and (effect_of(inner, inner_facts, bindings) == kind
                  or _helper_writes(ctx, inner, kind, inner_facts, inner_path, depth - 1))
             for inner in ctx.function_body_calls(inner_facts, function)
         )
@@ -191,9 +200,7 @@ def _main_only_arguments(ctx: LintContext, site: CallSite, definition: cst.Funct
 
     `args.log_path = None; if is_master(args): args.log_path = ...; setup_logging(args.log_path)`
     """
-    params = [p.name.value for p in (*definition.params.posonly_params, *definition.params.params)]
-    if params and params[0] in {"self", "cls"} and isinstance(site.node.func, cst.Attribute):
-        params = params[1:]
+    params = [p.name.value for p in call_parameters(site.node, definition)]
     off = set()
     index = 0
     for a in site.node.args:
@@ -205,32 +212,6 @@ def _main_only_arguments(ctx: LintContext, site: CallSite, definition: cst.Funct
         name = dotted(a.value)
         if param and name and ctx.guards.set_on_main_only(name, facts, path, site.function, 2):
             off.add(param)
-    return frozenset(off)
-
-
-def _switched_off(call: cst.Call, definition: cst.FunctionDef) -> frozenset[str]:
-    """Parameters with a falsy default that this call leaves out: `if log_path:` blocks stay dark.
-
-    `setup_logging()` does not write the file that `setup_logging(log_path="x.log")` would.
-    """
-    params = [*definition.params.posonly_params, *definition.params.params]
-    given = {a.keyword.value for a in call.args if a.keyword is not None}
-    positional = sum(1 for a in call.args if a.keyword is None and not a.star)
-    if any(a.star for a in call.args):
-        return frozenset()
-    offset = 1 if params and params[0].name.value in {"self", "cls"} and isinstance(call.func, cst.Attribute) else 0
-    off = set()
-    for index, param in enumerate(params):
-        default = param.default
-        falsy = default is not None and (
-            dotted(default) in {"None", "False"} or string_value(default) == "" or int_value(default) == 0
-        )
-        if falsy and param.name.value not in given and index - offset >= positional:
-            off.add(param.name.value)
-    for param in definition.params.kwonly_params:
-        default = param.default
-        if default is not None and dotted(default) in {"None", "False"} and param.name.value not in given:
-            off.add(param.name.value)
     return frozenset(off)
 
 
