@@ -54,23 +54,26 @@ class LintContext:
             return None
         if name in facts.functions:
             return facts, path, name
-        if f"{name}.__init__" in facts.functions:  # constructing a project class runs its __init__
+        # Constructing a project class runs its __init__. Followed only from the linted module:
+        # deeper, logging libraries build per-rank file objects that the rank check cannot see.
+        constructors = facts is self.facts
+        if constructors and f"{name}.__init__" in facts.functions:
             return facts, path, f"{name}.__init__"
         if name.startswith("torch.") or name.split(".")[0] in {"os", "sys", "torch"}:
             return None
         key = (id(facts), name, hops)
         if key not in self._resolve_cache:
-            self._resolve_cache[key] = self._resolve_in_project(facts, path, name, hops)
+            self._resolve_cache[key] = self._resolve_in_project(facts, path, name, hops, constructors)
         return self._resolve_cache[key]
 
-    def _resolve_in_project(self, facts: ModuleFacts, path: Path, name: str, hops: int):
+    def _resolve_in_project(self, facts: ModuleFacts, path: Path, name: str, hops: int, constructors: bool):
         found = self.project.resolve(path, name)
         if found is None:
             return None
         module_path, module_facts, attr = found
         if attr and attr in module_facts.functions:
             return module_facts, module_path, attr
-        if attr and f"{attr}.__init__" in module_facts.functions:
+        if constructors and attr and f"{attr}.__init__" in module_facts.functions:
             return module_facts, module_path, f"{attr}.__init__"
         reexport = module_facts.imports.get(attr) if attr and "." not in attr else None
         if reexport is not None and hops > 0 and module_facts is not facts:

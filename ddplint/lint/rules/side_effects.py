@@ -158,8 +158,9 @@ def unguarded_writes(ctx: LintContext, kind: str) -> Iterator[tuple[CallSite, st
             continue
         if effect_of(site, ctx.facts) == kind:
             helper = None
-        elif _helper_writes(ctx, site, kind, ctx.facts, ctx.path, FOLLOW_DEPTH):
-            helper = dotted(site.node.func)
+        elif not _per_rank_call(site.node, ctx.facts, site.function) \
+                and _helper_writes(ctx, site, kind, ctx.facts, ctx.path, FOLLOW_DEPTH):
+            helper = dotted(site.node.func)  # (a helper given a per-rank path writes per rank)
         else:
             continue
         # rank 0 first, the others after it (a cache): not concurrent, but a second makedirs still raises
