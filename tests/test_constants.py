@@ -1,0 +1,54 @@
+"""Constant arguments followed into a helper, and the branches they switch off."""
+
+import libcst as cst
+import pytest
+
+from ddplint.lint import constants
+from ddplint.lint.facts import collect
+
+HELPER = '''
+def helper(path, rank=-1, *, verbose=False, mode="w"):
+    if rank not in [-1, 0]:
+        barrier()
+    if rank == 0 and verbose:
+        barrier()
+    if not verbose:
+        log()
+    if mode in ("a", "w"):
+        write()
+'''
+
+
+def bindings(call_source: str) -> dict:
+    definition = cst.parse_module(HELPER).body[0]
+    call = cst.parse_expression(call_source)
+    return constants.bind_arguments(call, definition, {"caller_rank": 3})
+
+
+@pytest.mark.parametrize("call, expected", [
+    ("helper('x')", {"rank": -1, "verbose": False, "mode": "w"}),
+    ("helper('x', 0, verbose=True)", {"path": "x", "rank": 0, "verbose": True, "mode": "w"}),
+    ("helper(p, rank=caller_rank)", {"rank": 3, "verbose": False, "mode": "w"}),
+    ("helper(p, rank=get_rank(), mode=m)", {"verbose": False}),
+    ("helper(*args)", {}),
+])
+def test_bind_arguments(call, expected):
+    got = bindings(call)
+    if "path" not in expected:
+        got.pop("path", None)
+    assert got == expected
+
+
+def dark_calls(call_source: str) -> list[str]:
+    facts = collect(cst.parse_module(HELPER))
+    bound = bindings(call_source)
+    return sorted(site.name for site in facts.calls if constants.dark(site.conditions, bound))
+
+
+def test_dark_branches():
+    assert dark_calls("helper('x')") == ["barrier", "barrier"]  # -1 skips the first, verbose=False the second
+    assert dark_calls("helper('x', rank=5)") == ["barrier"]  # the second only
+    assert dark_calls("helper('x', rank=0, verbose=True)") == ["barrier", "log"]
+    assert dark_calls("helper('x', mode='r')") == ["barrier", "barrier", "write"]
+    # rank unknown: the first barrier may run; `rank == 0 and verbose` is still false
+    assert dark_calls("helper(p, rank=get_rank())") == ["barrier"]
