@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES, ROOT, run_cli
+from conftest import FIXTURES, run_cli
 
 BAD = FIXTURES / "lint" / "device" / "hardcoded_to_cuda0.py"
 GOOD = FIXTURES / "lint" / "device" / "nanogpt_style.py"
