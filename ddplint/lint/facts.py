@@ -276,6 +276,7 @@ class _Collector(Walker):
         self.loops: list[cst.For | cst.While] = []
         self.suite_exits: list[int] = []  # conditions pushed by early exits, per open suite
         self.caught: frozenset[str] = frozenset()
+        self.env_targets: set[int] = set()  # id() of `os.environ[...]` assignment targets
 
     def _next(self) -> int:
         self.order += 1
@@ -449,7 +450,7 @@ class _Collector(Walker):
 
     def visit_Subscript(self, node: cst.Subscript) -> None:
         env = self.facts.env_read(node)
-        if env is not None:
+        if env is not None and id(node) not in self.env_targets:
             self.facts.env_reads.add(env)
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -486,6 +487,7 @@ class _Collector(Walker):
             return
         env = self.facts.env_read(target) if isinstance(target, cst.Subscript) else None
         if env is not None:
+            self.env_targets.add(id(target))  # `os.environ["RANK"] = "0"` sets it, reads nothing
             self.facts.env_writes[env] = Assignment(
                 env, value, self.scope, self._next(), tuple(self.conditions), tuple(self.loops)
             )
