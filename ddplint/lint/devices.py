@@ -107,11 +107,22 @@ def device_uses(ctx: LintContext) -> Iterator[DeviceUse]:
             yield DeviceUse(site, target, kind, index)
 
 
+# `torch_device = getattr(torch, device_type); torch_device.set_device(device)` (torchtune)
+BINDING_METHODS = frozenset({"set_device", "set_device_index"})
+
+
+def _binds(site: CallSite, facts, path) -> bool:
+    return site.name in BINDING or site.method in BINDING_METHODS
+
+
 def binding_sites(ctx: LintContext) -> list[CallSite]:
     """Calls that bind the process to its GPU: set_device, directly or inside a project helper."""
-    sites = ctx.anywhere(BINDING)
-    sites += [s for s in ctx.facts.calls_to(INIT_PG) if arg(s.node, None, "device_id") is not None]
-    return sites
+    key = ("binding sites",)
+    if key not in ctx._resolve_cache:
+        sites = [c for c in ctx.facts.calls if ctx.reaches_if(c, "binds a device", _binds)]
+        sites += [s for s in ctx.facts.calls_to(INIT_PG) if arg(s.node, None, "device_id") is not None]
+        ctx._resolve_cache[key] = sites
+    return ctx._resolve_cache[key]
 
 
 def visible_devices_per_rank(ctx: LintContext) -> bool:
