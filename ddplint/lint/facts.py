@@ -20,6 +20,8 @@ SPAWN = {"torch.multiprocessing.spawn", "torch.multiprocessing.start_processes"}
 # torch.distributed calls that a single-process script makes too: reading or writing the DCP
 # checkpoint format, asking whether a process group exists.
 NOT_DISTRIBUTED = ("torch.distributed.checkpoint.", "torch.distributed.is_available", "torch.distributed.is_initialized")
+# Inter-process file locks: the block runs in one process at a time.
+FILE_LOCKS = frozenset({"filelock.FileLock", "filelock.SoftFileLock", "filelock.UnixFileLock"})
 # Model-parallel RPC: workers with different roles, each placing its own modules on devices.
 RPC = ("torch.distributed.rpc.", "torch.distributed.autograd.", "torch.distributed.optim.")
 INIT_PG = "torch.distributed.init_process_group"
@@ -116,6 +118,7 @@ class CallSite:
     conditions: tuple[Condition, ...]
     loops: tuple[cst.For | cst.While, ...]
     caught: frozenset[str] = frozenset()  # exceptions caught around it: "FileExistsError", "OSError"
+    locked: bool = False  # inside `with FileLock(...)`: one process at a time
 
 
 @dataclass(frozen=True)
@@ -277,6 +280,7 @@ class _Collector(Walker):
         self.suite_exits: list[int] = []  # conditions pushed by early exits, per open suite
         self.caught: frozenset[str] = frozenset()
         self.env_targets: set[int] = set()  # id() of `os.environ[...]` assignment targets
+        self.locks = 0  # open `with FileLock(...)` blocks
 
     def _next(self) -> int:
         self.order += 1
@@ -376,13 +380,21 @@ class _Collector(Walker):
                 self.walk(part)
         return False
 
-    def visit_With(self, node: cst.With) -> None:
+    def visit_With(self, node: cst.With) -> bool | None:
         body = node.body.body
         idle = len(body) == 1 and isinstance(body[0], cst.SimpleStatementLine) and all(
             isinstance(small, cst.Pass) for small in body[0].body
         )
         if idle:
             self.facts.idle_with_calls.update(id(item.item) for item in node.items)
+        if not any(isinstance(i.item, cst.Call) and self.facts.callee(i.item) in FILE_LOCKS for i in node.items):
+            return None
+        for item in node.items:
+            self.walk(item)
+        self.locks += 1
+        self.walk(node.body)
+        self.locks -= 1
+        return False
 
     def visit_IfExp(self, node: cst.IfExp) -> bool:
         # `SummaryWriter(...) if rank == 0 else None` guards its body like an `if` statement
@@ -461,7 +473,7 @@ class _Collector(Walker):
         method = node.func.attr.value if isinstance(node.func, cst.Attribute) else None
         self.facts.calls.append(
             CallSite(node, name, method, self.scope, self._next(), tuple(self.conditions), tuple(self.loops),
-                     self.caught)
+                     self.caught, self.locks > 0)
         )
 
     def visit_Assign(self, node: cst.Assign) -> None:

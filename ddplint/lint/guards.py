@@ -308,7 +308,8 @@ class Guards:
         elsewhere, and a call from the linted script to a project helper is judged at that call.
         """
         facts, path = facts or self.ctx.facts, path or self.ctx.path
-        if self.guarded_here(site, facts, path) or main_first and self.rank_zero_first(site, facts, path):
+        # main_first: also accept sites that never run concurrently (rank 0 first, or under a file lock)
+        if self.guarded_here(site, facts, path) or main_first and (site.locked or self.rank_zero_first(site, facts, path)):
             return True
         info = _enclosing_function(facts, site.function)
         if info is None or depth == 0:

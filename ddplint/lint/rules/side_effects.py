@@ -186,6 +186,7 @@ def _helper_writes(ctx: LintContext, site: CallSite, kind: str, facts: ModuleFac
         cache[key] = False  # recursion guard
         cache[key] = any(
             not ctx.guards.guarded_here(inner, inner_facts, inner_path)
+            and not (inner.locked and kind != MKDIR)
             and not constants.dark(inner.conditions, bindings)
             and not any(not c.negated and dotted(c.test) in off for c in inner.conditions)
             and (effect_of(inner, inner_facts, bindings) == kind
