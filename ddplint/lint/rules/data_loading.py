@@ -209,6 +209,8 @@ class SamplerWithoutSetEpoch(Rule):
                 continue
             if any(_escapes(ctx, n) for n in names):
                 continue  # handed to a function this linter cannot see into
+            if receivers and any(_returned(facts, site.function, n) for n in names):
+                continue  # returned to a caller that keeps it under its own name (`self._sampler, ... = ...`)
             if lasts & {"sampler", "batch_sampler"} or not names and receivers:
                 continue  # loader.sampler.set_epoch(epoch)
             label = names[0] if names else "sampler"
@@ -217,6 +219,11 @@ class SamplerWithoutSetEpoch(Rule):
                 f"DistributedSampler '{label}' is never given the epoch: every epoch sees the same "
                 f"order; call {label}.set_epoch(epoch) at the start of the epoch loop",
             )
+
+
+def _returned(facts, function: str, name: str) -> bool:
+    info = facts.functions.get(function)
+    return info is not None and any(name in names_in(value) for value in info.returns)
 
 
 def _escapes(ctx: LintContext, name: str) -> bool:
