@@ -2,7 +2,10 @@
 
 import json
 import os
+import shutil
+import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -167,13 +170,32 @@ def test_missing_path_exits_2(tmp_path):
     assert proc.stderr.strip() == f"ddplint: error: {tmp_path / 'nope'}: no such file or directory"
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root reads files without read permission")
-def test_unreadable_file_exits_2(tmp_path):
-    path = tmp_path / "secret.py"
-    path.write_text(DIST_SCRIPT)
-    path.chmod(0)
-    proc = run_cli(str(path))
-    assert proc.returncode == 2 and "permission denied" in proc.stderr
+def _unprivileged() -> list[str] | None:
+    """How to run ddplint so that file permissions apply: as is, or (as root, which reads
+    everything) as nobody through setpriv; None when neither works here."""
+    if os.geteuid() != 0:
+        return []
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        return None
+    prefix = [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups"]
+    probe = subprocess.run([*prefix, sys.executable, "-c", "import ddplint.cli"], capture_output=True, cwd="/")
+    return prefix if probe.returncode == 0 else None
+
+
+def test_unreadable_file_exits_2():
+    prefix = _unprivileged()
+    if prefix is None:
+        pytest.skip("cannot drop root privileges here, and root reads files without read permission")
+    with tempfile.TemporaryDirectory() as folder:
+        os.chmod(folder, 0o755)
+        path = Path(folder) / "secret.py"
+        path.write_text(DIST_SCRIPT)
+        path.chmod(0)
+        proc = subprocess.run([*prefix, sys.executable, "-m", "ddplint", str(path)], cwd=folder,
+                              capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr == f"ddplint: error: {path}: cannot read file: permission denied\n"
 
 
 def test_symlink_loop_exits_2(tmp_path):
