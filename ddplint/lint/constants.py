@@ -68,6 +68,16 @@ def bind_arguments(call: cst.Call, definition: cst.FunctionDef, outer: Bindings)
     return bound
 
 
+def bind_call(call: cst.Call, facts, function: str, outer: Bindings) -> Bindings:
+    """bind_arguments for a call into `function` of the module `facts`, without the parameters
+    the function reassigns before using them (they no longer hold the argument)."""
+    bound = bind_arguments(call, facts.functions[function].node, outer)
+    if bound:
+        reassigned = {a.target for a in facts.assignments if a.function == function}
+        bound = {name: value for name, value in bound.items() if name not in reassigned}
+    return bound
+
+
 def dark(conditions: tuple[Condition, ...], bindings: Bindings) -> bool:
     """Some enclosing condition is known to be false under these bindings."""
     if not bindings:

@@ -38,8 +38,7 @@ class LintContext:
         def starts_group(site: CallSite, facts: ModuleFacts, path: Path) -> bool:
             return site.name == INIT_PG and not single_process_init(site.node)
 
-        return any(site.name != INIT_PG and self.reaches_if(site, "multi-process init", starts_group)
-                   for site in self.facts.calls)
+        return any(site.name != INIT_PG for site in self.anywhere_if("multi-process init", starts_group))
 
     def function_body_calls(self, facts: ModuleFacts, function: str) -> list[CallSite]:
         prefix = function + "."
@@ -104,10 +103,7 @@ class LintContext:
         if resolved is None:
             return False
         inner_facts, inner_path, function = resolved
-        inner_bindings = constants.bind_arguments(site.node, inner_facts.functions[function].node, bindings or {})
-        if inner_bindings:  # a parameter the function reassigns no longer holds the argument
-            reassigned = {a.target for a in inner_facts.assignments if a.function == function}
-            inner_bindings = {name: value for name, value in inner_bindings.items() if name not in reassigned}
+        inner_bindings = constants.bind_call(site.node, inner_facts, function, bindings or {})
         cache_key = (id(inner_facts), function, key, constants.key(inner_bindings))
         if cache_key not in self._reach_cache:
             self._reach_cache[cache_key] = False  # recursion guard
@@ -160,7 +156,11 @@ class LintContext:
 
     def anywhere(self, targets: frozenset[str]) -> list[CallSite]:
         """Call sites of this module that are, or lead through project helpers to, `targets`."""
-        key = ("anywhere", targets)
-        if key not in self._resolve_cache:
-            self._resolve_cache[key] = [c for c in self.facts.calls if self.reaches(c, targets)]
-        return self._resolve_cache[key]
+        return self.anywhere_if(targets, lambda s, f, p: s.name in targets)
+
+    def anywhere_if(self, key: object, found: Callable[[CallSite, ModuleFacts, Path], bool]) -> list[CallSite]:
+        """Call sites of this module that are, or lead to, a call `found` accepts (`key` names it)."""
+        cache_key = ("anywhere", key)
+        if cache_key not in self._resolve_cache:
+            self._resolve_cache[cache_key] = [c for c in self.facts.calls if self.reaches_if(c, key, found)]
+        return self._resolve_cache[cache_key]

@@ -117,12 +117,8 @@ def _binds(site: CallSite, facts, path) -> bool:
 
 def binding_sites(ctx: LintContext) -> list[CallSite]:
     """Calls that bind the process to its GPU: set_device, directly or inside a project helper."""
-    key = ("binding sites",)
-    if key not in ctx._resolve_cache:
-        sites = [c for c in ctx.facts.calls if ctx.reaches_if(c, "binds a device", _binds)]
-        sites += [s for s in ctx.facts.calls_to(INIT_PG) if arg(s.node, None, "device_id") is not None]
-        ctx._resolve_cache[key] = sites
-    return ctx._resolve_cache[key]
+    return [*ctx.anywhere_if("binds a device", _binds),
+            *(s for s in ctx.facts.calls_to(INIT_PG) if arg(s.node, None, "device_id") is not None)]
 
 
 def visible_devices_per_rank(ctx: LintContext) -> bool:

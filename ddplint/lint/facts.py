@@ -594,14 +594,17 @@ def _detect_distributed(facts: ModuleFacts) -> bool:
         return False
     for call in facts.calls:
         name = call.name or ""
-        if (name.startswith(DIST + ".") and not name.startswith(NOT_DISTRIBUTED)) or name in SPAWN \
-                or name in {DDP, "torch.utils.data.DistributedSampler"}:
+        if _distributed_call(name) or name in SPAWN or name in {DDP, "torch.utils.data.DistributedSampler"}:
             return True
         if call.method == "add_argument" and string_value(arg(call.node, 0, None)) in {"--local_rank", "--local-rank"}:
             return True
     if facts.env_reads & ENV_KINDS.keys():
         return True
     return any(kind in {"local", "global"} for (scope, _), kind in facts.name_kinds.items())
+
+
+def _distributed_call(name: str) -> bool:
+    return name.startswith(DIST + ".") and not name.startswith(NOT_DISTRIBUTED)
 
 
 def single_process_init(init: cst.Call) -> bool:
@@ -612,7 +615,7 @@ def single_process_init(init: cst.Call) -> bool:
 
 def _rpc_only(facts: ModuleFacts) -> bool:
     names = [call.name or "" for call in facts.calls]
-    distributed = [n for n in names if n.startswith(DIST + ".") and not n.startswith(NOT_DISTRIBUTED)]
+    distributed = [n for n in names if _distributed_call(n)]
     return any(n.startswith(RPC) for n in distributed) and all(n.startswith(RPC) for n in distributed) \
         and DDP not in names
 

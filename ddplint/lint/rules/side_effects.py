@@ -178,7 +178,7 @@ def _helper_writes(ctx: LintContext, site: CallSite, kind: str, facts: ModuleFac
     inner_facts, inner_path, function = resolved
     definition = inner_facts.functions[function].node
     # `setup_logging()` leaves log_path=None: its `if log_path:` block stays dark
-    bindings = constants.bind_arguments(site.node, definition, {})
+    bindings = constants.bind_call(site.node, inner_facts, function, {})
     off = _main_only_arguments(ctx, site, definition, facts, path)
     key = (id(inner_facts), function, "writes", kind, off, constants.key(bindings))
     cache = ctx._reach_cache
