@@ -17,12 +17,24 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import os
-import shutil
 import sys
 import tempfile
 import time
 
 from ddplint.runtime.options import RuntimeOptions
+from ddplint.runtime.sandbox import (
+    Plan,
+    layer_changes,
+    overlay_roots,
+    skipped_roots,
+    unavailable_reason,
+)
+from ddplint.runtime.sandbox_checks import (
+    Containment,
+    check_leftovers,
+    check_sandbox,
+    writes_report,
+)
 from ddplint.runtime.verdict import CheckResult, Status
 
 INSTALL_HINT = "install the runtime extra: pip install 'ddplint[runtime]'"
@@ -40,7 +52,12 @@ def visible_gpu_count() -> int:
     """GPUs CUDA would enumerate here, read through NVML (no torch import); 0 without a driver."""
     try:
         from ddplint.runtime.checks.gpu import visible_gpus
-        from ddplint.runtime.nvml import NvmlReadFailed, NvmlUnavailable, load_machine, open_nvml
+        from ddplint.runtime.nvml import (
+            NvmlReadFailed,
+            NvmlUnavailable,
+            load_machine,
+            open_nvml,
+        )
     except ImportError:
         return 0
     try:
@@ -126,41 +143,65 @@ def run_audit(options: RuntimeOptions) -> int:
     except (UsageError, LayoutError) as exc:
         print(f"ddplint: error: {exc}", file=sys.stderr)
         return 2
-    from ddplint.runtime.launcher import Interrupted, Launch, torchrun_command
+    from ddplint.runtime.launcher import (
+        Interrupted,
+        InterruptGuard,
+        Launch,
+        signals_deferred,
+        torchrun_command,
+    )
     from ddplint.runtime.rundir import RunDir
+    from ddplint.runtime.sandbox import remove_tree
 
     script = options.script.resolve()
     world = nproc * options.nnodes
-    rundir = RunDir(tempfile.mkdtemp(prefix="ddplint-run-"))
     started = time.monotonic()
-    try:
-        host = _call_hook("host", "run_host_checks", options, nproc, port)
-        rundir.write_config({"steps": options.steps, "epochs": options.epochs,
-                             "backend": options.backend, "timeout": options.timeout})
-        command = torchrun_command(rundir, script, options.script_args, nproc, options.nnodes,
-                                   options.node_rank, options.master_addr, port,
-                                   options.rdzv_backend, options.rdzv_endpoint)
-        _progress(f"launching torchrun: {nproc} processes x {options.nnodes} node(s), {backend}, "
-                  f"port {port}, timeout {options.timeout:g} s")
-        result = Launch(rundir, command, nproc, options.timeout, options.rdzv_timeout, _progress,
-                        Nodes.of(options, port)).run()
-        report = _merge(options, script, host, result, nproc, world, backend, port,
-                        time.monotonic() - started)
-    except Interrupted as exc:
-        print(f"ddplint: error: interrupted ({exc}); every rank was stopped", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:  # before torchrun started: nothing to stop
-        print("ddplint: error: interrupted", file=sys.stderr)
-        return 2
-    finally:
-        shutil.rmtree(rundir.path, ignore_errors=True)
+    rundir = None
+    with InterruptGuard():
+        try:
+            rundir = RunDir(tempfile.mkdtemp(prefix="ddplint-run-"))
+            containment = _containment(options, script)
+            plan = Plan(containment.roots, rundir.path) if containment.sandboxed else None
+            host = _call_hook("host", "run_host_checks", options, nproc, port)
+            rundir.write_config({"steps": options.steps, "epochs": options.epochs,
+                                 "backend": options.backend, "timeout": options.timeout,
+                                 "sandbox": plan is not None})
+            command = torchrun_command(rundir, script, options.script_args, nproc, options.nnodes,
+                                       options.node_rank, options.master_addr, port,
+                                       options.rdzv_backend, options.rdzv_endpoint)
+            _progress(f"launching torchrun: {nproc} processes x {options.nnodes} node(s), {backend}, "
+                      f"port {port}, timeout {options.timeout:g} s"
+                      + (", sandboxed" if plan else ", not sandboxed (see io.sandbox)"))
+            result = Launch(rundir, command, nproc, options.timeout, options.rdzv_timeout, _progress,
+                            Nodes.of(options, port), plan).run()
+            changes = layer_changes(plan.layers, list(plan.roots), tempfile.gettempdir()) if plan else None
+            report = _merge(options, script, host, result, nproc, world, backend, port,
+                            time.monotonic() - started, containment, changes)
+        except Interrupted as exc:
+            print(f"ddplint: error: interrupted ({exc}); every process of the job was stopped", file=sys.stderr)
+            return 2
+        finally:
+            if rundir is not None:
+                with signals_deferred():
+                    remove_tree(rundir.path)
     return _emit(options, report)
 
 
-def _merge(options, script, host, result, nproc, world, backend, port, elapsed) -> dict:
+def _containment(options: RuntimeOptions, script) -> Containment:
+    """Sandbox the job when the kernel allows it, over every directory it may write to."""
+    if not options.sandbox:
+        return Containment(disabled=True)
+    why = unavailable_reason()
+    if why is not None:
+        return Containment(unavailable=why)
+    where = (script, options.script_args, os.getcwd(), os.environ.get("HOME"), tempfile.gettempdir())
+    return Containment(tuple(overlay_roots(*where)), tuple(skipped_roots(*where)))
+
+
+def _merge(options, script, host, result, nproc, world, backend, port, elapsed, containment, changes) -> dict:
     from ddplint.runtime import report as rpt
-    from ddplint.runtime.data_checks import data_checks, loaders_of
-    from ddplint.runtime.io_checks import check_single_writer, written_paths
+    from ddplint.runtime.data_checks import DATA_CHECKS, data_checks, loaders_of
+    from ddplint.runtime.io_checks import check_single_writer
     from ddplint.runtime.run_checks import check_failure, check_hang
 
     base = os.getcwd()
@@ -170,13 +211,16 @@ def _merge(options, script, host, result, nproc, world, backend, port, elapsed) 
                          result.log_tail)  # a failed all_reduce quotes NCCL's last line
     if records:
         checks += data_checks(records, world, str(script.parent), options.steps)
-        checks.append(check_single_writer(records, base))
+        checks.append(check_single_writer(records, base, containment.sandboxed))
     else:
         why = "no rank reported (see run.failure and run.hang)"
         checks += [CheckResult(name, Status.SKIP, why) for name in
-                   ("data.disjoint", "data.coverage", "data.content", "data.set_epoch", "io.single_writer")]
+                   (*DATA_CHECKS, "io.single_writer")]
     checks.append(check_failure(result, world, base))
     checks.append(check_hang(result, world, base, options.timeout))
+    writes = writes_report(changes, records)
+    checks.append(check_sandbox(containment, writes, base))
+    checks.append(check_leftovers(result.sandbox, records))
     launch = {"nnodes": options.nnodes, "node_rank": options.node_rank, "nproc_per_node": nproc,
               "world_size": world, "backend": backend, "master_addr": options.master_addr,
               "master_port": port, "steps": options.steps, "epochs": options.epochs,
@@ -191,14 +235,7 @@ def _merge(options, script, host, result, nproc, world, backend, port, elapsed) 
                       "phase": phase.get("phase"),
                       "backend": (rec.get("backend") or {}).get("used") if rec else None,
                       "elapsed_s": rec.get("elapsed_s") if rec else None})
-    loaders = [{"site": l.site, "training": l.training, "dataset": l.meta["dataset"],
-                "dataset_len": l.meta["dataset_len"], "sampler": l.meta["sampler"],
-                "shuffle": l.meta["shuffle"], "batch_size": l.meta["batch_size"],
-                "ranks": sorted(l.per_rank),
-                "epochs_seen": max(len(r["epochs"]) for r in l.per_rank.values()),
-                "set_epoch_calls": [c["value"] for c in l.meta.get("set_epoch", [])]}
-               for l in loaders_of(records)]
-    writes = [{"path": p, **e} for p, e in sorted(written_paths(records).items())]
+    loaders = [loader.summary() for loader in loaders_of(records)]
     return rpt.build(checks, script=str(script), script_args=options.script_args, launch=launch,
                      elapsed_s=elapsed, ranks=ranks, loaders=loaders, writes=writes)
 

@@ -32,7 +32,7 @@ def written_paths(records: dict[int, dict]) -> dict[str, dict]:
     return paths
 
 
-def check_single_writer(records: dict[int, dict], base: str) -> CheckResult:
+def check_single_writer(records: dict[int, dict], base: str, sandboxed: bool = False) -> CheckResult:
     paths = written_paths(records)
     data = {"paths": [{"path": p, **e} for p, e in sorted(paths.items())]}
 
@@ -47,7 +47,8 @@ def check_single_writer(records: dict[int, dict], base: str) -> CheckResult:
         if not paths:
             return CheckResult("io.single_writer", Status.PASS, "the script wrote no files", data=data)
         return CheckResult("io.single_writer", Status.PASS,
-                           f"{len(paths)} path(s) written, each by one rank (redirected; your files are untouched)",
+                           f"{len(paths)} path(s) written, each by one rank ("
+                           + ("kept in the sandbox" if sandboxed else "Python's file calls redirected") + ")",
                            [line(p, e) for p, e in sorted(paths.items())], data=data)
     checkpoint = any("torch.save" in e["ops"] or p.endswith(_CHECKPOINT_SUFFIXES) for p, e in shared.items())
     first = sorted(shared)[0]

@@ -16,21 +16,25 @@ with it (PR_SET_PDEATHSIG) and every rank exits once ddplint is gone (the probe 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
 import sysconfig
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Self
 
+from ddplint.runtime import sandbox as sbx
 from ddplint.runtime.nodes import Nodes, RecordExchange
 from ddplint.runtime.rundir import LAUNCHER_PID_ENV, RunDir
 
 POLL_S = 0.1
-STACK_WAIT_S = 3.0
+STACK_WAIT_S = 30.0  # the ranks' stack dumps: usually within a second, but a loaded machine is slow
+SANDBOX_STOP_S = 20.0  # for the sandbox's init to stop the job and write what it saw
 
 
 class Interrupted(Exception):
@@ -61,6 +65,7 @@ class LaunchResult:
     elapsed_s: float
     log_tail: str
     command: list[str] = field(default_factory=list)
+    sandbox: sbx.Outcome | None = None  # what the sandbox's init saw, when there was one
 
 
 def torchrun_command(rundir: RunDir, script: Path, script_args: tuple[str, ...], nproc: int,
@@ -77,7 +82,7 @@ def torchrun_command(rundir: RunDir, script: Path, script_args: tuple[str, ...],
     return cmd + ["-m", "ddplint.runtime.probe", str(rundir.path), str(script), *script_args]
 
 
-def _child_env() -> dict[str, str]:
+def _child_env(sandboxed: bool) -> dict[str, str]:
     env = dict(os.environ)
     # The ranks must import this same ddplint: when it runs from a source tree rather than an
     # installed package, put that tree first (an installed one is already on the ranks' path).
@@ -86,7 +91,8 @@ def _child_env() -> dict[str, str]:
     if os.path.realpath(root) not in installed:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
     env["PYTHONDONTWRITEBYTECODE"] = "1"  # no __pycache__ in the user's tree
-    env[LAUNCHER_PID_ENV] = str(os.getpid())
+    if not sandboxed:  # (inside the sandbox this pid is not visible; the kernel cleans up)
+        env[LAUNCHER_PID_ENV] = str(os.getpid())
     return env
 
 
@@ -99,7 +105,7 @@ def _proc_cmdline(pid: int) -> str | None:
 
 
 def _children(pid: int) -> set[int]:
-    kids = set()
+    kids: set[int] = set()
     if not os.path.isdir("/proc"):
         return kids
     for entry in os.listdir("/proc"):
@@ -116,7 +122,7 @@ def _children(pid: int) -> set[int]:
 
 def processes_naming(text: str) -> set[int]:
     """Pids of live processes whose command line contains `text` (Linux /proc)."""
-    found = set()
+    found: set[int] = set()
     if not os.path.isdir("/proc"):
         return found
     for entry in os.listdir("/proc"):
@@ -129,7 +135,8 @@ def processes_naming(text: str) -> set[int]:
 
 class Launch:
     def __init__(self, rundir: RunDir, command: list[str], world_local: int, timeout: float,
-                 rdzv_timeout: float, progress: Callable[[str], None], nodes: Nodes | None = None):
+                 rdzv_timeout: float, progress: Callable[[str], None], nodes: Nodes | None = None,
+                 sandbox: sbx.Plan | None = None):
         self.rundir = rundir
         # several nodes: node 0 gathers every node's records, and each node reports them all
         self.exchange = RecordExchange(nodes, progress) if nodes and nodes.nnodes > 1 else None
@@ -141,21 +148,23 @@ class Launch:
         self.proc: subprocess.Popen | None = None
         self.rank_pids: set[int] = set()
         self._shown: tuple | None = None
+        self.sandbox = sandbox
 
     def run(self) -> LaunchResult:
         start = time.monotonic()
         hang = None
-        old = _install_signal_handlers()
         if self.exchange is not None:
             self.exchange.open()
+        command = self.command if self.sandbox is None else self.sandbox.command(self.command, os.getcwd())
         try:
             with open(self.rundir.log_path(), "wb") as log:
-                self.proc = subprocess.Popen(self.command, stdout=log, stderr=subprocess.STDOUT,
-                                             stdin=subprocess.DEVNULL, env=_child_env(),
+                self.proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
+                                             stdin=subprocess.DEVNULL, env=_child_env(self.sandbox is not None),
                                              start_new_session=True, preexec_fn=_die_with_parent)
             while self.proc.poll() is None:
                 time.sleep(POLL_S)
-                self.rank_pids |= _children(self.proc.pid)
+                if self.sandbox is None:
+                    self.rank_pids |= _children(self.proc.pid)
                 phases = self.rundir.read_phases()
                 self._show(phases, time.monotonic() - start)
                 hang = self._stalled(phases, time.monotonic() - start)
@@ -163,8 +172,8 @@ class Launch:
                     hang.stacks = self._dump_stacks()
                     break
         finally:
-            self._kill_all()
-            _restore_signal_handlers(old)
+            with signals_deferred():
+                self._kill_all()
         records = self.rundir.read_records()
         if self.exchange is not None and not (hang and hang.reason == "rendezvous"):
             records = self.exchange.merge(records)  # (no node got past rendezvous: nothing to merge)
@@ -176,6 +185,7 @@ class Launch:
             elapsed_s=time.monotonic() - start,
             log_tail=_tail(self.rundir.log_path()),
             command=self.command,
+            sandbox=sbx.Outcome.read(self.rundir.path) if self.sandbox is not None else None,
         )
 
     def _stalled(self, phases: dict[int, dict], elapsed: float) -> Hang | None:
@@ -201,8 +211,17 @@ class Launch:
         self.progress(f"[{elapsed:5.1f}s] {len(phases)}/{self.world_local} ranks reporting: "
                       + ", ".join(parts))
 
-    def _dump_stacks(self) -> dict[int, str]:
+    def _host_pids(self) -> dict[int, int]:
+        """rank -> pid as this process sees it (the ranks write the pid of their namespace)."""
         pids = self.rundir.read_pids()
+        if self.sandbox is None or self.proc is None:
+            return pids
+        namespace = sbx.pid_namespace(self.proc.pid)
+        outer = sbx.outer_pids(namespace) if namespace else {}
+        return {rank: outer[pid] for rank, pid in pids.items() if pid in outer}
+
+    def _dump_stacks(self) -> dict[int, str]:
+        pids = self._host_pids()
         for pid in pids.values():
             _signal(pid, signal.SIGUSR1)
         deadline = time.monotonic() + STACK_WAIT_S
@@ -219,6 +238,13 @@ class Launch:
         if self.proc is None:
             return
         marker = str(self.rundir.path)
+        if self.sandbox is not None and self.proc.poll() is None:
+            # the init stops the job, notes what was left, and the namespace dies with it
+            _signal(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=SANDBOX_STOP_S)
+            except subprocess.TimeoutExpired:
+                pass
         if self.proc.poll() is None:
             self.rank_pids |= _children(self.proc.pid)
         for pid in self.rank_pids | set(self.rundir.read_pids().values()):
@@ -271,20 +297,40 @@ def _killpg(pid: int) -> None:
         _signal(pid, signal.SIGKILL)
 
 
-def _raise_interrupted(signum, frame):
-    raise Interrupted(signum)
-
-
-def _install_signal_handlers():
+@contextlib.contextmanager
+def signals_deferred():
+    """Hold SIGINT and SIGTERM back while cleaning up; they arrive (and interrupt) after."""
+    held = {signal.SIGINT, signal.SIGTERM}
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, held)
     try:
-        return {s: signal.signal(s, _raise_interrupted) for s in (signal.SIGINT, signal.SIGTERM)}
-    except ValueError:  # not the main thread: the caller owns signal handling
-        return {}
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
-def _restore_signal_handlers(old: dict) -> None:
-    for s, handler in old.items():
-        signal.signal(s, handler)
+class InterruptGuard:
+    """SIGINT and SIGTERM raise Interrupted once, wherever the audit is; a second signal
+    during the cleanup that follows is ignored, so the cleanup always finishes."""
+
+    def __init__(self) -> None:
+        self.old: dict = {}
+        self.raised = False
+
+    def __enter__(self) -> Self:
+        try:
+            self.old = {s: signal.signal(s, self._handle) for s in (signal.SIGINT, signal.SIGTERM)}
+        except ValueError:  # not the main thread: the caller owns signal handling
+            self.old = {}
+        return self
+
+    def _handle(self, signum, frame):
+        if not self.raised:
+            self.raised = True
+            raise Interrupted(signum)
+
+    def __exit__(self, *exc) -> None:
+        for s, handler in self.old.items():
+            signal.signal(s, handler)
 
 
 def _tail(path: Path, limit: int = 4000) -> str:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 @dataclass(frozen=True)
 class RuntimeOptions:
-    script: Path
+    script: Path | None  # None: the machine-only preflight (no training script)
     script_args: tuple[str, ...] = ()
     nproc_per_node: int | None = None  # None: number of visible GPUs, or 2 without GPUs
     backend: str = "auto"  # auto | gloo | nccl
@@ -24,4 +24,7 @@ class RuntimeOptions:
     master_port: int | None = None  # None: pick a free port
     rdzv_backend: str | None = None
     rdzv_endpoint: str | None = None
+    sandbox: bool = True  # run the job in namespaces under a copy-on-write layer (--no-sandbox)
+    verbose: bool = False  # stream the ranks' output with a rank prefix (-v)
+    quiet: bool = False  # text report: only what is not PASS (-q)
     extra: dict[str, str] = field(default_factory=dict)

@@ -146,7 +146,7 @@ class Probe:
         tracker = LoaderTracker(self.config["steps"], self.config["epochs"], self.skip_dirs,
                                 self.phase, lambda: self._hook("at_first_batch", "binding"))
         tracker.install()
-        writes = WriteRedirector(self.rundir.scratch(self.rank))
+        writes = WriteRedirector(self.rundir.scratch(self.rank), redirect=not self.config.get("sandbox"))
 
         sys.argv = [self.script, *self.args]
         sys.path[0] = os.path.dirname(self.script)

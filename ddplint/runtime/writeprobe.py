@@ -1,4 +1,11 @@
-"""Record every file the user's script writes, and redirect it into the rank's scratch tree.
+"""Record every file the user's script writes, and (outside the sandbox) redirect it into the
+rank's scratch tree.
+
+Inside the sandbox (ddplint.runtime.sandbox) the kernel's copy-on-write layer already keeps
+every write off the user's disk, whatever makes it; there the probe only records which rank
+wrote which path from which line (`redirect=False`), and writes go where the script says.
+Without the sandbox the redirection below is the only protection, and it covers only Python's
+own file calls.
 
 The audit must never create, modify or delete a file of the user's, yet the script's own
 checkpoint and logging code has to run for real so that two ranks writing one path can be
@@ -53,8 +60,9 @@ def _writer() -> tuple[str | None, str | None]:
 
 
 class WriteRedirector:
-    def __init__(self, scratch: Path):
+    def __init__(self, scratch: Path, redirect: bool = True):
         self.scratch = scratch
+        self.redirect = redirect
         self.writes: list[dict] = []
         self._orig: dict[str, object] = {}
         self._always = _prefixes(["/dev", "/proc", "/sys", str(scratch.parent.parent)])
@@ -84,10 +92,14 @@ class WriteRedirector:
             return None
         if not (by_library and first.startswith(torch_dirs())):
             self.writes.append({"path": full, "op": op, "site": site, **extra})
+        if not self.redirect:
+            return None
         self._ensure_dir(os.path.dirname(target))
         return target
 
     def _for_read(self, path):
+        if not self.redirect:
+            return path
         target = self._scratch_path(path)
         return target if target is not None and os.path.lexists(target) else path
 

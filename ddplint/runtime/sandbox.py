@@ -1,0 +1,552 @@
+"""Run the job in namespaces of its own: a copy-on-write file system and a process tree the
+kernel tears down whole.
+
+`python -m ddplint.runtime.sandbox SPEC` is what the launcher starts instead of torchrun. This
+process (the keeper) enters a new user and mount namespace (the user's own uid mapped to
+itself: no privilege needed, kernel >= 5.11), then a new PID namespace, and forks its first
+process, the init. The init mounts an overlay over every directory the job may write to (the
+script's project, the working directory, $HOME, the temp directory, absolute paths among the
+script's arguments): the real directory is the read-only lower layer, the upper layer lies in
+ddplint's run directory. Every write, rename, deletion, truncation, chmod, link, FIFO or
+database file, from Python, C, a subprocess or a spawned child, lands in the upper layer;
+nothing of it is ever copied back. The run directory itself is bound back over its overlaid
+view so the ranks' records reach the launcher. /dev (GPUs, /dev/shm), /proc, /sys, the network
+namespace and everything outside the overlaid directories are the host's own.
+
+The init starts torchrun, reaps every orphan, and when torchrun has exited lists the processes
+still running in the namespace (after a grace period: DataLoader workers notice their parent's
+exit within seconds), then kills them all and writes the outcome. Killed itself (SIGTERM from
+the launcher, or its keeper gone: PR_SET_PDEATHSIG), the init dies and the kernel kills every
+process of the namespace: daemons, new sessions and mp.spawn children included.
+
+After the run, `layer_changes` reads the upper layers: each entry is a path the job created,
+modified or deleted (an overlay whiteout is a deletion; an opaque directory hides what was
+below it).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import enum
+import json
+import os
+import signal
+import stat
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+CLONE_NEWNS = 0x00020000
+CLONE_NEWUSER = 0x10000000
+CLONE_NEWPID = 0x20000000
+MS_NOSUID, MS_NODEV, MS_NOEXEC = 2, 4, 8
+MS_BIND, MS_REC, MS_PRIVATE = 4096, 16384, 1 << 18
+PR_SET_PDEATHSIG = 1
+
+OUTCOME = "sandbox.json"
+LAYERS = "layers"
+GRACE_S = 10.0  # how long processes may outlive torchrun before they count as left running
+_NEVER = ("/", "/proc", "/sys", "/dev")  # never overlaid: the host's own
+MACHINERY = ("torchelastic_", "torchinductor_", "pymp-")  # torch's own scratch in the temp directory
+
+
+class ChangeKind(str, enum.Enum):
+    CREATED = "created"
+    MODIFIED = "modified"
+    DELETED = "deleted"
+
+
+@dataclass(frozen=True)
+class Change:
+    path: str
+    kind: ChangeKind
+    type: str  # file | dir | symlink | fifo | socket | device
+    detail: tuple[str, ...] = ()  # for modified: content, mode, owner, times
+
+
+@dataclass(frozen=True)
+class Leftover:
+    pid: int  # in the job's PID namespace
+    command: str
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What the launcher asks of the sandbox: the overlaid directories, where their layers go."""
+
+    roots: tuple[str, ...]
+    rundir: Path
+
+    @property
+    def layers(self) -> Path:
+        return self.rundir / LAYERS
+
+    def command(self, job: list[str], cwd: str) -> list[str]:
+        spec = self.rundir / "sandbox-spec.json"
+        spec.write_text(json.dumps({"roots": list(self.roots), "rundir": str(self.rundir),
+                                    "cwd": cwd, "command": job, "grace_s": GRACE_S}))
+        return [sys.executable, "-m", "ddplint.runtime.sandbox", str(spec)]
+
+
+@dataclass
+class Outcome:
+    """What the init saw; written to the run directory as JSON."""
+
+    returncode: int | None = None
+    stopped_by: str | None = None  # the signal that stopped the job early
+    leftovers: list[Leftover] = field(default_factory=list)
+    processes_visible: bool = True  # /proc of the namespace could be mounted
+
+    @classmethod
+    def read(cls, rundir: Path) -> Outcome | None:
+        try:
+            raw = json.loads((rundir / OUTCOME).read_text())
+        except (OSError, ValueError):
+            return None
+        raw["leftovers"] = [Leftover(**x) for x in raw.get("leftovers", [])]
+        return cls(**raw)
+
+    def write(self, rundir: Path) -> None:
+        tmp = rundir / (OUTCOME + ".tmp")
+        tmp.write_text(json.dumps(asdict(self)))
+        os.replace(tmp, rundir / OUTCOME)
+
+
+# ---- choosing what to overlay ---------------------------------------------------------------
+
+
+def _project_root(start: Path) -> Path:
+    for d in (start, *start.parents):
+        if any((d / marker).exists() for marker in (".git", "pyproject.toml", "setup.py", "setup.cfg")):
+            return d
+    return start
+
+
+def _existing_dir(path: str) -> str | None:
+    p = os.path.abspath(path)
+    while not os.path.isdir(p):
+        p = os.path.dirname(p)
+    return p
+
+
+def _in(path: str, parent: str) -> bool:
+    return path == parent or path.startswith(parent.rstrip(os.sep) + os.sep)
+
+
+def overlay_roots(script: Path, script_args: tuple[str, ...], cwd: str, home: str | None,
+                  tempdir: str) -> list[str]:
+    """The directories to put under a copy-on-write layer, none inside another."""
+    wanted = [str(_project_root(script.resolve().parent)), cwd, tempdir]
+    if home:
+        wanted.append(home)
+    for arg in script_args:
+        value = arg.split("=", 1)[1] if arg.startswith("-") and "=" in arg else arg
+        if value.startswith(os.sep):
+            wanted.append(_existing_dir(value) or os.sep)
+    real = sorted({os.path.realpath(w) for w in wanted if w})
+    roots: list[str] = []
+    for r in real:
+        if any(_in(r, n) for n in _NEVER if n != os.sep) or r == os.sep:
+            continue
+        if not any(_in(r, kept) for kept in roots):
+            roots.append(r)
+    return roots
+
+
+def skipped_roots(script: Path, script_args: tuple[str, ...], cwd: str, home: str | None,
+                  tempdir: str) -> list[str]:
+    """Directories the job may write to that cannot be overlaid (/ itself, /dev, ...)."""
+    wanted = [str(_project_root(script.resolve().parent)), cwd, tempdir, home or ""]
+    wanted += [a for a in script_args if a.startswith(os.sep)]
+    return sorted({os.path.realpath(w) for w in wanted if w
+                   and (os.path.realpath(w) == os.sep or any(_in(os.path.realpath(w), n) for n in _NEVER[1:]))})
+
+
+# ---- system calls ---------------------------------------------------------------------------
+
+
+def _libc():
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def _check(ret: int, what: str) -> None:
+    if ret != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{what}: {os.strerror(err)}")
+
+
+def _mount(source: str, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
+    libc = _libc()
+    _check(libc.mount(source.encode(), target.encode(), fstype.encode() if fstype else None,
+                      ctypes.c_ulong(flags), data.encode() if data else None), f"mount {target}")
+
+
+def _enter_namespaces() -> None:
+    """User + mount namespace with the caller's uid/gid mapped to themselves, then a PID
+    namespace for the children (the next fork is its init)."""
+    uid, gid = os.getuid(), os.getgid()
+    libc = _libc()
+    _check(libc.unshare(CLONE_NEWUSER | CLONE_NEWNS), "unshare(user, mount)")
+    with open("/proc/self/setgroups", "w") as f:
+        f.write("deny")
+    with open("/proc/self/uid_map", "w") as f:
+        f.write(f"{uid} {uid} 1")
+    with open("/proc/self/gid_map", "w") as f:
+        f.write(f"{gid} {gid} 1")
+    _check(libc.unshare(CLONE_NEWPID), "unshare(pid)")
+    _mount("none", "/", None, MS_REC | MS_PRIVATE)
+
+
+def _escape(path: str) -> str:
+    return path.replace("\\", "\\\\").replace(",", "\\,").replace(":", "\\:")
+
+
+def _overlay(root: str, layer: Path) -> None:
+    (layer / "upper").mkdir(parents=True, exist_ok=True)
+    (layer / "work").mkdir(parents=True, exist_ok=True)
+    _mount("overlay", root, "overlay", 0,
+           f"lowerdir={_escape(root)},upperdir={_escape(str(layer / 'upper'))},"
+           f"workdir={_escape(str(layer / 'work'))}")
+
+
+def unavailable_reason() -> str | None:
+    """None when this kernel lets us build the sandbox, else why not (one line). Tried for
+    real in a throwaway child: namespaces, an overlay mount and a /proc of its own."""
+    import tempfile
+
+    scratch = tempfile.mkdtemp(prefix="ddplint-sandbox-check-")
+    read, write = os.pipe()
+    try:
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - runs in the child
+            os.close(read)
+            code = 0
+            try:
+                _enter_namespaces()
+                lower = Path(scratch, "lower")
+                lower.mkdir()
+                _overlay(str(lower), Path(scratch, "layer"))
+                inner = os.fork()
+                if inner == 0:
+                    try:
+                        _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+                        os._exit(0)
+                    except OSError as exc:
+                        os.write(write, str(exc).encode())
+                        os._exit(1)
+                code = os.waitstatus_to_exitcode(os.waitpid(inner, 0)[1])
+            except OSError as exc:
+                os.write(write, str(exc).encode())
+                code = 1
+            os._exit(code)
+        os.close(write)
+        message = b""
+        while chunk := os.read(read, 4096):
+            message += chunk
+        code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+        return None if code == 0 else (message.decode(errors="replace") or f"exit status {code}")
+    finally:
+        os.close(read)
+        remove_tree(Path(scratch))
+
+
+def remove_tree(path: Path) -> None:
+    """rm -rf, also through an overlay work directory (created with mode 000)."""
+    import shutil
+
+    def retry(func, p, exc_info):
+        try:
+            os.chmod(os.path.dirname(p), 0o700)
+            if os.path.isdir(p) and not os.path.islink(p):
+                os.chmod(p, 0o700)
+                shutil.rmtree(p, ignore_errors=True)
+            else:
+                func(p)
+        except OSError:
+            pass
+
+    shutil.rmtree(path, onerror=retry)
+
+
+# ---- pids across the namespace boundary -----------------------------------------------------
+
+
+def pid_namespace(pid: int) -> str | None:
+    try:
+        return os.readlink(f"/proc/{pid}/ns/pid_for_children")
+    except OSError:
+        return None
+
+
+def outer_pids(namespace: str) -> dict[int, int]:
+    """inner pid -> host pid of every process in the PID namespace `namespace`."""
+    found = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            if os.readlink(f"/proc/{entry}/ns/pid") != namespace:
+                continue
+            with open(f"/proc/{entry}/status") as f:
+                for line in f:
+                    if line.startswith("NSpid:"):
+                        found[int(line.split()[-1])] = int(entry)
+                        break
+        except (OSError, ValueError):
+            continue
+    return found
+
+
+# ---- reading the upper layers ---------------------------------------------------------------
+
+
+def _kind_of(mode: int) -> str:
+    if stat.S_ISDIR(mode):
+        return "dir"
+    if stat.S_ISLNK(mode):
+        return "symlink"
+    if stat.S_ISFIFO(mode):
+        return "fifo"
+    if stat.S_ISSOCK(mode):
+        return "socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "device"
+    return "file"
+
+
+def _is_whiteout(st: os.stat_result) -> bool:
+    return stat.S_ISCHR(st.st_mode) and st.st_rdev == 0
+
+
+def _is_opaque(path: str) -> bool:
+    for name in ("trusted.overlay.opaque", "user.overlay.opaque"):
+        try:
+            if os.getxattr(path, name, follow_symlinks=False) in (b"y", b"x"):
+                return True
+        except OSError:
+            continue
+    return False
+
+
+def _same_bytes(a: str, b: str) -> bool:
+    import filecmp
+
+    try:
+        return filecmp.cmp(a, b, shallow=False)
+    except OSError:
+        return False
+
+
+def _differences(upper: os.stat_result, lower: os.stat_result, upath: str, lpath: str) -> tuple[str, ...]:
+    what = []
+    if stat.S_IFMT(upper.st_mode) != stat.S_IFMT(lower.st_mode):
+        return ("type",)
+    if stat.S_ISREG(upper.st_mode) and (upper.st_size != lower.st_size or not _same_bytes(upath, lpath)):
+        what.append("content")
+    if stat.S_ISLNK(upper.st_mode) and os.readlink(upath) != os.readlink(lpath):
+        what.append("target")
+    if stat.S_IMODE(upper.st_mode) != stat.S_IMODE(lower.st_mode):
+        what.append("mode")
+    if (upper.st_uid, upper.st_gid) != (lower.st_uid, lower.st_gid):
+        what.append("owner")
+    if not stat.S_ISDIR(upper.st_mode) and upper.st_mtime_ns != lower.st_mtime_ns:
+        what.append("times")
+    return tuple(what)
+
+
+def _deleted_below(lower: str, upper_dir: str) -> list[Change]:
+    """Under an opaque directory: every lower entry the upper does not recreate is gone."""
+    gone = []
+    for dirpath, dirnames, filenames in os.walk(lower):
+        for name in sorted(dirnames + filenames):
+            lp = os.path.join(dirpath, name)
+            up = os.path.join(upper_dir, os.path.relpath(lp, lower))
+            if not os.path.lexists(up):
+                gone.append(Change(lp, ChangeKind.DELETED, _kind_of(os.lstat(lp).st_mode)))
+        dirnames[:] = [d for d in dirnames
+                       if os.path.isdir(os.path.join(upper_dir, os.path.relpath(os.path.join(dirpath, d), lower)))]
+    return gone
+
+
+def _machinery(path: str, tempdir: str) -> bool:
+    """Scratch of torchrun, torch and multiprocessing in the temp directory: not the script's."""
+    if not _in(path, tempdir) or path == tempdir:
+        return False
+    return os.path.relpath(path, tempdir).split(os.sep)[0].startswith(MACHINERY)
+
+
+def layer_changes(layers: Path, roots: list[str], tempdir: str) -> list[Change]:
+    """Every path the job created, modified or deleted, from the upper layers."""
+    tempdir = os.path.realpath(tempdir)
+    changes: list[Change] = []
+    for index, root in enumerate(roots):
+        upper = layers / str(index) / "upper"
+        if not upper.is_dir():
+            continue
+        for dirpath, dirnames, filenames in os.walk(upper):
+            for name in sorted(dirnames + filenames):
+                upath = os.path.join(dirpath, name)
+                real = os.path.join(root, os.path.relpath(upath, upper))
+                if _machinery(real, tempdir):
+                    continue
+                try:
+                    ust = os.lstat(upath)
+                except OSError:
+                    continue
+                lst = os.lstat(real) if os.path.lexists(real) else None
+                if _is_whiteout(ust):
+                    if lst is not None:
+                        changes.append(Change(real, ChangeKind.DELETED, _kind_of(lst.st_mode)))
+                    continue
+                if lst is None:
+                    changes.append(Change(real, ChangeKind.CREATED, _kind_of(ust.st_mode)))
+                    continue
+                if stat.S_ISDIR(ust.st_mode) and _is_opaque(upath) and stat.S_ISDIR(lst.st_mode):
+                    changes += _deleted_below(real, upath)
+                diff = _differences(ust, lst, upath, real)
+                if diff:
+                    changes.append(Change(real, ChangeKind.MODIFIED, _kind_of(ust.st_mode), diff))
+    return sorted(changes, key=lambda c: c.path)
+
+
+# ---- the keeper and the init ----------------------------------------------------------------
+
+
+class _Stop(Exception):
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _raise_stop(signum, frame):
+    raise _Stop(signum)
+
+
+def _reap_all(block: bool) -> None:
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, 0 if block else os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def _others() -> list[Leftover] | None:
+    """Live processes of this namespace besides the init (None when /proc is not ours)."""
+    found = []
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return None
+    for entry in entries:
+        if not entry.isdigit() or entry == "1":
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    continue
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                command = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
+        except (OSError, IndexError):
+            continue
+        found.append(Leftover(int(entry), command))
+    return sorted(found, key=lambda x: x.pid)
+
+
+def _init(spec: dict) -> int:
+    """PID 1 of the job's namespace."""
+    _libc().prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # the keeper gone: the namespace goes
+    rundir = Path(spec["rundir"])
+    outcome = Outcome()
+    for s in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(s, _raise_stop)
+    try:
+        try:
+            _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+        except OSError:
+            outcome.processes_visible = False
+        keep = os.open(rundir, os.O_PATH | os.O_DIRECTORY)
+        for index, root in enumerate(spec["roots"]):
+            _overlay(root, rundir / LAYERS / str(index))
+            if _in(str(rundir), root):  # the real run directory again, over its overlaid view
+                _mount(f"/proc/self/fd/{keep}", str(rundir), None, MS_BIND)
+        os.close(keep)
+        os.chdir(spec["cwd"])  # the working directory, seen through its overlay
+        job = subprocess.Popen(spec["command"])
+        while True:
+            pid, status = os.waitpid(-1, 0)
+            if pid == job.pid:
+                outcome.returncode = os.waitstatus_to_exitcode(status)
+                job.returncode = outcome.returncode
+                break
+        deadline = time.monotonic() + spec.get("grace_s", GRACE_S)
+        while True:
+            _reap_all(block=False)
+            left = _others()
+            if not left or time.monotonic() >= deadline:
+                break
+            time.sleep(0.1)
+        if left:
+            outcome.leftovers = left
+    except _Stop as stop:
+        outcome.stopped_by = signal.Signals(stop.signum).name
+    except OSError as exc:
+        print(f"ddplint: sandbox: {exc}", file=sys.stderr, flush=True)
+        outcome.returncode = 125
+    finally:
+        for s in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(s, signal.SIG_IGN)
+        if os.getpid() == 1:  # only ever inside the namespace
+            try:
+                os.kill(-1, signal.SIGKILL)  # every process of the namespace but this one
+            except ProcessLookupError:
+                pass  # none left
+            _reap_all(block=True)
+    outcome.write(rundir)
+    if outcome.stopped_by:
+        return 128 + signal.Signals[outcome.stopped_by].value
+    return outcome.returncode if outcome.returncode is not None else 125
+
+
+def main() -> None:
+    spec = json.loads(Path(sys.argv[1]).read_text())
+    try:
+        _enter_namespaces()
+    except OSError as exc:
+        print(f"ddplint: sandbox: {exc}", file=sys.stderr, flush=True)
+        os._exit(125)
+    child = os.fork()
+    if child == 0:
+        code = 125
+        try:
+            code = _init(spec)
+        except BaseException:  # noqa: BLE001 - told in the job's log, the keeper exits 125
+            import traceback
+
+            traceback.print_exc()
+        finally:
+            os._exit(code)
+
+    def forward(signum, frame):
+        try:
+            os.kill(child, signum)
+        except ProcessLookupError:
+            pass
+
+    for s in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(s, forward)
+    while True:
+        try:
+            _, status = os.waitpid(child, 0)
+            break
+        except ChildProcessError:
+            status = 125 << 8
+            break
+    os._exit(os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 125)
+
+
+if __name__ == "__main__":
+    main()

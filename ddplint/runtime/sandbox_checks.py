@@ -1,0 +1,134 @@
+"""io.sandbox and run.leftover: what the sandbox kept off the user's disk, and which processes
+the job left running.
+
+The upper layers are the ground truth of what the job wrote; the probe's records say which
+rank wrote a path through Python's file calls, and from which line. A path the probe did not
+see was written by C code, a subprocess or a child process: its rank is unknown.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ddplint.runtime.sandbox import Change, Outcome
+from ddplint.runtime.sites import short
+from ddplint.runtime.verdict import CheckResult, Status
+
+UNSEEN = "written outside Python's file calls, rank unknown"
+SHOWN = 40  # evidence lines of changes; the JSON report has them all
+_REDIRECTED = ("redirected: open/io.open/os.open for writing, torch.save to a path, logging's FileHandler, "
+               "os.makedirs/mkdir/remove/unlink/rename/replace")
+_PROCESSES = "not contained: processes started in a new session or as daemons may outlive the audit"
+_NOT_CONTAINED = ("not contained: writes by C extensions, subprocesses and os.system, shutil.rmtree, os.rmdir, "
+                  "truncate, chmod/chown/utime, links, FIFOs, sqlite, and a library's writes to the temp "
+                  "directory and ~/.cache: they may have changed your files and are not listed")
+
+
+@dataclass(frozen=True)
+class Containment:
+    """How the job was contained: sandboxed over `roots`, or why not."""
+
+    roots: tuple[str, ...] = ()
+    skipped: tuple[str, ...] = ()  # directories the job may write to that could not be overlaid
+    unavailable: str | None = None  # the kernel or a container forbids namespaces: why
+    disabled: bool = False  # --no-sandbox
+
+    @property
+    def sandboxed(self) -> bool:
+        return not self.disabled and self.unavailable is None
+
+
+def probe_writes(records: dict[int, dict]) -> dict[str, dict]:
+    """path -> {"ranks", "ops", "sites"} of every write the probes recorded, directories too."""
+    seen: dict[str, dict] = {}
+    for rank, rec in sorted(records.items()):
+        for w in rec.get("writes") or []:
+            entry = seen.setdefault(w["path"], {"ranks": [], "ops": [], "sites": []})
+            for key, value in (("ranks", rank), ("ops", w["op"]), ("sites", w.get("site"))):
+                if value is not None and value not in entry[key]:
+                    entry[key].append(value)
+    return seen
+
+
+def writes_report(changes: list[Change] | None, records: dict[int, dict]) -> list[dict]:
+    """The report's `writes`: every change of the layers with its ranks where the probe saw it,
+    then what the probe saw that left no trace (a temporary file removed again). Without the
+    sandbox (changes is None): what the probe saw."""
+    seen = probe_writes(records)
+    out = []
+    for c in changes or []:
+        entry = seen.pop(c.path, None)
+        out.append({"path": c.path, "change": c.kind.value, "type": c.type, "detail": list(c.detail),
+                    **(entry or {"ranks": [], "ops": [], "sites": []}), "seen_by_probe": entry is not None})
+    for path, entry in sorted(seen.items()):
+        out.append({"path": path, "change": None, "type": None, "detail": [], **entry, "seen_by_probe": True})
+    return out
+
+
+def _change_line(w: dict, base: str) -> str:
+    what = f"{w['change']:<8} {short(w['path'], base)}"
+    if w["type"] not in ("file", None):
+        what += f" ({w['type']})"
+    if w["detail"]:
+        what += f" [{', '.join(w['detail'])}]"
+    if not w["seen_by_probe"]:
+        return f"{what}: {UNSEEN}"
+    ranks = ", ".join(map(str, w["ranks"]))
+    sites = ", ".join(short(s, base) for s in w["sites"][:2])
+    return f"{what}: rank{'s' if len(w['ranks']) > 1 else ''} {ranks}" + (f" at {sites}" if sites else "")
+
+
+def check_sandbox(containment: Containment, writes: list[dict], base: str) -> CheckResult:
+    data = {"sandboxed": containment.sandboxed, "roots": list(containment.roots),
+            "not_contained": list(containment.skipped), "unavailable": containment.unavailable,
+            "disabled": containment.disabled}
+    if not containment.sandboxed:
+        why = ("turned off with --no-sandbox" if containment.disabled
+               else f"namespaces are not available here ({containment.unavailable})")
+        return CheckResult(
+            "io.sandbox", Status.WARN,
+            f"not contained: {why}; only Python's file calls were redirected",
+            [_REDIRECTED, _NOT_CONTAINED, _PROCESSES],
+            fix=None if containment.disabled else "allow unprivileged user namespaces (Ubuntu: sysctl "
+            "kernel.apparmor_restrict_unprivileged_userns=0; containers: --security-opt seccomp=unconfined), "
+            "or run the audit where they are allowed", data=data)
+    changed = [w for w in writes if w["change"] is not None]
+    counts = {k: sum(w["change"] == k for w in changed) for k in ("created", "modified", "deleted")}
+    data["changes"] = counts
+    said = ", ".join(f"{n} {k}" for k, n in counts.items() if n) or "no path changed"
+    evidence = [f"copy-on-write over {', '.join(short(r, base) for r in containment.roots)}"]
+    evidence += [_change_line(w, base) for w in changed[:SHOWN]]
+    if len(changed) > SHOWN:
+        evidence.append(f"... and {len(changed) - SHOWN} more (all of them in --format json)")
+    if containment.skipped:
+        evidence.append(f"not contained (cannot be overlaid): {', '.join(containment.skipped)}")
+        return CheckResult("io.sandbox", Status.WARN,
+                           f"contained in part: {said} under the copy-on-write layer; writes to "
+                           f"{', '.join(containment.skipped)} were not contained", evidence, data=data)
+    return CheckResult("io.sandbox", Status.PASS,
+                       f"{said} in the job's copy-on-write layer, discarded; none reached your disk",
+                       evidence, data=data)
+
+
+def check_leftovers(outcome: Outcome | None, records: dict[int, dict]) -> CheckResult:
+    if outcome is None:
+        return CheckResult("run.leftover", Status.SKIP, "needs the sandbox's process namespace (see io.sandbox)")
+    if outcome.stopped_by is not None or outcome.returncode is None:
+        return CheckResult("run.leftover", Status.SKIP, "the job was stopped before its end")
+    if not outcome.processes_visible:
+        return CheckResult("run.leftover", Status.SKIP, "the job's processes could not be listed "
+                           "(no /proc of its own); every one was killed at the end")
+    data = {"processes": [{"pid": p.pid, "command": p.command} for p in outcome.leftovers]}
+    if not outcome.leftovers:
+        return CheckResult("run.leftover", Status.PASS, "no process of the job outlived torchrun", data=data)
+    evidence = [f"pid {p.pid}: {p.command[:160]}" for p in outcome.leftovers]
+    n = len(outcome.leftovers)
+    fix = "join or terminate the processes the script starts (daemons, new sessions, spawned workers) before it exits"
+    if records and all(r.get("status") == "completed" for r in records.values()):
+        return CheckResult("run.leftover", Status.FAIL,
+                           f"{n} process(es) still running after every rank's script had ended; "
+                           "ddplint killed them", evidence, fix=fix, data=data)
+    return CheckResult("run.leftover", Status.WARN,
+                       f"{n} process(es) still running when the audit had stopped the script (it may "
+                       "stop them after the epochs the audit cut short); ddplint killed them",
+                       evidence, fix=fix, data=data)
