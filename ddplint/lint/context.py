@@ -11,7 +11,13 @@ import libcst as cst
 
 from ddplint.config import Config
 from ddplint.lint import constants
-from ddplint.lint.facts import INIT_PG, CallSite, ModuleFacts, single_process_init, spawn_targets
+from ddplint.lint.facts import (
+    INIT_PG,
+    CallSite,
+    ModuleFacts,
+    single_process_init,
+    spawn_targets,
+)
 from ddplint.lint.guards import Guards
 from ddplint.lint.project import ProjectIndex
 

@@ -1,7 +1,9 @@
-"""Where a script places tensors and models on a device, and what device each place names.
+"""Where a script places tensors and models on a device, what device each place names, and
+whether the process is bound to its GPU on every path to it.
 
 Shared by the device-binding rules (DDP101-DDP105): they differ only in which kind of
-device expression they report.
+device expression they report. A device held in a variable is followed to the values that
+reach the use (`device = "cuda:0"`, then `model.to(device)`).
 """
 
 from __future__ import annotations
@@ -9,109 +11,174 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import libcst as cst
 
 from ddplint.lint.context import LintContext
-from ddplint.lint.facts import DDP, INIT_PG, SET_DEVICE, CallSite
-from ddplint.lint.names import arg, int_value, string_value
+from ddplint.lint.facts import DDP, INIT_PG, SET_DEVICE, CallSite, ModuleFacts
+from ddplint.lint.guards import DIST
+from ddplint.lint.names import arg, call_parameters, int_value, reference, string_value
+from ddplint.lint.paths import dominates
+from ddplint.lint.roles import PER_NODE, DeviceKind, Role
 
 CUDA_INDEX = re.compile(r"^cuda:(\d+)$")
-# set_device, and launchers of other libraries that call it for the process they start.
-BINDING = frozenset({
-    SET_DEVICE, "mmcv.runner.init_dist", "mmcv.runner.dist_utils.init_dist", "mmengine.dist.init_dist",
+# Calls that bind the process to the device they are given.
+SET_DEVICE_CALLS = frozenset({SET_DEVICE, "torch.accelerator.set_device_index", "torch.xpu.set_device"})
+# Launchers of other libraries that bind the device of the process they start, and the device
+# mesh, which binds rank % devices-per-host when nothing is bound yet.
+BINDING = SET_DEVICE_CALLS | frozenset({
+    "mmcv.runner.init_dist", "mmcv.runner.dist_utils.init_dist", "mmengine.dist.init_dist",
     "mmengine.dist.utils.init_dist", "detectron2.engine.launch", "detectron2.engine.launch.launch",
     "classy_vision.generic.distributed_util.set_cuda_device_index",
+    "torch.distributed.device_mesh.init_device_mesh", "torch.cuda.device", "torch.cuda.device_of",
 })
+# `torch_device = getattr(torch, device_type); torch_device.set_device(device)` (a device module)
+BINDING_METHODS = frozenset({"set_device", "set_device_index"})
+# Expressions that name the current device without an index.
+CURRENT_DEVICE_CALLS = frozenset({"torch.accelerator.current_accelerator"})
+FOLLOW = 4  # how many variables deep a device value is followed
+# When the two sides of `a if cond else b` differ, the one to report.
+_WORST_FIRST = (DeviceKind.INDEX, DeviceKind.GLOBAL, DeviceKind.BARE, DeviceKind.LOCAL, DeviceKind.OTHER)
+
+
+@dataclass(frozen=True)
+class Device:
+    kind: DeviceKind
+    index: int | None = None
+    origin: cst.BaseExpression | None = None  # the literal a variable got its value from
 
 
 @dataclass(frozen=True)
 class DeviceUse:
     site: CallSite
-    expr: cst.BaseExpression  # the node that names the device (reported on)
-    kind: str  # "index" (hard-coded N), "bare" ("cuda"), "global", "local", "other"
+    expr: cst.BaseExpression  # the node to report: the literal behind a hard-coded index, else the use
+    kind: DeviceKind
     index: int | None = None
     placement: bool = True  # moves data or binds a device (not just builds a torch.device)
 
 
-def classify(ctx: LintContext, expr: cst.BaseExpression | None, function: str, int_is_index: bool) -> tuple[str, int | None]:
-    """What device an expression names."""
+def classify(ctx: LintContext, expr: cst.BaseExpression | None, site: CallSite, int_is_index: bool,
+             depth: int = FOLLOW) -> Device:
+    """What device an expression names at `site`."""
+    facts, function = ctx.facts, site.function
     if expr is None:
-        return "bare", None
+        return Device(DeviceKind.BARE)
     text = string_value(expr)
     if text is not None:
         match = CUDA_INDEX.match(text)
         if match:
-            return "index", int(match.group(1))
-        return ("bare", None) if text == "cuda" else ("other", None)
+            return Device(DeviceKind.INDEX, int(match.group(1)), expr)
+        return Device(DeviceKind.BARE) if text == "cuda" else Device(DeviceKind.OTHER)
     number = int_value(expr)
     if number is not None:
-        return ("index", number) if int_is_index else ("other", None)
-    if isinstance(expr, cst.Call) and ctx.facts.callee(expr) == "torch.device":
-        return _torch_device(ctx, expr, function)
-    kind = ctx.facts.kind_of(expr, function)
-    if kind in {"local", "device"}:
-        return "local", None
-    if kind == "global":
-        return "global", None
-    return "other", None
+        return Device(DeviceKind.INDEX, number, expr) if int_is_index else Device(DeviceKind.OTHER)
+    if isinstance(expr, cst.IfExp):
+        sides = [classify(ctx, e, site, int_is_index, depth) for e in (expr.body, expr.orelse)]
+        return min(sides, key=lambda d: _WORST_FIRST.index(d.kind))
+    if isinstance(expr, cst.Call):
+        callee = facts.callee(expr)
+        if callee == "torch.device":
+            return _torch_device(ctx, expr, site, depth)
+        if callee in CURRENT_DEVICE_CALLS:
+            return Device(DeviceKind.BARE)
+    role = facts.role_of(expr, function)
+    if role in PER_NODE:
+        return Device(DeviceKind.LOCAL)
+    if role is Role.GLOBAL_RANK:
+        return Device(DeviceKind.GLOBAL)
+    name = reference(expr) if isinstance(expr, (cst.Name, cst.Attribute, cst.Subscript)) else None
+    if name is None or depth == 0:
+        return Device(DeviceKind.OTHER)
+    values = [classify(ctx, a.value, site, int_is_index, depth - 1)
+              for a in facts.reaching(name, function, site.order, site.blocks)]
+    return min(values, key=lambda d: _WORST_FIRST.index(d.kind)) if values else Device(DeviceKind.OTHER)
 
 
-def _torch_device(ctx: LintContext, call: cst.Call, function: str) -> tuple[str, int | None]:
+def _torch_device(ctx: LintContext, call: cst.Call, site: CallSite, depth: int) -> Device:
     first = arg(call, 0, "type")
     index = arg(call, 1, "index")
     if index is None:
-        return classify(ctx, first, function, int_is_index=True)
+        return classify(ctx, first, site, True, depth)
     if string_value(first) != "cuda":
-        return "other", None
-    return classify(ctx, index, function, int_is_index=True)
+        return Device(DeviceKind.OTHER)
+    return classify(ctx, index, site, True, depth)
 
 
 def device_uses(ctx: LintContext) -> Iterator[DeviceUse]:
     for site in ctx.facts.calls:
-        call = site.node
-        fn = site.function
-        if site.name == "torch.device":
-            if arg(call, 1, "index") is not None or string_value(arg(call, 0, "type")) is not None:
-                kind, index = _torch_device(ctx, call, fn)
-                yield DeviceUse(site, call, kind, index, placement=False)
+        if site.in_default and not _default_used(ctx, site):
             continue
-        if site.name == SET_DEVICE:
-            target = arg(call, 0, "device")
-            if target is not None:
-                kind, index = classify(ctx, target, fn, int_is_index=True)
-                yield DeviceUse(site, target, kind, index)
+        for target, int_is_index, placement in _device_arguments(site):
+            device = classify(ctx, target, site, int_is_index)
+            report = device.origin if device.kind is DeviceKind.INDEX and device.origin is not None else target
+            yield DeviceUse(site, report if report is not None else site.node, device.kind, device.index, placement)
+
+
+def _device_arguments(site: CallSite) -> Iterator[tuple[cst.BaseExpression | None, bool, bool]]:
+    """(device expression, whether a bare int is an index, whether it places or binds) per call."""
+    call = site.node
+    if site.name == "torch.device":
+        if arg(call, 1, "index") is not None or string_value(arg(call, 0, "type")) is not None:
+            yield call, True, False
+        return
+    if site.name in SET_DEVICE_CALLS or site.method in BINDING_METHODS:
+        target = arg(call, 0, "device")
+        if target is not None:
+            yield target, True, True
+        return
+    if site.method == "cuda":
+        yield arg(call, 0, "device"), True, True
+    elif site.method == "to":
+        target = arg(call, 0, "device")
+        if target is not None and (not isinstance(target, cst.Call) or _names_device(target)):
+            yield target, True, True
+    if site.name == DDP:
+        ids = arg(call, None, "device_ids")
+        if isinstance(ids, cst.List) and len(ids.elements) == 1:
+            yield ids.elements[0].value, True, True
+    for keyword in ("device", "map_location"):
+        target = arg(call, None, keyword)
+        if target is None or site.method == "to" and keyword == "device":
             continue
-        if site.method == "cuda":
-            target = arg(call, 0, "device")
-            kind, index = classify(ctx, target, fn, int_is_index=True)
-            yield DeviceUse(site, target if target is not None else call, kind, index)
-        elif site.method == "to":
-            target = arg(call, 0, "device")
-            if target is not None and not isinstance(target, cst.Call):
-                kind, index = classify(ctx, target, fn, int_is_index=True)
-                yield DeviceUse(site, target, kind, index)
-        if site.name == DDP:
-            ids = arg(call, None, "device_ids")
-            if isinstance(ids, cst.List) and len(ids.elements) == 1:
-                target = ids.elements[0].value
-                kind, index = classify(ctx, target, fn, int_is_index=True)
-                yield DeviceUse(site, target, kind, index)
-        for keyword in ("device", "map_location"):
-            target = arg(call, None, keyword)
-            if target is None or site.method == "to" and keyword == "device":
-                continue
-            kind, index = classify(ctx, target, fn, int_is_index=False)
-            if kind == "bare" and keyword == "map_location":
-                continue  # map_location="cuda" maps onto the current device
-            yield DeviceUse(site, target, kind, index)
+        if keyword == "map_location" and string_value(target) == "cuda":
+            continue  # map_location="cuda" maps onto the current device
+        yield target, False, True
 
 
-# `torch_device = getattr(torch, device_type); torch_device.set_device(device)` (torchtune)
-BINDING_METHODS = frozenset({"set_device", "set_device_index"})
+def _names_device(call: cst.Call) -> bool:
+    name = reference(call.func)
+    return name is not None and name.rsplit(".", 1)[-1] in {"device", "current_accelerator"}
 
 
-def _binds(site: CallSite, facts, path) -> bool:
+def _default_used(ctx: LintContext, site: CallSite) -> bool:
+    """A device built in a parameter's default matters only if some call leaves the parameter out."""
+    info = ctx.facts.functions.get(site.function)
+    if info is None:
+        return True
+    params = [*info.node.params.posonly_params, *info.node.params.params, *info.node.params.kwonly_params]
+    owner = next((p for p in params if p.default is not None and _contains(p.default, site.node)), None)
+    callers = ctx.guards.callers(ctx.facts).get(site.function, [])
+    if owner is None or not callers:
+        return True
+    name = owner.name.value
+    for caller in callers:
+        call = caller.node
+        if any(a.star for a in call.args):
+            continue
+        positional = [p.name.value for p in call_parameters(call, info.node)]
+        given = {a.keyword.value for a in call.args if a.keyword is not None}
+        given |= set(positional[: sum(1 for a in call.args if a.keyword is None)])
+        if name not in given:
+            return True
+    return False
+
+
+def _contains(tree: cst.CSTNode, node: cst.CSTNode) -> bool:
+    return tree is node or any(_contains(child, node) for child in tree.children)
+
+
+def _binds(site: CallSite, facts: ModuleFacts, path: Path) -> bool:
     return site.name in BINDING or site.method in BINDING_METHODS
 
 
@@ -121,9 +188,42 @@ def binding_sites(ctx: LintContext) -> list[CallSite]:
             *(s for s in ctx.facts.calls_to(INIT_PG) if arg(s.node, None, "device_id") is not None)]
 
 
+def bound_before(ctx: LintContext, use: CallSite, bindings: list[CallSite]) -> bool:
+    """A binding happens on every path to `use`: earlier in its function, or before every call
+    of that function in this module. A function nothing here calls is started from elsewhere;
+    a binding in another function of the module may run first, and is taken to."""
+    return _bound_before(ctx, use, bindings, frozenset())
+
+
+def _bound_before(ctx: LintContext, use: CallSite, bindings: list[CallSite], chain: frozenset[str]) -> bool:
+    if any(dominates(b, use) or _dominates_when_distributed(ctx, b, use) for b in bindings):
+        return True
+    chain = chain | {use.function}
+    callers = [c for c in ctx.guards.callers(ctx.facts).get(use.function, []) if c.function not in chain]
+    if callers:
+        return all(_bound_before(ctx, c, bindings, chain) for c in callers)
+    return any(b.function not in chain for b in bindings)
+
+
+def _dominates_when_distributed(ctx: LintContext, binding: CallSite, use: CallSite) -> bool:
+    """The binding sits in branches that every distributed run takes (`if args.distributed:`),
+    earlier in the same block as the use: only a single-process run can skip it."""
+    if binding.function != use.function or binding.order >= use.order:
+        return False
+    shared = 0
+    while shared < min(len(binding.blocks), len(use.blocks)) and binding.blocks[shared] == use.blocks[shared]:
+        shared += 1
+    if shared == len(binding.blocks):
+        return True
+    extra = [c for c in binding.conditions if not any(c is u for u in use.conditions)]
+    return len(extra) == len(binding.blocks) - shared and all(
+        ctx.guards.condition_kind(c, ctx.facts, ctx.path, binding.function) == DIST for c in extra
+    )
+
+
 def visible_devices_per_rank(ctx: LintContext) -> bool:
     """The script narrows CUDA_VISIBLE_DEVICES per process: then "cuda:0" is that rank's GPU."""
     write = ctx.facts.env_writes.get("CUDA_VISIBLE_DEVICES")
     if write is None:
         return False
-    return ctx.facts.kind_of(write.value, write.function) is not None or string_value(write.value) is None
+    return ctx.facts.role_of(write.value, write.function) is not None or string_value(write.value) is None

@@ -151,9 +151,7 @@ def lint_text(path: Path, text: str, config: Config, rules: list[Rule], project:
     for rule in rules:
         if rule.code in ignored:
             continue
-        if rule.needs_distributed and (not ctx.is_distributed or facts.framework is not None):
-            continue
-        if rule.data_parallel and facts.rpc_only:
+        if not rule.applies(ctx):
             continue
         try:
             found.extend((rule, finding) for finding in rule.check(ctx))

@@ -7,11 +7,27 @@ guard recognition (`guards.py`) and loop questions need no second walk.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import libcst as cst
 
-from ddplint.lint.names import CANONICAL, arg, dotted, int_value, string_value
+from ddplint.lint.names import (
+    CANONICAL,
+    arg,
+    dotted,
+    int_value,
+    reference,
+    string_value,
+)
+from ddplint.lint.roles import (
+    CALL_ROLES,
+    ENV_ROLES,
+    NAME_ROLES,
+    RANK_NAMES,
+    RANKS,
+    Role,
+    last_part,
+)
 from ddplint.lint.walk import Walker
 
 DIST = "torch.distributed"
@@ -22,6 +38,8 @@ SPAWN = {"torch.multiprocessing.spawn", "torch.multiprocessing.start_processes"}
 NOT_DISTRIBUTED = ("torch.distributed.checkpoint.", "torch.distributed.is_available", "torch.distributed.is_initialized")
 # Inter-process file locks: the block runs in one process at a time.
 FILE_LOCKS = frozenset({"filelock.FileLock", "filelock.SoftFileLock", "filelock.UnixFileLock"})
+# Context managers that make a GPU the current device inside their block.
+DEVICE_CONTEXTS = frozenset({"torch.cuda.device", "torch.cuda.device_of"})
 # Model-parallel RPC: workers with different roles, each placing its own modules on devices.
 RPC = ("torch.distributed.rpc.", "torch.distributed.autograd.", "torch.distributed.optim.")
 INIT_PG = "torch.distributed.init_process_group"
@@ -36,46 +54,6 @@ COLLECTIVES = frozenset(
         "scatter_object_list", "send", "recv", "isend", "irecv", "new_group",
     )
 ) | {DDP}
-
-# Environment variables set by torchrun / SLURM, by what they hold.
-ENV_KINDS = {
-    "LOCAL_RANK": "local",
-    "SLURM_LOCALID": "local",
-    "MPI_LOCALRANKID": "local",
-    "OMPI_COMM_WORLD_LOCAL_RANK": "local",
-    "RANK": "global",
-    "SLURM_PROCID": "global",
-    "OMPI_COMM_WORLD_RANK": "global",
-    "WORLD_SIZE": "world",
-    "LOCAL_WORLD_SIZE": "world",
-    "SLURM_NTASKS": "world",
-}
-CALL_KINDS = {
-    "torch.distributed.get_rank": "global",
-    "torch.distributed.get_global_rank": "global",
-    "torch.distributed.get_node_local_rank": "local",
-    "torch.distributed.get_world_size": "world",
-}
-# Attribute/variable names whose meaning is unambiguous in training scripts.
-NAME_KINDS = {
-    "local_rank": "local",
-    "ddp_local_rank": "local",
-    "localrank": "local",
-    "local_process_index": "local",
-    "world_size": "world",
-    "ddp_world_size": "world",
-    "master_process": "main",
-    "is_master": "main",
-    "is_main_process": "main",
-    "is_main": "main",
-    "main_process": "main",
-    "is_rank_zero": "main",
-    "is_global_zero": "main",
-    "is_local_main_process": "main",
-}
-# Names that hold some rank, global or local; enough to recognize `if rank == 0:`.
-RANKISH = {"rank", "global_rank", "ddp_rank", "world_rank", "rank_id", "proc_id", "process_index",
-           "gpu", "gpu_id", "device_id"}
 
 # Frameworks that own process groups, samplers and device placement.
 FRAMEWORK_IMPORTS = {
@@ -93,10 +71,11 @@ FRAMEWORK_IMPORTS = {
 # each process to its device before a test method runs.
 FRAMEWORK_MODULES = ("torch.testing._internal.common_distributed", "torch.testing._internal.common_fsdp",
                      "torch.testing._internal.distributed")
+TRAINER = "transformers"
 FRAMEWORK_CALLS = {
-    "transformers.Trainer": "transformers",
-    "transformers.Seq2SeqTrainer": "transformers",
-    "trl.SFTTrainer": "transformers",
+    "transformers.Trainer": TRAINER,
+    "transformers.Seq2SeqTrainer": TRAINER,
+    "trl.SFTTrainer": TRAINER,
 }
 
 
@@ -119,6 +98,8 @@ class CallSite:
     loops: tuple[cst.For | cst.While, ...]
     caught: frozenset[str] = frozenset()  # exceptions caught around it: "FileExistsError", "OSError"
     locked: bool = False  # inside `with FileLock(...)`: one process at a time
+    blocks: tuple[int, ...] = ()  # the branches around it, outermost first (paths.py)
+    in_default: bool = False  # part of a parameter's default value: runs only for calls that omit it
 
 
 @dataclass(frozen=True)
@@ -133,12 +114,23 @@ class Assert:
 
 @dataclass(frozen=True)
 class Assignment:
-    target: str  # dotted target: "local_rank", "args.gpu", "self.gpu_id"
+    """A binding of a name, an attribute (`args.gpu`) or a constant key (`opt["rank"]` as `opt.rank`)."""
+
+    target: str  # dotted target: "local_rank", "args.gpu", "self.gpu_id", "opt.rank"
     value: cst.BaseExpression
     function: str
     order: int
     conditions: tuple[Condition, ...]
     loops: tuple[cst.For | cst.While, ...] = ()
+    blocks: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class Loop:
+    node: cst.For | cst.While
+    function: str
+    order: int
+    blocks: tuple[int, ...]
 
 
 @dataclass
@@ -154,13 +146,15 @@ class FunctionInfo:
 class ModuleFacts:
     imports: dict[str, str] = field(default_factory=dict)  # alias -> qualified name
     imported_modules: set[str] = field(default_factory=set)
+    aliases: dict[str, str] = field(default_factory=dict)  # `comm = MPI.COMM_WORLD` -> qualified name
     calls: list[CallSite] = field(default_factory=list)
     assignments: list[Assignment] = field(default_factory=list)
+    loops: list[Loop] = field(default_factory=list)
     functions: dict[str, FunctionInfo] = field(default_factory=dict)
     env_reads: set[str] = field(default_factory=set)  # os.environ["X"], os.getenv("X"), ...
     env_writes: dict[str, Assignment] = field(default_factory=dict)  # os.environ["X"] = value
     env_names: set[str] = field(default_factory=set)  # launcher variables named in any string literal
-    name_kinds: dict[tuple[str, str], str] = field(default_factory=dict)  # (function, name) -> kind
+    roles: dict[tuple[str, str], Role] = field(default_factory=dict)  # (function or "*", name) -> role
     framework: str | None = None
     is_distributed: bool = False
     rpc_only: bool = False  # RPC workers and no process group or DDP replica: not data-parallel
@@ -168,15 +162,18 @@ class ModuleFacts:
     idle_with_calls: set[int] = field(default_factory=set)  # id() of `with open(...): pass` items
     attributes: set[str] = field(default_factory=set)  # every `x.<name>` used: "local_rank", "gpu"
     asserts: list[Assert] = field(default_factory=list)
+    # indexes built once after the walk, so that rules look bindings up instead of scanning
+    by_target: dict[str, list[Assignment]] = field(default_factory=dict)
+    by_value: dict[int, list[Assignment]] = field(default_factory=dict)  # id(value node) -> its bindings
 
     # -- name resolution -------------------------------------------------------------
 
     def qualify(self, name: str | None) -> str | None:
-        """Resolve the head of a dotted name through the import table."""
+        """Resolve the head of a dotted name through the import table and module-level aliases."""
         if name is None:
             return None
         head, _, rest = name.partition(".")
-        base = self.imports.get(head)
+        base = self.imports.get(head) or self.aliases.get(head)
         if base is None:
             return name
         full = f"{base}.{rest}" if rest else base
@@ -192,63 +189,96 @@ class ModuleFacts:
     def calls_named(self, predicate) -> list[CallSite]:
         return [c for c in self.calls if c.name is not None and predicate(c.name)]
 
-    # -- rank names ------------------------------------------------------------------
+    # -- bindings --------------------------------------------------------------------
 
-    def kind_of_name(self, name: str, function: str) -> str | None:
+    def assigned(self, target: str) -> list[Assignment]:
+        """Every binding of `target` in the module, in source order."""
+        return self.by_target.get(target, [])
+
+    def bindings_of(self, value: cst.CSTNode) -> list[Assignment]:
+        """The bindings whose value is this very node (`loader = DataLoader(...)`)."""
+        return self.by_value.get(id(value), [])
+
+    def reaching(self, target: str, function: str, order: int, blocks: tuple[int, ...]) -> list[Assignment]:
+        """The bindings of `target` that can reach a use at (`function`, `order`, `blocks`).
+
+        Within the function: the last binding on every path to the use (one in an enclosing
+        block, earlier), and the later ones in branches that may or may not have run. Without
+        any, the module-level bindings (a global, or an attribute set elsewhere).
+        """
+        here = [a for a in self.assigned(target) if a.function == function and a.order < order]
+        dominating = [a for a in here if _prefix(a.blocks, blocks)]
+        if dominating:
+            last = dominating[-1]
+            return [a for a in here if a.order >= last.order]
+        if here:
+            return here
+        return [a for a in self.assigned(target) if a.function == "" or "." in target]
+
+    # -- roles -----------------------------------------------------------------------
+
+    def role_of_name(self, name: str, function: str) -> Role | None:
         for key in ((function, name), ("", name), ("*", name)):
-            if key in self.name_kinds:
-                return self.name_kinds[key]
-        last = name.rsplit(".", 1)[-1]
-        return NAME_KINDS.get(last)
+            if key in self.roles:
+                return self.roles[key]
+        return NAME_ROLES.get(last_part(name))
 
-    def kind_of(self, expr: cst.BaseExpression | None, function: str) -> str | None:
-        """What an expression holds: "local", "global", "world", "main" or "device" (per rank)."""
+    def role_of(self, expr: cst.BaseExpression | None, function: str) -> Role | None:
+        """What an expression holds: a rank, the world size, a main-process flag, a local device."""
         if expr is None:
             return None
-        if isinstance(expr, (cst.Name, cst.Attribute)):
-            name = dotted(expr)
-            if name is not None:
-                if self.qualify(name) == "os.environ":
-                    return None
-                return self.kind_of_name(name, function)
-            return None
+        if isinstance(expr, cst.NamedExpr):
+            return self.role_of(expr.value, function)
         env = self.env_read(expr)
         if env is not None:
-            return ENV_KINDS.get(env)
+            return ENV_ROLES.get(env)
+        if isinstance(expr, (cst.Name, cst.Attribute, cst.Subscript)):
+            name = reference(expr)
+            if name is None or self.qualify(name) == "os.environ":
+                return None
+            return self.role_of_name(name, function)
         if isinstance(expr, cst.Call):
             callee = self.callee(expr)
-            if callee in CALL_KINDS:
-                return CALL_KINDS[callee]
+            if callee in CALL_ROLES:
+                return CALL_ROLES[callee]
             if callee in {"int", "str"} and expr.args:
-                return self.kind_of(expr.args[0].value, function)
+                return self.role_of(expr.args[0].value, function)
             if callee == "torch.device":
                 index = arg(expr, 1, "index")
-                kind = self.kind_of(index, function) if index is not None else self.kind_of(arg(expr, 0, "type"), function)
-                return "device" if kind in {"local", "device"} else kind
+                role = self.role_of(index if index is not None else arg(expr, 0, "type"), function)
+                return Role.LOCAL_DEVICE if role in {Role.LOCAL_RANK, Role.LOCAL_DEVICE} else role
             return None
-        if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Modulo):
-            # rank % gpus_per_node is the local index of the GPU on this node
-            if self.kind_of(expr.left, function) in {"global", "local"}:
-                return "local"
-            return None
+        if isinstance(expr, cst.BinaryOperation):
+            return self._arithmetic(expr, function)
         if isinstance(expr, cst.FormattedString):
             for part in expr.parts:
                 if isinstance(part, cst.FormattedStringExpression):
-                    kind = self.kind_of(part.expression, function)
-                    if kind in {"local", "device"}:
-                        return "device"
-                    if kind == "global":
-                        return "global"
+                    role = self.role_of(part.expression, function)
+                    if role in {Role.LOCAL_RANK, Role.LOCAL_DEVICE}:
+                        return Role.LOCAL_DEVICE
+                    if role is Role.GLOBAL_RANK:
+                        return role
             return None
         if isinstance(expr, cst.Comparison):
-            if any(int_value(c.comparator) == 0 for c in expr.comparisons) and self.kind_of(expr.left, function) in {
-                "global",
-                "local",
-            }:
-                return "main"
+            if any(int_value(c.comparator) == 0 for c in expr.comparisons) and self.role_of(expr.left, function) in RANKS:
+                return Role.MAIN_FLAG
             return None
         if isinstance(expr, cst.IfExp):
-            return self.kind_of(expr.body, function) or self.kind_of(expr.orelse, function)
+            return self.role_of(expr.body, function) or self.role_of(expr.orelse, function)
+        return None
+
+    def _arithmetic(self, expr: cst.BinaryOperation, function: str) -> Role | None:
+        """`rank % gpus_per_node` is a GPU of this node; `node * gpus_per_node + gpu` and
+        `rank + offset` stay unique over all nodes."""
+        left, right = self.role_of(expr.left, function), self.role_of(expr.right, function)
+        if isinstance(expr.operator, cst.Modulo):
+            return Role.LOCAL_RANK if left in RANKS else None
+        if isinstance(expr.operator, cst.Add):
+            if Role.GLOBAL_RANK in (left, right):
+                return Role.GLOBAL_RANK
+            scaled = [side for side, role in ((expr.left, right), (expr.right, left)) if role is Role.LOCAL_RANK]
+            if any(isinstance(s, cst.BinaryOperation) and isinstance(s.operator, cst.Multiply) for s in scaled):
+                return Role.GLOBAL_RANK  # node_rank * gpus_per_node + local_rank
         return None
 
     def env_read(self, expr: cst.BaseExpression) -> str | None:
@@ -261,12 +291,18 @@ class ModuleFacts:
             return string_value(arg(expr, 0, None))
         return None
 
-    def is_rankish(self, expr: cst.BaseExpression, function: str) -> bool:
+    def holds_rank(self, expr: cst.BaseExpression, function: str) -> bool:
         """Holds some rank (global or local), by origin or by a conventional name."""
-        if self.kind_of(expr, function) in {"global", "local"}:
+        if isinstance(expr, cst.NamedExpr):
+            expr = expr.value
+        if self.role_of(expr, function) in RANKS:
             return True
-        name = dotted(expr)
-        return name is not None and name.rsplit(".", 1)[-1] in RANKISH
+        name = reference(expr)
+        return name is not None and last_part(name) in RANK_NAMES
+
+
+def _prefix(outer: tuple[int, ...], inner: tuple[int, ...]) -> bool:
+    return inner[: len(outer)] == outer
 
 
 class _Collector(Walker):
@@ -281,6 +317,8 @@ class _Collector(Walker):
         self.caught: frozenset[str] = frozenset()
         self.env_targets: set[int] = set()  # id() of `os.environ[...]` assignment targets
         self.locks = 0  # open `with FileLock(...)` blocks
+        self.blocks: list[int] = []  # id() of the enclosing branch bodies (paths.py)
+        self.in_default = False  # walking a parameter's default value
 
     def _next(self) -> int:
         self.order += 1
@@ -339,11 +377,13 @@ class _Collector(Walker):
             for d in node.decorators
         )
         self.facts.functions[self.scope] = FunctionInfo(self.scope, node, params, decorators)
-        saved = (self.conditions, self.loops, self.suite_exits, self.caught)
-        self.conditions, self.loops, self.suite_exits, self.caught = [], [], [], frozenset()
+        saved = (self.conditions, self.loops, self.suite_exits, self.caught, self.blocks)
+        self.conditions, self.loops, self.suite_exits, self.caught, self.blocks = [], [], [], frozenset(), []
+        self.in_default = True
         self.walk(node.params)
+        self.in_default = False
         self.walk(node.body)
-        self.conditions, self.loops, self.suite_exits, self.caught = saved
+        self.conditions, self.loops, self.suite_exits, self.caught, self.blocks = saved
         self.function.pop()
         return False
 
@@ -354,11 +394,11 @@ class _Collector(Walker):
         if not self.function and _is_main_block(node.test):
             self.facts.is_script = True
         self.conditions.append(Condition(node.test, False))
-        self.walk(node.body)
+        self._branch(node.body)
         self.conditions.pop()
         if node.orelse is not None:
             self.conditions.append(Condition(node.test, True))
-            self.walk(node.orelse)
+            self._branch(node.orelse)
             self.conditions.pop()
         if node.orelse is None and _exits(node.body):
             # `if rank != 0: return` guards the rest of the enclosing block
@@ -375,10 +415,18 @@ class _Collector(Walker):
         self.caught = saved | {name for handler in node.handlers for name in _exception_names(handler.type)}
         self.walk(node.body)
         self.caught = saved
-        for part in (*node.handlers, node.orelse, node.finalbody):
+        for handler in node.handlers:
+            self._branch(handler)
+        for part in (node.orelse, node.finalbody):
             if part is not None:
                 self.walk(part)
         return False
+
+    def _branch(self, body: cst.CSTNode) -> None:
+        """Walk a body that may or may not run."""
+        self.blocks.append(id(body))
+        self.walk(body)
+        self.blocks.pop()
 
     def visit_With(self, node: cst.With) -> bool | None:
         body = node.body.body
@@ -387,7 +435,15 @@ class _Collector(Walker):
         )
         if idle:
             self.facts.idle_with_calls.update(id(item.item) for item in node.items)
-        if not any(isinstance(i.item, cst.Call) and self.facts.callee(i.item) in FILE_LOCKS for i in node.items):
+        callees = {self.facts.callee(i.item) for i in node.items if isinstance(i.item, cst.Call)}
+        if DEVICE_CONTEXTS & callees:  # `with torch.cuda.device(i):` binds the device inside only,
+            self.blocks.append(id(node.body))  # so the binding call is placed in the block it covers
+            for item in node.items:
+                self.walk(item)
+            self.walk(node.body)
+            self.blocks.pop()
+            return False
+        if not FILE_LOCKS & callees:
             return None
         for item in node.items:
             self.walk(item)
@@ -428,21 +484,21 @@ class _Collector(Walker):
     def visit_For(self, node: cst.For) -> bool:
         self.walk(node.target)
         self.walk(node.iter)
-        self.loops.append(node)
-        self.walk(node.body)
-        self.loops.pop()
-        if node.orelse is not None:
-            self.walk(node.orelse)
+        self._loop(node)
         return False
 
     def visit_While(self, node: cst.While) -> bool:
         self.walk(node.test)
+        self._loop(node)
+        return False
+
+    def _loop(self, node: cst.For | cst.While) -> None:
+        self.facts.loops.append(Loop(node, self.scope, self._next(), tuple(self.blocks)))
         self.loops.append(node)
-        self.walk(node.body)
+        self._branch(node.body)
         self.loops.pop()
         if node.orelse is not None:
             self.walk(node.orelse)
-        return False
 
     # -- events ----------------------------------------------------------------------
 
@@ -454,7 +510,7 @@ class _Collector(Walker):
     def visit_SimpleString(self, node: cst.SimpleString) -> None:
         if len(node.value) < 32:  # `for v in ("LOCAL_RANK", "SLURM_LOCALID"): os.environ[v]`
             value = node.evaluated_value
-            if isinstance(value, str) and value in ENV_KINDS:
+            if isinstance(value, str) and value in ENV_ROLES:
                 self.facts.env_names.add(value)
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
@@ -473,8 +529,11 @@ class _Collector(Walker):
         method = node.func.attr.value if isinstance(node.func, cst.Attribute) else None
         self.facts.calls.append(
             CallSite(node, name, method, self.scope, self._next(), tuple(self.conditions), tuple(self.loops),
-                     self.caught, self.locks > 0)
+                     self.caught, self.locks > 0, tuple(self.blocks), self.in_default)
         )
+
+    def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
+        self._assign(node.target, node.value)
 
     def visit_Assign(self, node: cst.Assign) -> None:
         for target in node.targets:
@@ -485,11 +544,15 @@ class _Collector(Walker):
             self._assign(node.target, node.value)
 
     def visit_AugAssign(self, node: cst.AugAssign) -> None:
-        name = dotted(node.target)
+        name = reference(node.target)
         if name is not None:
-            self.facts.assignments.append(
-                Assignment(name, node.value, self.scope, self._next(), tuple(self.conditions), tuple(self.loops))
-            )
+            self._record(name, node.value)
+
+    def _record(self, target: str, value: cst.BaseExpression) -> None:
+        self.facts.assignments.append(
+            Assignment(target, value, self.scope, self._next(), tuple(self.conditions), tuple(self.loops),
+                       tuple(self.blocks))
+        )
 
     def _assign(self, target: cst.BaseExpression, value: cst.BaseExpression) -> None:
         if isinstance(target, (cst.Tuple, cst.List)) and isinstance(value, (cst.Tuple, cst.List)):
@@ -504,11 +567,19 @@ class _Collector(Walker):
                 env, value, self.scope, self._next(), tuple(self.conditions), tuple(self.loops)
             )
             return
-        name = dotted(target)
-        if name is not None:
-            self.facts.assignments.append(
-                Assignment(name, value, self.scope, self._next(), tuple(self.conditions), tuple(self.loops))
-            )
+        name = reference(target)
+        if name is None:
+            return
+        self._record(name, value)
+        if isinstance(value, cst.Dict):  # `opt = {"rank": rank}` binds `opt.rank` too
+            for element in value.elements:
+                key = string_value(element.key) if isinstance(element, cst.DictElement) else None
+                if key is not None and key.isidentifier():
+                    self._record(f"{name}.{key}", element.value)
+        if not self.function and isinstance(target, cst.Name):
+            source = dotted(value) if isinstance(value, (cst.Name, cst.Attribute)) else None
+            if source is not None and source.split(".")[0] in self.facts.imports:
+                self.facts.aliases.setdefault(target.value, self.facts.qualify(source) or source)  # `comm = MPI.COMM_WORLD`
 
 
 def _exception_names(expr: cst.BaseExpression | None) -> set[str]:
@@ -561,18 +632,65 @@ def spawn_targets(facts: ModuleFacts) -> set[str]:
     return targets
 
 
-def _infer_name_kinds(facts: ModuleFacts) -> None:
+def _infer_roles(facts: ModuleFacts) -> None:
     for target in spawn_targets(facts):
         info = facts.functions.get(target)
         if info is not None and info.params:
-            facts.name_kinds[(target, info.params[0])] = "local"
-    for _ in range(2):  # a second round lets kinds flow through one more assignment
+            facts.roles[(target, info.params[0])] = Role.LOCAL_RANK
+    for _ in range(2):  # a second round lets roles flow through one more assignment
         for a in facts.assignments:
-            kind = facts.kind_of(a.value, a.function)
-            if kind is None:
-                continue
             scope = "*" if "." in a.target else a.function
-            facts.name_kinds[(scope, a.target)] = kind
+            if isinstance(a.value, cst.DictComp):
+                for key, role in _environment_dict(facts, a.value):
+                    facts.roles[("*", f"{a.target}.{key}")] = role
+                continue
+            role = facts.role_of(a.value, a.function)
+            if role is not None:
+                facts.roles[(scope, a.target)] = role
+
+
+def _environment_dict(facts: ModuleFacts, comp: cst.DictComp) -> list[tuple[str, Role]]:
+    """`{k: int(os.environ[k]) for k in ("RANK", "LOCAL_RANK")}`: each key holds its variable."""
+    loop = comp.for_in
+    if not isinstance(comp.key, cst.Name) or not isinstance(loop.target, cst.Name) or comp.key.value != loop.target.value:
+        return []
+    if not isinstance(loop.iter, (cst.Tuple, cst.List)):
+        return []
+    value = comp.value
+    while isinstance(value, cst.Call) and facts.callee(value) in {"int", "str"} and value.args:
+        value = value.args[0].value
+    variable = loop.target.value
+    if isinstance(value, cst.Subscript) and facts.qualify(dotted(value.value)) == "os.environ":
+        index = value.slice[0].slice if len(value.slice) == 1 else None
+        reads = isinstance(index, cst.Index) and isinstance(index.value, cst.Name) and index.value.value == variable
+    else:
+        first = arg(value, 0, None) if isinstance(value, cst.Call) else None
+        reads = isinstance(value, cst.Call) and facts.callee(value) in {"os.environ.get", "os.getenv"} \
+            and isinstance(first, cst.Name) and first.value == variable
+    if not reads:
+        return []
+    keys = (string_value(e.value) for e in loop.iter.elements)
+    return [(key, ENV_ROLES[key]) for key in keys if key in ENV_ROLES]
+
+
+def _requalify(facts: ModuleFacts) -> None:
+    """Call names through module-level aliases bound after the call was read (`comm.Barrier()`).
+    A name bound more than once at module level is no alias."""
+    if not facts.aliases:
+        return
+    bound = [a.target for a in facts.assignments if a.function == "" and a.target in facts.aliases]
+    facts.aliases = {name: value for name, value in facts.aliases.items() if bound.count(name) == 1}
+    facts.calls = [
+        replace(site, name=facts.qualify(site.name)) if site.name and site.name.split(".")[0] in facts.aliases
+        else site
+        for site in facts.calls
+    ]
+
+
+def _index(facts: ModuleFacts) -> None:
+    for a in facts.assignments:
+        facts.by_target.setdefault(a.target, []).append(a)
+        facts.by_value.setdefault(id(a.value), []).append(a)
 
 
 def _detect_framework(facts: ModuleFacts) -> str | None:
@@ -598,9 +716,9 @@ def _detect_distributed(facts: ModuleFacts) -> bool:
             return True
         if call.method == "add_argument" and string_value(arg(call.node, 0, None)) in {"--local_rank", "--local-rank"}:
             return True
-    if facts.env_reads & ENV_KINDS.keys():
+    if facts.env_reads & ENV_ROLES.keys():
         return True
-    return any(kind in {"local", "global"} for (scope, _), kind in facts.name_kinds.items())
+    return any(role in RANKS for role in facts.roles.values())
 
 
 def _distributed_call(name: str) -> bool:
@@ -623,7 +741,9 @@ def _rpc_only(facts: ModuleFacts) -> bool:
 def collect(module: cst.Module) -> ModuleFacts:
     facts = ModuleFacts()
     _Collector(facts).walk(module)
-    _infer_name_kinds(facts)
+    _requalify(facts)
+    _index(facts)
+    _infer_roles(facts)
     facts.framework = _detect_framework(facts)
     facts.is_distributed = _detect_distributed(facts)
     facts.rpc_only = _rpc_only(facts)

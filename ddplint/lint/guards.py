@@ -20,8 +20,25 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from ddplint.lint.facts import SPAWN, Assert, CallSite, Condition, ModuleFacts
-from ddplint.lint.names import dotted, int_value
+from ddplint.lint.facts import (
+    COLLECTIVES,
+    INIT_PG,
+    SPAWN,
+    Assert,
+    CallSite,
+    Condition,
+    ModuleFacts,
+)
+from ddplint.lint.names import dotted, int_value, reference
+from ddplint.lint.roles import (
+    DIST_FLAGS,
+    MAIN_DECORATORS,
+    MAIN_PREDICATES,
+    RANK_CALLS,
+    WORLD_NAMES,
+    Role,
+    last_part,
+)
 
 if TYPE_CHECKING:
     from ddplint.lint.context import LintContext
@@ -37,25 +54,9 @@ KIND_WORLDS = {
     DIST: (frozenset("MN"), frozenset("S")),
 }
 
-# Predicates by the last part of their name: `utils.is_main_process()`, `accelerator.is_main_process`.
-MAIN_PREDICATES = {
-    "is_main_process", "is_local_main_process", "is_master", "is_main", "is_rank_zero", "is_rank0",
-    "is_global_zero", "is_local_zero", "master_process", "main_process", "is_leader", "is_chief",
-    "is_primary", "is_global_primary", "is_local_primary",
-}
-# Decorators that run the function on the main process only.
-MAIN_DECORATORS = {
-    "rank_zero_only", "main_process_only", "on_main_process", "on_local_main_process", "master_only",
-    "rank0_only", "on_rank_zero", "only_main_process", "main_only",
-}
-# Flags and calls that say "this run is distributed".
-DIST_FLAGS = {
-    "distributed", "ddp", "is_distributed", "use_ddp", "multiprocessing_distributed", "use_distributed",
-    "is_initialized", "is_dist_avail_and_initialized", "is_dist_initialized", "dist_initialized",
-}
 BARRIER = "torch.distributed.barrier"
-RANK_CALLS = {"get_rank", "get_local_rank", "get_global_rank", "get_node_local_rank"}
-WORLD_NAMES = {"world_size", "ddp_world_size", "num_gpus", "ngpus", "n_gpus", "get_world_size"}
+# Calls that every rank of the group makes, or the job hangs.
+EVERY_RANK_CALLS = COLLECTIVES | {INIT_PG}
 CALLER_DEPTH = 4  # how many callers up a guard is looked for
 
 
@@ -66,6 +67,8 @@ class Guards:
         self._predicates: dict[tuple[int, str], str | None] = {}
         self._refused: dict[int, frozenset[str]] = {}
         self._single_branches: dict[int, list[Assert]] = {}
+        self._group_flags: dict[int, frozenset[str]] = {}
+        self._every_rank: dict[tuple[int, str], bool] = {}
         self._helpers = set(ctx.config.main_process_helpers)
         self._extra_predicates = set(ctx.config.main_process_predicates)
 
@@ -100,38 +103,74 @@ class Guards:
             return bt | ot, bf | of
         if isinstance(expr, cst.Comparison):
             return _atom(self._comparison(expr, facts, path, function, depth))
-        if isinstance(expr, (cst.Name, cst.Attribute)):
+        if isinstance(expr, (cst.Name, cst.Attribute, cst.Subscript)):
             return self._name(expr, facts, path, function, depth)
+        if isinstance(expr, cst.NamedExpr):  # `if (is_main := rank == 0):`
+            return self.worlds(expr.value, facts, path, function, depth)
         if isinstance(expr, cst.Call):
             return self._call(expr, facts, path, function, depth)
         return ALL, ALL
 
     def _name(self, expr, facts, path, function, depth) -> tuple[frozenset[str], frozenset[str]]:
-        name = dotted(expr)
+        name = reference(expr)
         if name is None:
             return ALL, ALL
-        last = name.rsplit(".", 1)[-1]
-        if self._declared(name, facts, self._extra_predicates) or facts.kind_of(expr, function) == "main":
+        last = last_part(name)
+        if self._declared(name, facts, self._extra_predicates) or facts.role_of(expr, function) is Role.MAIN_FLAG:
             return _atom(MAIN)
         if last in MAIN_PREDICATES:
             return _atom(MAIN)
-        if last in DIST_FLAGS:
-            return _atom(DIST)
+        flag = self._flag(name, facts, path)
+        if flag is not None:
+            return flag
         if name in self._refused_when_distributed(facts, path):
             return frozenset(SINGLE_WORLD), ALL
-        if "rank" in last and facts.is_rankish(expr, function):
+        if "rank" in last and facts.holds_rank(expr, function):
             return _atom(NOTMAIN)  # `if rank:` is true off the main process; `if not rank:` on it
         if depth > 0 and self.set_on_main_only(name, facts, path, function, depth):
             return _atom(MAIN)  # `writer = None` / `if rank == 0: writer = SummaryWriter()` / `if writer:`
         if depth > 0:  # `is_chief = rank == 0`, then `if is_chief:`
             values = [
                 self.worlds(a.value, facts, path, a.function, depth - 1)
-                for a in facts.assignments
-                if a.target == name and a.function in {function, ""} and not _is_bool_literal(a.value)
+                for a in facts.assigned(name)
+                if a.function in {function, ""} and not _is_bool_literal(a.value)
             ]
             if values:
                 return frozenset().union(*(t for t, _ in values)), frozenset().union(*(f for _, f in values))
         return ALL, ALL
+
+    def _flag(self, name: str, facts: ModuleFacts, path: Path) -> tuple[frozenset[str], frozenset[str]] | None:
+        """A flag about distribution, judged by the flag the process group starts under.
+
+        With `if args.distributed: init_process_group(...)`, `args.distributed` is exactly
+        "distributed". A flag that only implies it (`args.distributed = args.world_size > 1 or
+        args.multiprocessing_distributed`) is true only when distributed, but false says
+        nothing: a multi-node run of one process per node has it False on every rank. Without
+        such evidence the conventional flag names are taken at their word.
+        """
+        group = self.group_flags(facts, path)
+        if name in group:
+            return _atom(DIST)
+        if any(name in _disjuncts(a.value) for flag in group for a in facts.assigned(flag)):
+            return DIST_WORLDS, ALL
+        if last_part(name) in DIST_FLAGS:
+            return _atom(DIST)
+        return None
+
+    def group_flags(self, facts: ModuleFacts, path: Path) -> frozenset[str]:
+        """Names whose truth starts the process group: `if args.distributed:` around an
+        init_process_group call, or a call into a project helper that makes one."""
+        key = id(facts)
+        if key not in self._group_flags:
+            self._group_flags[key] = frozenset()  # recursion guard
+            starts = [s for s in facts.calls if s.name == INIT_PG] or [
+                s for s in self.ctx.anywhere(frozenset({INIT_PG})) if facts is self.ctx.facts
+            ]
+            self._group_flags[key] = frozenset(
+                name for site in starts for c in site.conditions
+                if not c.negated and (name := reference(c.test)) is not None
+            )
+        return self._group_flags[key]
 
     def _refused_when_distributed(self, facts: ModuleFacts, path: Path) -> frozenset[str]:
         """Options a distributed run refuses: after `if LOCAL_RANK != -1: assert not opt.evolve`,
@@ -167,7 +206,7 @@ class Guards:
         name = facts.qualify(raw)
         if name is None:
             return ALL, ALL
-        last = name.rsplit(".", 1)[-1]
+        last = last_part(name)
         if self._declared(raw, facts, self._extra_predicates):
             return _atom(MAIN)
         if last in MAIN_PREDICATES:
@@ -248,7 +287,7 @@ class Guards:
         `writer = None`, then `if rank == 0: writer = SummaryWriter(...)`: testing `writer`
         (or `writer is not None`) later is a main-process test.
         """
-        scope = [a for a in facts.assignments if a.target == name and (a.function == function or "." in name)]
+        scope = [a for a in facts.assigned(name) if a.function == function or "." in name]
         nones = [a for a in scope if dotted(a.value) == "None"]
         real = [a for a in scope if dotted(a.value) != "None"]
         if not nones or not real or min(a.order for a in nones) > min(a.order for a in real):
@@ -260,6 +299,8 @@ class Guards:
         )
 
     def _rankish(self, expr, facts: ModuleFacts, path: Path, function: str, depth: int = 2) -> bool:
+        if isinstance(expr, cst.NamedExpr):
+            expr = expr.value
         if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Modulo):
             return self._rankish(expr.left, facts, path, function, depth)
         if isinstance(expr, cst.Call):
@@ -268,9 +309,9 @@ class Guards:
                 return True
             if name in {"int", "str"} and expr.args:
                 return self._rankish(expr.args[0].value, facts, path, function, depth)
-            if depth > 0 and facts.kind_of(expr, function) is None:
+            if depth > 0 and facts.role_of(expr, function) is None:
                 return self._project_rank(facts, path, name, depth - 1)
-        return facts.is_rankish(expr, function)
+        return facts.holds_rank(expr, function)
 
     def _project_rank(self, facts, path, name, depth) -> bool:
         """A project function that returns the rank (`def process_index(): return int(os.environ["RANK"])`)."""
@@ -318,8 +359,20 @@ class Guards:
             return False
         callers = self.callers(facts).get(info.name, [])
         if not callers:
-            return True
+            return not self.every_rank(info.name, facts)
         return all(self.main_only(c, facts, path, depth - 1, main_first) for c in callers if c.function != info.name)
+
+    def every_rank(self, function: str, facts: ModuleFacts) -> bool:
+        """The function starts or uses the process group on every path through it, so every
+        rank must call it (a rank that did not would leave the others waiting): a train()
+        that a launcher elsewhere calls."""
+        key = (id(facts), function)
+        if key not in self._every_rank:
+            self._every_rank[key] = any(
+                site.function == function and not site.conditions and site.name in EVERY_RANK_CALLS
+                for site in facts.calls
+            )
+        return self._every_rank[key]
 
     @staticmethod
     def before_spawn(site: CallSite, facts: ModuleFacts) -> bool:
@@ -406,6 +459,17 @@ def _enclosing_function(facts: ModuleFacts, scope: str):
             return facts.functions[scope]
         scope = scope.rpartition(".")[0]
     return None
+
+
+DIST_WORLDS = frozenset({MAIN_WORLD, NOT_MAIN_WORLD})
+
+
+def _disjuncts(expr: cst.BaseExpression) -> set[str]:
+    """The names `a or b or c` is true by."""
+    if isinstance(expr, cst.BooleanOperation) and isinstance(expr.operator, cst.Or):
+        return _disjuncts(expr.left) | _disjuncts(expr.right)
+    name = reference(expr)
+    return {name} if name is not None else set()
 
 
 def _atom(kind: str | None) -> tuple[frozenset[str], frozenset[str]]:

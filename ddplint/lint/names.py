@@ -36,6 +36,28 @@ def dotted(expr: cst.BaseExpression) -> str | None:
     return ".".join(reversed(parts))
 
 
+def reference(expr: cst.BaseExpression) -> str | None:
+    """A dotted name for what an expression refers to, reading constant keys as attributes:
+    `args.gpu`, `opt["rank"]` -> "opt.rank", `cfg["train"].rank` -> "cfg.train.rank"."""
+    parts: list[str] = []
+    while True:
+        if isinstance(expr, cst.Attribute):
+            parts.append(expr.attr.value)
+            expr = expr.value
+        elif isinstance(expr, cst.Subscript) and len(expr.slice) == 1 and isinstance(expr.slice[0].slice, cst.Index):
+            key = string_value(expr.slice[0].slice.value)
+            if key is None or not key.isidentifier():
+                return None
+            parts.append(key)
+            expr = expr.value
+        else:
+            break
+    if not isinstance(expr, cst.Name):
+        return None
+    parts.append(expr.value)
+    return ".".join(reversed(parts))
+
+
 def string_value(expr: cst.BaseExpression | None) -> str | None:
     """The value of a plain (non-f) string literal, else None."""
     if isinstance(expr, (cst.SimpleString, cst.ConcatenatedString)):

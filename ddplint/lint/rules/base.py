@@ -34,6 +34,18 @@ class Rule:
     needs_distributed: ClassVar[bool] = True
     # Rules about data-parallel replicas (devices, samplers) also stay quiet in RPC-only scripts.
     data_parallel: ClassVar[bool] = False
+    # Frameworks that leave this rule's concern to the script: the Hugging Face Trainer owns
+    # devices, samplers and its own saving, not what the script writes around trainer.train().
+    beside_frameworks: ClassVar[frozenset[str]] = frozenset()
+
+    @classmethod
+    def applies(cls, ctx: LintContext) -> bool:
+        """Whether the rule has anything to say about this module at all."""
+        if cls.needs_distributed:
+            framework = ctx.facts.framework
+            if not ctx.is_distributed or framework is not None and framework not in cls.beside_frameworks:
+                return False
+        return not (cls.data_parallel and ctx.facts.rpc_only)
 
     def check(self, ctx: LintContext) -> Iterator[Finding]:
         raise NotImplementedError

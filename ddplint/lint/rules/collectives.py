@@ -29,6 +29,18 @@ COLLECTIVE_SAVES = frozenset({
     f"{FSDP}.optim_state_dict", f"{FSDP}.sharded_optim_state_dict", f"{FSDP}.summon_full_params",
 })
 BLOCKING = (COLLECTIVES - POINT_TO_POINT) | COLLECTIVE_SAVES
+# mpi4py's collective methods of a communicator (`MPI.COMM_WORLD.Barrier()`, `comm.allreduce(x)`).
+MPI = "mpi4py.MPI."
+MPI_COLLECTIVES = frozenset({
+    "barrier", "Barrier", "bcast", "Bcast", "allreduce", "Allreduce", "reduce", "Reduce", "gather", "Gather",
+    "allgather", "Allgather", "scatter", "Scatter", "alltoall", "Alltoall", "reduce_scatter", "Reduce_scatter",
+})
+
+
+def _blocking(site: CallSite, facts=None, path=None) -> bool:
+    """A call that every rank must reach: a torch.distributed collective or an MPI one."""
+    name = site.name or ""
+    return name in BLOCKING or name.startswith(MPI) and site.method in MPI_COLLECTIVES
 WRAPPERS = {DDP, FSDP, "torch.distributed.fsdp.fully_shard", "torch.distributed._composable.fsdp.fully_shard"}
 
 
@@ -64,8 +76,8 @@ class CollectiveUnderRankGuard(Rule):
         for site in ctx.facts.calls:
             if _is_wrapped_forward(site, models):
                 communicating.append((site, f"forward pass of the wrapped model '{site.name}'"))
-            elif ctx.reaches(site, BLOCKING):
-                what = site.name if site.name in BLOCKING else f"{dotted(site.node.func)}() (it runs a collective)"
+            elif ctx.reaches_if(site, "blocking collective", _blocking):
+                what = (site.name or "") if _blocking(site) else f"{dotted(site.node.func)}() (it runs a collective)"
                 communicating.append((site, what))
         sides = {id(site): self._side(ctx, site) for site, _ in communicating}
         for site, what in communicating:

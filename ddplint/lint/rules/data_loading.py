@@ -9,9 +9,9 @@ import libcst as cst
 
 from ddplint.diagnostics import Severity
 from ddplint.lint.context import LintContext
-from ddplint.lint.facts import DDP, INIT_PG, CallSite, ModuleFacts
-from ddplint.lint.guards import RANK_CALLS
+from ddplint.lint.facts import DDP, INIT_PG, CallSite, Loop, ModuleFacts
 from ddplint.lint.names import arg, dotted, has_keyword, is_constant, names_in
+from ddplint.lint.roles import RANK_CALLS, RANKS
 from ddplint.lint.rules.base import Finding, Rule
 
 LOADER = "torch.utils.data.DataLoader"
@@ -72,7 +72,7 @@ def sharding(expr: cst.BaseExpression | None, facts: ModuleFacts, depth: int = 3
     name = dotted(expr)
     if name is None or depth == 0:
         return UNKNOWN
-    values = [a.value for a in facts.assignments if a.target == name]
+    values = [a.value for a in facts.assigned(name)]
     if not values:
         return UNKNOWN
     verdict = NO
@@ -95,7 +95,7 @@ def _dataset_shards(ctx: LintContext, expr: cst.BaseExpression | None) -> bool:
     exprs = [expr]
     name = dotted(expr)
     if name is not None:
-        exprs += [a.value for a in facts.assignments if a.target == name]
+        exprs += [a.value for a in facts.assigned(name)]
     for e in exprs:
         if any(SHARD_WORDS.search(n.rsplit(".", 1)[-1]) for n in names_in(e)):
             return True
@@ -119,7 +119,7 @@ def _class_reads_rank(ctx: LintContext, name: str | None) -> bool:
         if site.function.startswith(prefix) and (site.name or "").rsplit(".", 1)[-1] in RANK_CALLS:
             return True
     for a in facts.assignments:
-        if a.function.startswith(prefix) and facts.kind_of(a.value, a.function) in {"local", "global"}:
+        if a.function.startswith(prefix) and facts.role_of(a.value, a.function) in RANKS:
             return True
     return any(
         {"rank", "num_replicas", "world_size"} & set(info.params)
@@ -193,9 +193,10 @@ class SamplerWithoutSetEpoch(Rule):
         if not shuffling:
             return
         if not facts.is_script:
-            shuffling = [s for s in shuffling if s.function == ""]
+            # a loader-building function: the epoch loop lives in the script that calls it
+            shuffling = [s for s in shuffling if s.function == "" or _epoch_loops(facts, s.function)]
             if not shuffling:
-                return  # a loader-building module: the epoch loop lives in the script that calls it
+                return
         receivers, in_helper = _set_epoch_receivers(ctx)
         if in_helper:
             return
@@ -219,6 +220,11 @@ class SamplerWithoutSetEpoch(Rule):
                 f"DistributedSampler '{label}' is never given the epoch: every epoch sees the same "
                 f"order; call {label}.set_epoch(epoch) at the start of the epoch loop",
             )
+
+
+def _epoch_loops(facts: ModuleFacts, function: str, after: int = 0) -> list[Loop]:
+    """The epoch loops of a function (after a position in it)."""
+    return [loop for loop in facts.loops if loop.function == function and loop.order > after and _epoch_loop(loop.node)]
 
 
 def _returned(facts, function: str, name: str) -> bool:
@@ -283,6 +289,22 @@ class ConstantSetEpoch(Rule):
                     "sampler repeats the same order every epoch; pass the epoch loop variable "
                     "(sampler.set_epoch(epoch))",
                 )
+            elif not site.loops and is_constant(value) and self._once_before_loop(facts, site):
+                yield Finding(
+                    value,
+                    "set_epoch() is called once, before the epoch loop: every epoch repeats this "
+                    "order; call sampler.set_epoch(epoch) at the start of each epoch instead",
+                )
+
+    @staticmethod
+    def _once_before_loop(facts: ModuleFacts, site: CallSite) -> bool:
+        """An epoch loop follows in the same function, and no set_epoch on the same sampler runs inside one."""
+        if not _epoch_loops(facts, site.function, after=site.order):
+            return False
+        return not any(
+            other.method == "set_epoch" and other.name == site.name and any(_epoch_loop(lp) for lp in other.loops)
+            for other in facts.calls
+        )
 
 
 def _epoch_loop(loop: cst.For | cst.While) -> bool:

@@ -6,9 +6,16 @@ from collections.abc import Iterator
 
 from ddplint.diagnostics import Severity
 from ddplint.lint.context import LintContext
-from ddplint.lint.devices import binding_sites, device_uses, visible_devices_per_rank
+from ddplint.lint.devices import (
+    binding_sites,
+    bound_before,
+    device_uses,
+    visible_devices_per_rank,
+)
 from ddplint.lint.facts import COLLECTIVES, INIT_PG, SET_DEVICE
 from ddplint.lint.names import arg, string_value
+from ddplint.lint.paths import never_runs
+from ddplint.lint.roles import DeviceKind
 from ddplint.lint.rules.base import Finding, Rule
 
 
@@ -21,7 +28,7 @@ class HardCodedCudaIndex(Rule):
         if visible_devices_per_rank(ctx):
             return
         for use in device_uses(ctx):
-            if use.kind == "index":
+            if use.kind is DeviceKind.INDEX:
                 yield Finding(
                     use.expr,
                     f"device index {use.index} is hard-coded: every rank uses GPU {use.index}; "
@@ -40,16 +47,15 @@ class BareCudaBeforeSetDevice(Rule):
         bindings = binding_sites(ctx)
         # model or utility code (no entry point, no process group of its own): its caller binds
         library = not bindings and not ctx.facts.is_script and not ctx.anywhere(frozenset({INIT_PG}))
+        reported: set[str] = set()  # one finding per function: the first use that nothing binds
         for use in device_uses(ctx):
-            if use.kind != "bare" or library and use.site.function:
+            if use.kind is not DeviceKind.BARE or library and use.site.function or use.site.function in reported:
                 continue
-            same_function = [b for b in bindings if b.function == use.site.function]
-            if bindings and not same_function:
-                continue  # bound in another function: order unknown, assume right
             if not use.placement and bindings:
                 continue
-            if any(b.order < use.site.order for b in same_function):
+            if bound_before(ctx, use.site, bindings) and bindings or never_runs(ctx.facts, use.site):
                 continue
+            reported.add(use.site.function)
             yield Finding(
                 use.expr,
                 "'cuda' without an index before torch.cuda.set_device: every rank lands on GPU 0; "
@@ -65,8 +71,8 @@ class NoDeviceBinding(Rule):
     def check(self, ctx: LintContext) -> Iterator[Finding]:
         if visible_devices_per_rank(ctx) or binding_sites(ctx):
             return
-        if any(use.kind == "local" for use in device_uses(ctx)):
-            return
+        if any(use.kind in {DeviceKind.LOCAL, DeviceKind.INDEX} for use in device_uses(ctx)):
+            return  # each rank picks its device explicitly, or a hard-coded index is the problem (DDP101)
         library = not ctx.facts.is_script  # a helper module: its callers bind the device, or are reported
         for site in ctx.facts.calls:
             if library and site.function or not self._starts_nccl(ctx, site):
@@ -145,7 +151,7 @@ class DeviceFromGlobalRank(Rule):
 
     def check(self, ctx: LintContext) -> Iterator[Finding]:
         for use in device_uses(ctx):
-            if use.kind == "global":
+            if use.kind is DeviceKind.GLOBAL:
                 yield Finding(
                     use.expr,
                     "device chosen by the global rank: on every node but the first it names a GPU "

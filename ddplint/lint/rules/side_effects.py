@@ -17,8 +17,7 @@ import libcst as cst
 from ddplint.diagnostics import Severity
 from ddplint.lint import constants
 from ddplint.lint.context import FOLLOW_DEPTH, LintContext
-from ddplint.lint.facts import CallSite, ModuleFacts
-from ddplint.lint.guards import RANK_CALLS
+from ddplint.lint.facts import TRAINER, CallSite, ModuleFacts
 from ddplint.lint.names import (
     arg,
     call_parameters,
@@ -29,6 +28,7 @@ from ddplint.lint.names import (
     string_value,
     with_argument,
 )
+from ddplint.lint.roles import RANK_CALLS, RANKS
 from ddplint.lint.rules.base import Finding, Rule
 
 CHECKPOINT, LOG, MKDIR = "checkpoint", "log", "mkdir"
@@ -94,6 +94,9 @@ def effect_of(site: CallSite, facts: ModuleFacts, bindings: constants.Bindings |
     return None
 
 
+# The Hugging Face Trainer saves its own checkpoints on the right rank; what the script writes
+# or loads around it runs on every rank torchrun started.
+OUTSIDE_TRAINER = frozenset({TRAINER})
 # Values that differ between processes as a rank does: a fresh temporary name, the pid.
 UNIQUE_PER_PROCESS = {"uuid.uuid4", "uuid.uuid1", "os.getpid", "tempfile.mktemp", "tempfile.mkstemp",
                       "tempfile.NamedTemporaryFile", "tempfile.mkdtemp"}
@@ -104,7 +107,7 @@ def _mentions_rank(expr: cst.BaseExpression | None, facts: ModuleFacts, function
         return False
     for name in names_in(expr):
         last = name.rsplit(".", 1)[-1]
-        if last in RANK_CALLS or facts.kind_of_name(name, function) in {"local", "global"}:
+        if last in RANK_CALLS or facts.role_of_name(name, function) in RANKS:
             return True
         if last in {"process_index", "gpu", "gpu_id"} or _rank_word(last):
             return True
@@ -126,7 +129,7 @@ def _per_rank(target: cst.BaseExpression | None, facts: ModuleFacts, function: s
     name = dotted(target) if target is not None else None
     if name is None:
         return False
-    return any(a.target == name and _mentions_rank(a.value, facts, a.function) for a in facts.assignments)
+    return any(_mentions_rank(a.value, facts, a.function) for a in facts.assigned(name))
 
 
 def _per_rank_call(call: cst.Call, facts: ModuleFacts, function: str) -> bool:
@@ -138,8 +141,8 @@ def _is_buffer(target: cst.BaseExpression | None, facts: ModuleFacts) -> bool:
         return facts.callee(target) in {"io.BytesIO", "io.StringIO"}
     name = dotted(target) if target is not None else None
     return name is not None and any(
-        a.target == name and isinstance(a.value, cst.Call) and facts.callee(a.value) in {"io.BytesIO", "io.StringIO"}
-        for a in facts.assignments
+        isinstance(a.value, cst.Call) and facts.callee(a.value) in {"io.BytesIO", "io.StringIO"}
+        for a in facts.assigned(name)
     )
 
 
@@ -220,6 +223,7 @@ def _main_only_arguments(ctx: LintContext, site: CallSite, definition: cst.Funct
 class CheckpointOnEveryRank(Rule):
     code = "DDP301"
     name = "unguarded-checkpoint-save"
+    beside_frameworks = OUTSIDE_TRAINER
 
     def check(self, ctx: LintContext) -> Iterator[Finding]:
         for site, helper in unguarded_writes(ctx, CHECKPOINT):
@@ -234,6 +238,7 @@ class CheckpointOnEveryRank(Rule):
 class LogWriterOnEveryRank(Rule):
     code = "DDP302"
     name = "unguarded-log-writer"
+    beside_frameworks = OUTSIDE_TRAINER
     severity = Severity.WARNING
 
     def check(self, ctx: LintContext) -> Iterator[Finding]:
@@ -249,6 +254,7 @@ class LogWriterOnEveryRank(Rule):
 class LoadWithoutMapLocation(Rule):
     code = "DDP303"
     name = "load-without-map-location"
+    beside_frameworks = OUTSIDE_TRAINER
 
     def check(self, ctx: LintContext) -> Iterator[Finding]:
         facts = ctx.facts
@@ -282,7 +288,7 @@ def _restores(site: CallSite, facts: ModuleFacts, restores: set[str]) -> bool:
     for outer in facts.calls:
         if outer.method == "load_state_dict" and any(a.value is site.node for a in outer.node.args):
             return True
-    targets = {a.target for a in facts.assignments if a.value is site.node}
+    targets = {a.target for a in facts.bindings_of(site.node)}
     targets |= {a.target for a in facts.assignments if isinstance(a.value, cst.Subscript) and a.value.value is site.node}
     return bool(targets & restores) or any(
         any(r.startswith(t + ".") for r in restores) for t in targets
@@ -295,7 +301,7 @@ def _no_gpu_branch(site: CallSite, facts: ModuleFacts) -> bool:
         test = condition.test
         if isinstance(test, cst.Comparison) and len(test.comparisons) == 1 and not condition.negated:
             op = test.comparisons[0]
-            if isinstance(op.operator, cst.Is) and dotted(op.comparator) == "None" and facts.is_rankish(
+            if isinstance(op.operator, cst.Is) and dotted(op.comparator) == "None" and facts.holds_rank(
                 test.left, site.function
             ):
                 return True
@@ -305,6 +311,7 @@ def _no_gpu_branch(site: CallSite, facts: ModuleFacts) -> bool:
 class MakedirsRace(Rule):
     code = "DDP304"
     name = "makedirs-race"
+    beside_frameworks = OUTSIDE_TRAINER
 
     def check(self, ctx: LintContext) -> Iterator[Finding]:
         for site, helper in unguarded_writes(ctx, MKDIR):

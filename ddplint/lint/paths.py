@@ -1,0 +1,49 @@
+"""Questions about the paths through a function: does one event happen on every path to another,
+and can a branch run at all.
+
+Each call site and binding carries `blocks`, the branch bodies around it (an `if` or `else`
+body, a loop body, an `except` handler, the body of `with torch.cuda.device(i):`), outermost
+first. An event dominates a later one in the same function when its blocks are a prefix of
+the later one's: it ran on every path that got there.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import libcst as cst
+
+from ddplint.lint.facts import CallSite, ModuleFacts
+from ddplint.lint.roles import PER_NODE, RANKS
+
+
+class Event(Protocol):
+    @property
+    def function(self) -> str: ...
+    @property
+    def order(self) -> int: ...
+    @property
+    def blocks(self) -> tuple[int, ...]: ...
+
+
+def dominates(first: Event, later: Event) -> bool:
+    """`first` runs on every path from the start of its function to `later`."""
+    return (first.function == later.function and first.order < later.order
+            and later.blocks[: len(first.blocks)] == first.blocks)
+
+
+def never_runs(facts: ModuleFacts, site: CallSite) -> bool:
+    """Inside a branch that value flow rules out: `if args.gpu is None:` where `args.gpu` was set
+    from the process's rank (`args.gpu = gpu` in an mp.spawn worker) and so is never None."""
+    for condition in site.conditions:
+        test = condition.test
+        if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
+            continue
+        target = test.comparisons[0]
+        if not (isinstance(target.comparator, cst.Name) and target.comparator.value == "None"):
+            continue
+        is_none = isinstance(target.operator, cst.Is) and not condition.negated or \
+            isinstance(target.operator, cst.IsNot) and condition.negated
+        if is_none and facts.role_of(test.left, site.function) in RANKS | PER_NODE:
+            return True
+    return False
