@@ -211,7 +211,8 @@ def test_allreduce_wrong_sum_and_stall_fail():
     assert "gave 30 on rank 5, expected W(W+1)/2 = 36" in r.summary
     recs[5]["comm"] = {"backend": "nccl", "rank": 5, "world_size": 8, "device": "cuda:5",
                        "allreduce": {"ok": False, "phase": "first collective", "seconds": 60.0,
-                                     "error": "Wait timeout after 60000 ms"}}
+                                     "error": "the first all_reduce gave no result within the "
+                                              "audit's limit"}, "stalled": True}
     log = "gpu-node-0:5:5 [5] NCCL INFO Channel 00/0 : 5[5] -> 6[6] via P2P/CUMEM\nother\n"
     r = allreduce_check(recs, log)
     assert r.summary.startswith("all_reduce stalled in the first collective on rank 5 after 60 s")

@@ -13,6 +13,7 @@ Values keep NVML's own units and encodings: memory in bytes, enums as their inte
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import sys
@@ -25,16 +26,29 @@ NVLINK_DEVICE_TYPE_GPU = 0
 NVLINK_DEVICE_TYPE_SWITCH = 2
 # nvmlNvlinkVersion_t -> (marketing generation, GB/s per link and direction)
 NVLINK_VERSIONS = {
-    1: ("1.0", 20.0),
-    2: ("2.0", 25.0),
+    1: ("1.0", 20.0),  # P100
+    2: ("2.0", 25.0),  # V100
     3: ("2.2", 25.0),
-    4: ("3.0", 25.0),
+    4: ("3.0", 25.0),  # A100
     5: ("3.1", 25.0),
-    6: ("4.0", 25.0),
-    7: ("5.0", 50.0),
+    6: ("4.0", 25.0),  # H100
+    7: ("5.0", 50.0),  # B200: 18 links, 1.8 TB/s both directions
+    8: ("6.0", 50.0),  # Rubin: up to 36 links (NVML_NVLINK_MAX_LINKS), 3.6 TB/s both directions
 }
+# The enum does not tell a GA102 card's narrower NVLink 3 (RTX 3090, A40, RTX A6000: 4 links of
+# 14.06 GB/s) from A100's; the compute capability does (NCCL also rates SM86 links at 0.6x SM80).
+NVLINK_GBPS_BY_CAPABILITY = {(8, 6): 14.0625}
 # PCIe payload bandwidth per lane and direction, GB/s, after line encoding.
 PCIE_LANE_GBPS = {1: 0.25, 2: 0.5, 3: 0.985, 4: 1.969, 5: 3.938, 6: 7.563}
+
+
+def nvlink_rate(version: int | None, capability: list[int] | None) -> tuple[str, float] | None:
+    """(generation, GB/s per link and direction) of a GPU's NVLinks, None when unknown."""
+    known = NVLINK_VERSIONS.get(version) if version is not None else None
+    if known is None:
+        return None
+    gbps = NVLINK_GBPS_BY_CAPABILITY.get((capability[0], capability[1])) if capability else None
+    return (known[0], gbps) if gbps is not None else known
 
 
 class NvmlUnavailable(Exception):
@@ -46,17 +60,26 @@ class NvmlReadFailed(Exception):
 
 
 class NvmlReads(Protocol):
-    """One method per NVML read; None where NVML answers NOT_SUPPORTED."""
+    """One method per NVML read; None where NVML answers NOT_SUPPORTED.
+
+    Devices are numbered 0..device_count()-1 over the GPUs this process may open, in NVML
+    order; `nvml_index(i)` is the number nvidia-smi gives the same GPU, and `unopened()` lists
+    the GPUs NVML counts but will not hand out (cgroup- or SLURM-constrained devices).
+    """
 
     def driver_version(self) -> str: ...
     def cuda_driver_version(self) -> int: ...
     def device_count(self) -> int: ...
+    def unopened(self) -> list[dict[str, Any]]: ...  # index, error
+    def nvml_index(self, i: int) -> int: ...
     def name(self, i: int) -> str: ...
     def uuid(self, i: int) -> str: ...
     def pci_bus_id(self, i: int) -> str: ...
-    def memory(self, i: int) -> dict[str, int]: ...  # total, free, used (bytes)
+    def compute_capability(self, i: int) -> list[int] | None: ...  # [major, minor]
+    def memory(self, i: int) -> dict[str, int] | None: ...  # total, free, used (bytes)
     def persistence_mode(self, i: int) -> int | None: ...  # NVML_FEATURE_DISABLED/ENABLED
     def mig_mode(self, i: int) -> list[int] | None: ...  # [current, pending]
+    def mig_devices(self, i: int) -> list[str]: ...  # UUIDs of the MIG instances
     def ecc_uncorrected(self, i: int) -> dict[str, int] | None: ...  # volatile, aggregate
     def compute_processes(self, i: int) -> list[dict[str, Any]]: ...  # pid, used_gpu_memory
     def graphics_processes(self, i: int) -> list[dict[str, Any]]: ...
@@ -79,13 +102,13 @@ class Process:
 
 @dataclass
 class Gpu:
-    index: int
+    index: int  # NVML's (and nvidia-smi's) index; its position in Machine.gpus is CUDA's
     name: str
     uuid: str
     pci_bus_id: str
-    memory_total: int
-    memory_free: int
-    memory_used: int
+    memory_total: int | None  # None: not readable (a MIG parent GPU without privileges)
+    memory_free: int | None
+    memory_used: int | None
     persistence_mode: int | None
     mig_current: int | None
     mig_pending: int | None
@@ -96,19 +119,26 @@ class Gpu:
     numa_node: int | None
     cpus: list[int] | None
     nvlinks: list[dict[str, Any]]
+    compute_capability: list[int] | None = None
+    mig_devices: list[str] = field(default_factory=list)
 
     @property
     def active_links(self) -> list[dict[str, Any]]:
         return [link for link in self.nvlinks if link.get("state") == 1]
+
+    @property
+    def label(self) -> str:
+        return f"GPU{self.index}"
 
 
 @dataclass
 class Machine:
     driver_version: str
     cuda_driver_version: int
-    gpus: list[Gpu]
+    gpus: list[Gpu]  # the GPUs this process may open; CUDA numbers them in this order
     topology: list[list[int | None]] = field(default_factory=list)
     p2p_nvlink: list[list[int | None]] = field(default_factory=list)
+    unopened: list[dict[str, Any]] = field(default_factory=list)  # index, error
 
     def link(self, i: int, j: int) -> str:
         """The `nvidia-smi topo -m` cell for GPUs i and j: X, NV#, PIX, PXB, PHB, NODE, SYS."""
@@ -134,6 +164,14 @@ def nvlink_count(machine: Machine, i: int, j: int) -> int:
     if p2p_ok and switch_a and switch_b:
         return min(len(switch_a), len(switch_b))
     return 0
+
+
+def links_within(machine: Machine, i: int, job: list[int]) -> int:
+    """GPU i's active NVLinks that carry the job's traffic: its direct links to the job's other
+    GPUs, or all its switch links (through NVSwitch every link reaches every peer)."""
+    if any(l.get("remote_type") == NVLINK_DEVICE_TYPE_SWITCH for l in machine.gpus[i].active_links):
+        return len(machine.gpus[i].active_links)
+    return sum(nvlink_count(machine, i, j) for j in job if j != i)
 
 
 def _same_bus(a: str | None, b: str) -> bool:
@@ -176,22 +214,25 @@ def load_machine(reads: NvmlReads) -> Machine:
                                 ("graphics", reads.graphics_processes(i)))
             for p in plist
         ]
-        affinity = reads.cpu_affinity(i)
         gpus.append(Gpu(
-            index=i, name=reads.name(i), uuid=reads.uuid(i), pci_bus_id=reads.pci_bus_id(i),
-            memory_total=mem["total"], memory_free=mem["free"], memory_used=mem["used"],
+            index=reads.nvml_index(i), name=reads.name(i), uuid=reads.uuid(i),
+            pci_bus_id=reads.pci_bus_id(i),
+            memory_total=mem["total"] if mem else None, memory_free=mem["free"] if mem else None,
+            memory_used=mem["used"] if mem else None,
             persistence_mode=reads.persistence_mode(i),
             mig_current=mig[0] if mig else None, mig_pending=mig[1] if mig else None,
             ecc_volatile_uncorrected=ecc["volatile"] if ecc else None,
             ecc_aggregate_uncorrected=ecc["aggregate"] if ecc else None,
             processes=procs, pcie=reads.pcie(i), numa_node=reads.numa_node(i),
-            cpus=affinity, nvlinks=reads.nvlinks(i),
+            cpus=reads.cpu_affinity(i), nvlinks=reads.nvlinks(i),
+            compute_capability=reads.compute_capability(i), mig_devices=reads.mig_devices(i),
         ))
     topology = [[reads.topology_level(i, j) if i != j else 0 for j in range(count)]
                 for i in range(count)]
     p2p = [[reads.p2p_nvlink(i, j) if i != j else None for j in range(count)]
            for i in range(count)]
-    return Machine(reads.driver_version(), reads.cuda_driver_version(), gpus, topology, p2p)
+    return Machine(reads.driver_version(), reads.cuda_driver_version(), gpus, topology, p2p,
+                   reads.unopened())
 
 
 def record(reads: NvmlReads) -> dict[str, Any]:
@@ -204,9 +245,11 @@ def record(reads: NvmlReads) -> dict[str, Any]:
         for p in compute + graphics:
             names[str(p["pid"])] = reads.process_name(p["pid"])
         devices.append({
-            "name": reads.name(i), "uuid": reads.uuid(i), "pci_bus_id": reads.pci_bus_id(i),
+            "index": reads.nvml_index(i), "name": reads.name(i), "uuid": reads.uuid(i),
+            "pci_bus_id": reads.pci_bus_id(i), "compute_capability": reads.compute_capability(i),
             "memory": reads.memory(i), "persistence_mode": reads.persistence_mode(i),
-            "mig_mode": reads.mig_mode(i), "ecc_uncorrected": reads.ecc_uncorrected(i),
+            "mig_mode": reads.mig_mode(i), "mig_devices": reads.mig_devices(i),
+            "ecc_uncorrected": reads.ecc_uncorrected(i),
             "compute_processes": compute, "graphics_processes": graphics,
             "pcie": reads.pcie(i), "numa_node": reads.numa_node(i),
             "cpu_affinity": reads.cpu_affinity(i), "nvlinks": reads.nvlinks(i),
@@ -215,6 +258,7 @@ def record(reads: NvmlReads) -> dict[str, Any]:
         "driver_version": reads.driver_version(),
         "cuda_driver_version": reads.cuda_driver_version(),
         "devices": devices,
+        "unopened": reads.unopened(),
         "process_names": names,
         "topology": [[reads.topology_level(i, j) if i != j else 0 for j in range(count)]
                      for i in range(count)],
@@ -244,6 +288,12 @@ class ReplayReads:
     def device_count(self) -> int:
         return len(self._dev)
 
+    def unopened(self):
+        return self._inv["unopened"]
+
+    def nvml_index(self, i):
+        return self._dev[i]["index"]
+
     def name(self, i):
         return self._dev[i]["name"]
 
@@ -253,63 +303,84 @@ class ReplayReads:
     def pci_bus_id(self, i):
         return self._dev[i]["pci_bus_id"]
 
+    def compute_capability(self, i):
+        return self._dev[i]["compute_capability"]
+
     def memory(self, i):
         return self._dev[i]["memory"]
 
     def persistence_mode(self, i):
-        return self._dev[i].get("persistence_mode")
+        return self._dev[i]["persistence_mode"]
 
     def mig_mode(self, i):
-        return self._dev[i].get("mig_mode")
+        return self._dev[i]["mig_mode"]
+
+    def mig_devices(self, i):
+        return self._dev[i]["mig_devices"]
 
     def ecc_uncorrected(self, i):
-        return self._dev[i].get("ecc_uncorrected")
+        return self._dev[i]["ecc_uncorrected"]
 
     def compute_processes(self, i):
-        return self._dev[i].get("compute_processes", [])
+        return self._dev[i]["compute_processes"]
 
     def graphics_processes(self, i):
-        return self._dev[i].get("graphics_processes", [])
+        return self._dev[i]["graphics_processes"]
 
     def process_name(self, pid):
-        return self._inv.get("process_names", {}).get(str(pid))
+        return self._inv["process_names"].get(str(pid))
 
     def pcie(self, i):
-        return self._dev[i].get("pcie")
+        return self._dev[i]["pcie"]
 
     def numa_node(self, i):
-        return self._dev[i].get("numa_node")
+        return self._dev[i]["numa_node"]
 
     def cpu_affinity(self, i):
-        return self._dev[i].get("cpu_affinity")
+        return self._dev[i]["cpu_affinity"]
 
     def nvlinks(self, i):
-        return self._dev[i].get("nvlinks", [])
+        return self._dev[i]["nvlinks"]
 
     def topology_level(self, i, j):
         return self._inv["topology"][i][j]
 
     def p2p_nvlink(self, i, j):
-        return self._inv.get("p2p_nvlink", [[None] * len(self._dev)] * len(self._dev))[i][j]
+        return self._inv["p2p_nvlink"][i][j]
 
 
 def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
+class _ProcessInfoV1(ctypes.Structure):
+    """nvmlProcessInfo_v1_t: what drivers before R460 fill (nvidia-ml-py dropped its wrapper)."""
+    _fields_ = [("pid", ctypes.c_uint), ("usedGpuMemory", ctypes.c_ulonglong)]
+
+
 class PynvmlReads:
     """The real NVML through nvidia-ml-py. Construct with `open_nvml()`."""
 
-    def __init__(self, pynvml: Any):
+    def __init__(self, pynvml: Any, sysfs: str = "/sys"):
         self._n = pynvml
+        self._sysfs = sysfs
         self.error = pynvml.NVMLError
-        self._handles = [pynvml.nvmlDeviceGetHandleByIndex(i)
-                         for i in range(pynvml.nvmlDeviceGetCount())]
+        self._no_permission = pynvml.NVMLError_NoPermission
+        self._missing = pynvml.NVMLError_FunctionNotFound
         # "not there on this GPU/driver" answers, which mean "no value" rather than a failure
         self._absent = tuple(
             getattr(pynvml, n) for n in ("NVMLError_NotSupported", "NVMLError_FunctionNotFound",
                                          "NVMLError_InvalidArgument", "NVMLError_NoPermission",
                                          "NVMLError_NotFound") if hasattr(pynvml, n))
+        self._handles: list[Any] = []
+        self._indices: list[int] = []
+        self._unopened: list[dict[str, Any]] = []
+        for index in range(pynvml.nvmlDeviceGetCount()):
+            try:
+                self._handles.append(pynvml.nvmlDeviceGetHandleByIndex(index))
+                self._indices.append(index)
+            except self._no_permission as e:  # a device the cgroup keeps from this process
+                self._unopened.append({"index": index, "error": str(e)})
 
     def _opt(self, fn, *args):
         try:
@@ -329,6 +400,12 @@ class PynvmlReads:
     def device_count(self):
         return len(self._handles)
 
+    def unopened(self):
+        return list(self._unopened)
+
+    def nvml_index(self, i):
+        return self._indices[i]
+
     def name(self, i):
         return _text(self._n.nvmlDeviceGetName(self._handles[i]))
 
@@ -338,8 +415,15 @@ class PynvmlReads:
     def pci_bus_id(self, i):
         return _text(self._n.nvmlDeviceGetPciInfo(self._handles[i]).busId)
 
+    def compute_capability(self, i):
+        cc = self._opt(self._n.nvmlDeviceGetCudaComputeCapability, self._handles[i])
+        return [int(cc[0]), int(cc[1])] if cc is not None else None
+
     def memory(self, i):
-        m = self._n.nvmlDeviceGetMemoryInfo(self._handles[i])
+        try:
+            m = self._n.nvmlDeviceGetMemoryInfo(self._handles[i])
+        except self._no_permission:  # a MIG-enabled GPU answers only with privileges
+            return None
         return {"total": int(m.total), "free": int(m.free), "used": int(m.used)}
 
     def persistence_mode(self, i):
@@ -349,6 +433,18 @@ class PynvmlReads:
         mode = self._opt(self._n.nvmlDeviceGetMigMode, self._handles[i])
         return list(mode) if mode is not None else None
 
+    def mig_devices(self, i):
+        mode = self.mig_mode(i)
+        if not mode or mode[0] != 1:
+            return []
+        h, n = self._handles[i], self._n
+        uuids = []
+        for k in range(self._opt(n.nvmlDeviceGetMaxMigDeviceCount, h) or 0):
+            mig = self._opt(n.nvmlDeviceGetMigDeviceHandleByIndex, h, k)
+            if mig is not None:
+                uuids.append(_text(n.nvmlDeviceGetUUID(mig)))
+        return uuids
+
     def ecc_uncorrected(self, i):
         get = self._n.nvmlDeviceGetTotalEccErrors
         vol = self._opt(get, self._handles[i], 1, 0)  # UNCORRECTED, VOLATILE_ECC
@@ -356,15 +452,44 @@ class PynvmlReads:
             return None
         return {"volatile": int(vol), "aggregate": int(self._opt(get, self._handles[i], 1, 1) or 0)}
 
-    def _procs(self, fn, i):
-        plist = self._opt(fn, self._handles[i]) or []
-        return [{"pid": int(p.pid), "used_gpu_memory": p.usedGpuMemory} for p in plist]
+    def _procs(self, kind: str, i: int) -> list[dict[str, Any]]:
+        """nvmlDevice<kind>RunningProcesses_v3 (R510+), else _v2 (R460+), else the v1 symbol;
+        none answering is "cannot tell", not an error."""
+        h = self._handles[i]
+        plist = None
+        for version in ("_v3", "_v2"):
+            try:
+                plist = getattr(self._n, f"nvmlDeviceGet{kind}RunningProcesses{version}")(h)
+                break
+            except self._missing:
+                continue
+            except self._absent:
+                break
+        else:
+            plist = self._procs_v1(f"nvmlDeviceGet{kind}RunningProcesses", h)
+        return [{"pid": int(p.pid), "used_gpu_memory": _bytes_or_none(p.usedGpuMemory)}
+                for p in plist or []]
+
+    def _procs_v1(self, symbol: str, handle) -> list[Any] | None:
+        try:
+            fn = self._n._nvmlGetFunctionPointer(symbol)
+        except self.error:
+            return None
+        count = ctypes.c_uint(0)
+        ret = fn(handle, ctypes.byref(count), None)
+        if ret != self._n.NVML_ERROR_INSUFFICIENT_SIZE:
+            return [] if ret == self._n.NVML_SUCCESS else None
+        count.value = count.value * 2 + 5
+        procs = (_ProcessInfoV1 * count.value)()
+        if fn(handle, ctypes.byref(count), procs) != self._n.NVML_SUCCESS:
+            return None
+        return list(procs[:count.value])
 
     def compute_processes(self, i):
-        return self._procs(self._n.nvmlDeviceGetComputeRunningProcesses, i)
+        return self._procs("Compute", i)
 
     def graphics_processes(self, i):
-        return self._procs(self._n.nvmlDeviceGetGraphicsRunningProcesses, i)
+        return self._procs("Graphics", i)
 
     def process_name(self, pid):
         name = self._opt(self._n.nvmlSystemGetProcessName, pid)
@@ -380,8 +505,13 @@ class PynvmlReads:
         return dict(zip(("max_gen", "max_width", "cur_gen", "cur_width"), values))
 
     def numa_node(self, i):
-        node = self._opt(self._n.nvmlDeviceGetNumaNodeId, self._handles[i])
-        return None if node is None or node < 0 else node
+        """The NUMA node of the GPU's PCI device, as `nvidia-smi topo -m` reads it from sysfs;
+        NVML's own answer only where sysfs has none (nvmlDeviceGetNumaNodeId is NOT_SUPPORTED
+        on x86 hosts, where GPUs are not NUMA nodes themselves)."""
+        node = sysfs_numa_node(self.pci_bus_id(i), self._sysfs)
+        if node is None:
+            node = self._opt(self._n.nvmlDeviceGetNumaNodeId, self._handles[i])
+        return None if node is None or node < 0 else int(node)
 
     def cpu_affinity(self, i):
         words = max(1, -(-(os.cpu_count() or 1) // 64))
@@ -414,6 +544,27 @@ class PynvmlReads:
                          getattr(self._n, "NVML_P2P_CAPS_INDEX_NVLINK", 2))
 
 
+def _bytes_or_none(value) -> int | None:
+    """NVML_VALUE_NOT_AVAILABLE (all ones) and None both mean "cannot tell"."""
+    return None if value is None or value == 2**64 - 1 else int(value)
+
+
+def sysfs_numa_node(bus_id: str, sysfs: str = "/sys") -> int | None:
+    """/sys/bus/pci/devices/<domain:bus:device.function>/numa_node; None when absent or -1.
+
+    NVML writes the domain with 8 hex digits ("00000000:18:00.0"), sysfs with at least 4 and
+    in lower case ("0000:18:00.0").
+    """
+    try:
+        domain, rest = bus_id.split(":", 1)
+        name = f"{int(domain, 16):04x}:{rest.lower()}"
+        with open(os.path.join(sysfs, "bus", "pci", "devices", name, "numa_node")) as f:
+            node = int(f.read().strip())
+    except (OSError, ValueError):
+        return None
+    return node if node >= 0 else None
+
+
 def open_nvml() -> PynvmlReads:
     """Initialise the real NVML, or raise NvmlUnavailable with the reason in one line."""
     try:
@@ -428,21 +579,29 @@ def open_nvml() -> PynvmlReads:
                      getattr(pynvml, "NVML_ERROR_DRIVER_NOT_LOADED", 9)):
             raise NvmlUnavailable("NVML not available (no NVIDIA driver loaded)") from None
         raise NvmlUnavailable(f"NVML not available ({e})") from None
-    return PynvmlReads(pynvml)
+    try:
+        return PynvmlReads(pynvml)
+    except pynvml.NVMLError as e:
+        pynvml.nvmlShutdown()
+        raise NvmlReadFailed(f"NVML read failed ({e})") from None
 
 
 def main() -> int:
     """Record this machine's inventory as a JSON fixture on stdout."""
     try:
         reads = open_nvml()
-    except NvmlUnavailable as e:
+    except (NvmlUnavailable, NvmlReadFailed) as e:
         print(f"ddplint: {e}", file=sys.stderr)
         return 2
     try:
-        json.dump(record(reads), sys.stdout, indent=1)
-        print()
+        inventory = record(reads)
+    except reads.error as e:
+        print(f"ddplint: NVML read failed ({e})", file=sys.stderr)
+        return 2
     finally:
         reads.close()
+    json.dump(inventory, sys.stdout, indent=1)
+    print()
     return 0
 
 

@@ -120,6 +120,10 @@ class Probe:
             probe.record["backend"]["used"] = dist.get_backend()
             probe.phase("first collective")  # ddplint's own all_reduce smoke test and sweep
             probe._hook("after_init_process_group", "comm")
+            if probe.record["comm"].get("stalled"):
+                from ddplint.runtime.dataprobe import AuditStop
+
+                raise AuditStop  # ddplint's own collective hung: the script's would hang too
             probe.phase("first batch")
             return result
 

@@ -1,48 +1,89 @@
 """bind.distinct: after the script bound its device, every rank drives a different GPU.
 
 Indices cannot be compared across ranks (CUDA_VISIBLE_DEVICES may differ per rank), so the
-physical GPU is compared by UUID. The GPU a rank drives is where its DDP model lives when
-there is one (a script may move the model to cuda:LOCAL_RANK without set_device), else the
-current CUDA device.
+physical GPU is compared by UUID. The GPU a rank drives is where its model's parameters live
+(a DDP model first, then any module: FSDP, or a model reduced by hand), else where the CUDA
+tensors alive at the first batch live. The current CUDA device is no evidence: ddplint's own
+NCCL test has initialised CUDA by then, and a script that places tensors with
+torch.device("cuda", local_rank) never changes it from 0.
+
+With NCCL before 2.30, ranks that share a GPU fail earlier, in the first NCCL call or in DDP's
+construction ("Duplicate GPU detected"); that error is the same finding.
 """
 
 from __future__ import annotations
 
-from ddplint.runtime.checks.records import env, group_by, host, node, part, rank_of, ranks_text
+import os
+import re
+from collections import Counter
+
+from ddplint.runtime.checks.records import (
+    env,
+    group_by,
+    host,
+    node,
+    part,
+    rank_of,
+    ranks_text,
+)
 from ddplint.runtime.verdict import CheckResult, Status
+
+DUPLICATE_GPU = re.compile(r"Duplicate GPU detected ?: rank (\d+) and rank (\d+) both on CUDA "
+                           r"device ([0-9a-fA-F]+)")
+BIND_FIX = ("bind each rank before building the model: torch.cuda.set_device(int(os.environ"
+            "['LOCAL_RANK'])) and use torch.device('cuda', local_rank) (see DDP101, DDP102, DDP103)")
+
+
+def uuid_label(raw: str, name: str, cuda_visible_devices: str | None) -> str:
+    """torch's device UUID with the prefix nvidia-smi shows: MIG- for a MIG instance (CUDA names
+    it "<GPU> MIG 1g.10gb", and it is picked by a MIG- entry), else GPU-."""
+    if not raw or raw.startswith(("GPU-", "MIG-")):
+        return raw
+    mig = " MIG " in f" {name} " or any(
+        t.strip().upper().startswith("MIG-") for t in (cuda_visible_devices or "").split(","))
+    return ("MIG-" if mig else "GPU-") + raw
 
 
 def _describe(index: int) -> dict:
     import torch
 
     props = torch.cuda.get_device_properties(index)
-    uuid = str(getattr(props, "uuid", "") or "")
     bus = None
     if hasattr(props, "pci_bus_id"):
         bus = f"{props.pci_domain_id:08X}:{props.pci_bus_id:02X}:{props.pci_device_id:02X}.0"
     return {"index": index, "name": props.name, "total_memory": props.total_memory,
-            "uuid": uuid if uuid.startswith(("GPU-", "MIG-")) or not uuid else f"GPU-{uuid}",
+            "uuid": uuid_label(str(getattr(props, "uuid", "") or ""), props.name,
+                               os.environ.get("CUDA_VISIBLE_DEVICES")),
             "pci_bus_id": bus}
 
 
-def binding_info(models: list) -> dict:
-    """This rank's devices: the current CUDA device and the DDP model's device."""
+def cuda_indices(tensors) -> Counter:
+    """How many of the tensors live on each CUDA device index."""
+    return Counter(t.device.index or 0 for t in tensors if t.device.type == "cuda")
+
+
+def binding_info(models: list, modules: list, tensors: list) -> dict:
+    """This rank's GPU: where its DDP model's parameters live, else any module's, else the
+    live CUDA tensors'. `models` are the DDP instances, `modules` every live nn.Module,
+    `tensors` every live tensor."""
     import torch
 
     if not (torch.cuda.is_available() and torch.cuda.is_initialized()):
         return {"device_type": "cpu", "cuda_initialized": False,
                 "cuda_available": torch.cuda.is_available()}
     current = torch.cuda.current_device()
-    model_index = None
-    for model in models:
-        param = next(iter(model.parameters()), None)
-        if param is not None and param.device.type == "cuda":
-            model_index = param.device.index
-            break
-    used = model_index if model_index is not None else current
-    return {"device_type": "cuda", "cuda_initialized": True, "current_device": current,
-            "model_device": model_index, "gpu": _describe(used),
-            "basis": "DDP model" if model_index is not None else "current device"}
+    out = {"device_type": "cuda", "cuda_initialized": True, "current_device": current}
+    for basis, counts in (
+            ("DDP model", cuda_indices(p for m in models for p in m.parameters())),
+            ("model parameters", cuda_indices(p for m in modules for p in m.parameters(recurse=False))),
+            ("CUDA tensors", cuda_indices(tensors))):
+        if counts:
+            used = counts.most_common(1)[0][0]
+            out.update(gpu=_describe(used), basis=basis, devices=sorted(counts),
+                       model_device=used)
+            return out
+    out["basis"] = "no tensor on a GPU yet"
+    return out
 
 
 def rank_table(records: list[dict]) -> list[str]:
@@ -53,10 +94,11 @@ def rank_table(records: list[dict]) -> list[str]:
         if gpu:
             where = (f"cuda:{gpu['index']} {gpu['name']} {gpu['uuid']}"
                      + (f" (current device cuda:{b['current_device']})"
-                        if b.get("model_device") is not None and b["current_device"] != gpu["index"]
-                        else ""))
+                        if b.get("current_device", gpu["index"]) != gpu["index"] else ""))
         elif b.get("error"):
             where = f"? ({b['error']})"
+        elif b.get("device_type") == "cuda":
+            where = f"? (no tensor on a GPU yet; current device cuda:{b.get('current_device')})"
         elif not b:
             where = "? (no batch reached)"
         else:
@@ -66,10 +108,31 @@ def rank_table(records: list[dict]) -> list[str]:
     return lines
 
 
+def duplicate_gpu(records: list[dict]) -> tuple[list[int], str, str] | None:
+    """(ranks, PCI bus id, NCCL's line) when NCCL refused two ranks on one GPU."""
+    for rec in sorted(records, key=rank_of):
+        texts = [(rec.get("error") or {}).get("text") or "",
+                 (part(rec, "comm").get("allreduce") or {}).get("error") or ""]
+        for text in texts:
+            m = DUPLICATE_GPU.search(text)
+            if m:
+                digits = m[3].rjust(9, "0")
+                bus = f"{digits[:-5]}:{digits[-5:-3]}:{digits[-3:-1]}.{digits[-1]}"
+                return sorted({int(m[1]), int(m[2])}), bus, m[0]
+    return None
+
+
 def distinct_check(records: list[dict]) -> CheckResult:
     if not records:
         return CheckResult("bind.distinct", Status.SKIP, "no rank reported")
     table = rank_table(records)
+    duplicate = duplicate_gpu(records)
+    if duplicate is not None:
+        ranks, bus, line = duplicate
+        return CheckResult("bind.distinct", Status.FAIL,
+                           f"{ranks_text(ranks)} share the GPU at PCI {bus}: NCCL refused them "
+                           "(Duplicate GPU detected)", table + [f"NCCL: {line}"], BIND_FIX,
+                           rule="DDP101", data={"ranks": ranks, "pci_bus_id": bus})
     reached = [r for r in records if part(r, "binding") and not part(r, "binding").get("error")]
     if not reached:
         return CheckResult("bind.distinct", Status.SKIP,
@@ -101,8 +164,5 @@ def distinct_check(records: list[dict]) -> CheckResult:
         where = {node(by_rank[r]) for r in ranks}
         parts.append(f"{ranks_text(ranks)} share GPU cuda:{gpu['index']} {gpu['uuid']} "
                      f"on {', '.join(sorted(where))}")
-    return CheckResult(
-        "bind.distinct", Status.FAIL, "; ".join(parts), table,
-        "bind each rank before building the model: torch.cuda.set_device(int(os.environ"
-        "['LOCAL_RANK'])) and use torch.device('cuda', local_rank) (see DDP101, DDP102, DDP103)",
-        rule="DDP101", data=data)
+    return CheckResult("bind.distinct", Status.FAIL, "; ".join(parts), table, BIND_FIX,
+                       rule="DDP101", data=data)

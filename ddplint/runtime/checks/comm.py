@@ -8,34 +8,80 @@ same point, with the same sequence of collectives, so it cannot leave a peer wai
 from __future__ import annotations
 
 import time
-from datetime import timedelta
 
 from ddplint.runtime.checks.common import Findings, size_text
 from ddplint.runtime.checks.records import env, node, part, rank_of, ranks_text
 from ddplint.runtime.verdict import CheckResult, Status
 
-SMOKE_TIMEOUT_S = 60.0
+SMOKE_TIMEOUT_S = 60.0  # the first collective also builds the NCCL communicator
+SWEEP_TIMEOUT_S = 60.0  # the whole bandwidth sweep
 GPU_SIZES = [1 << (10 + 2 * k) for k in range(10)]  # 1 KiB .. 256 MiB
 CPU_SIZES = [1 << 10, 1 << 14, 1 << 18, 1 << 22]  # 1 KiB .. 4 MiB: well under a second on gloo
 FAR_BELOW = 0.4  # WARN when the best bus bandwidth is under 40% of what the links allow
 NCCL_HINT = ("rerun with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET to see where NCCL stops; "
              "check NCCL_SOCKET_IFNAME and the firewall between nodes")
+NO_NCCL_FIX = ("use --backend gloo, or install a CUDA build of torch "
+               "(https://pytorch.org/get-started/locally/)")
+
+
+class CollectiveTimeout(RuntimeError):
+    """A collective gave no result within its limit: a peer never joined or NCCL hangs."""
 
 
 def comm_device(backend: str):
-    """CUDA device of this rank for NCCL (LOCAL_RANK modulo the visible GPUs), CPU for gloo."""
+    """The CUDA device the script's own NCCL collectives use, CPU for gloo.
+
+    The device the script bound to the process group (init_process_group(device_id=...)) comes
+    first, then the current device when the script set one; NCCL throws when a collective runs
+    on another GPU than the bound one. Only a script that bound nothing (current device still 0
+    on a rank with LOCAL_RANK > 0) gets LOCAL_RANK modulo the visible GPUs, as torch guesses.
+    """
     import os
 
     import torch
+    import torch.distributed as dist
 
-    if "nccl" in backend and torch.cuda.is_available():
-        local = int(os.environ.get("LOCAL_RANK", "0"))
-        return torch.device("cuda", local % torch.cuda.device_count())
-    return torch.device("cpu")
+    if "nccl" not in backend or not torch.cuda.is_available():
+        return torch.device("cpu")
+    bound = getattr(dist.distributed_c10d._get_default_group(), "bound_device_id", None)
+    if bound is not None and bound.type == "cuda":
+        return torch.device("cuda", bound.index if bound.index is not None else 0)
+    current = torch.cuda.current_device()
+    local = int(os.environ.get("LOCAL_RANK", "0"))
+    if current != 0 or local == 0:
+        return torch.device("cuda", current)
+    return torch.device("cuda", local % torch.cuda.device_count())
+
+
+def wait_all(works: list, deadline: float, what: str) -> None:
+    """Wait for async collectives by polling, never by Work.wait(timeout): NCCL's wait ignores
+    the timeout on torch 2.1-2.3 unless TORCH_NCCL_BLOCKING_WAIT=1, and CUDA synchronize has
+    none. A completed work is then waited on, which raises its error if it failed."""
+    spins = 0
+    while not all(w.is_completed() for w in works):
+        if time.monotonic() >= deadline:
+            raise CollectiveTimeout(f"{what} gave no result within the audit's limit")
+        spins += 1
+        if spins > 10_000:  # keep small collectives timed to the microsecond, then back off
+            time.sleep(0.001)
+    for w in works:
+        w.wait()
+
+
+def error_line(exc: BaseException) -> str:
+    """The line of an error that says what went wrong: NCCL's "Last error:" detail (such as
+    "Duplicate GPU detected : rank 1 and rank 0 both on CUDA device 1a000") over its headline."""
+    lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()] or [repr(exc)]
+    detail = next((line for line in lines if "Duplicate GPU detected" in line), lines[0])
+    return detail[:300]
 
 
 def measure() -> dict:
-    """all_reduce smoke test, then the bandwidth sweep (times are the slowest rank's)."""
+    """all_reduce smoke test, then the bandwidth sweep (times are the slowest rank's).
+
+    Every collective is bounded: a stall is returned as {"stalled": True} with the phase, so
+    the probe can stop the script (its own collectives would hang the same way).
+    """
     import torch
     import torch.distributed as dist
 
@@ -44,39 +90,46 @@ def measure() -> dict:
     device = comm_device(backend)
     out: dict = {"backend": backend, "rank": rank, "world_size": world, "device": str(device)}
 
-    def sync():
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-
     x = torch.tensor([float(rank + 1)], dtype=torch.float64, device=device)
     start = time.perf_counter()
     try:
-        dist.all_reduce(x, async_op=True).wait(timeout=timedelta(seconds=SMOKE_TIMEOUT_S))
+        wait_all([dist.all_reduce(x, async_op=True)], time.monotonic() + SMOKE_TIMEOUT_S,
+                 "the first all_reduce")
         value = x.item()
     except RuntimeError as exc:
-        out["allreduce"] = {"ok": False, "phase": "first collective",
-                            "error": str(exc).strip().splitlines()[0][:300],
+        out["allreduce"] = {"ok": False, "phase": "first collective", "error": error_line(exc),
                             "seconds": round(time.perf_counter() - start, 3)}
+        out["stalled"] = isinstance(exc, CollectiveTimeout)
         return out
     expected = world * (world + 1) / 2
     out["allreduce"] = {"ok": value == expected, "value": value, "expected": expected,
                         "seconds": round(time.perf_counter() - start, 6)}
 
     sizes = GPU_SIZES if device.type == "cuda" else CPU_SIZES
+    deadline = time.monotonic() + SWEEP_TIMEOUT_S
     times = []
-    for nbytes in sizes:
-        buf = torch.zeros(nbytes // 4, dtype=torch.float32, device=device)
-        iters = 20 if device.type == "cuda" and nbytes <= 1 << 24 else 5
-        dist.all_reduce(buf)  # warm-up, and every rank starts the timing together
-        sync()
-        t0 = time.perf_counter()
-        for _ in range(iters):
-            dist.all_reduce(buf)
-        sync()
-        times.append((time.perf_counter() - t0) / iters)
-        del buf
-    slowest = torch.tensor(times, dtype=torch.float64, device=device)
-    dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
+    try:
+        for nbytes in sizes:
+            buf = torch.zeros(nbytes // 4, dtype=torch.float32, device=device)
+            iters = 20 if device.type == "cuda" and nbytes <= 1 << 24 else 5
+            # warm-up, and every rank starts the timing together
+            wait_all([dist.all_reduce(buf, async_op=True)], deadline, "the bandwidth sweep")
+            t0 = time.perf_counter()
+            works = []
+            for _ in range(iters):  # NCCL queues them on one stream; gloo runs one at a time
+                works.append(dist.all_reduce(buf, async_op=True))
+                if device.type != "cuda":
+                    wait_all(works[-1:], deadline, "the bandwidth sweep")
+            wait_all(works, deadline, "the bandwidth sweep")
+            times.append((time.perf_counter() - t0) / iters)
+            del buf
+        slowest = torch.tensor(times, dtype=torch.float64, device=device)
+        wait_all([dist.all_reduce(slowest, op=dist.ReduceOp.MAX, async_op=True)], deadline,
+                 "the bandwidth sweep")
+    except RuntimeError as exc:
+        out["sweep_error"] = {"phase": "bandwidth sweep", "error": error_line(exc)}
+        out["stalled"] = isinstance(exc, CollectiveTimeout)
+        return out
     if device.type == "cuda":
         torch.cuda.empty_cache()
     out["sweep"] = [bandwidth_row(n, t, world) for n, t in zip(sizes, slowest.tolist())]
@@ -115,6 +168,10 @@ def allreduce_check(records: list[dict], log_tail: str | None = None) -> CheckRe
         if comm.get("error"):
             found.add(Status.FAIL, f"rank {rank}: the all_reduce test raised {comm['error']}",
                       NCCL_HINT)
+        elif ar is None and rec.get("init_called") and _no_nccl(rec):
+            found.add(Status.FAIL, f"rank {rank} ({node(rec)}): this torch build has no NCCL "
+                                   f"(torch {_torch_version(rec)}), so the nccl backend cannot "
+                                   "start", NO_NCCL_FIX)
         elif ar is None and rec.get("init_called"):
             found.add(Status.FAIL, f"rank {rank} ({node(rec)}): init_process_group did not "
                                    "return", NCCL_HINT)
@@ -123,8 +180,11 @@ def allreduce_check(records: list[dict], log_tail: str | None = None) -> CheckRe
                                    "while other ranks did",
                       "every rank must call init_process_group; take it out of rank-conditional "
                       "code")
-        elif "error" in ar:
+        elif "error" in ar and comm.get("stalled"):
             found.add(Status.FAIL, f"all_reduce stalled in the {ar['phase']} on rank {rank} "
+                                   f"after {ar['seconds']:g} s with no result", NCCL_HINT)
+        elif "error" in ar:
+            found.add(Status.FAIL, f"all_reduce failed in the {ar['phase']} on rank {rank} "
                                    f"after {ar['seconds']:g} s: {ar['error']}", NCCL_HINT)
         elif str(comm.get("world_size")) != env(rec).get("WORLD_SIZE", str(comm.get("world_size"))):
             found.add(Status.FAIL, f"rank {rank}'s process group has {comm['world_size']} "
@@ -151,7 +211,27 @@ def allreduce_check(records: list[dict], log_tail: str | None = None) -> CheckRe
                        data={"seconds": dict(zip(ok_ranks, seconds))})
 
 
+def _no_nccl(rec: dict) -> bool:
+    """The rank asked for nccl from a torch without it (a CPU build, macOS)."""
+    backend = rec.get("backend") or {}
+    asked = backend.get("forced") or backend.get("requested")
+    versions = part(rec, "info").get("versions", {})
+    message = ((rec.get("error") or {}).get("text") or "")
+    return (str(asked).startswith("nccl") and versions.get("nccl_available") is False) or \
+        "doesn't have NCCL built in" in message
+
+
+def _torch_version(rec: dict) -> str:
+    return part(rec, "info").get("versions", {}).get("torch", "?")
+
+
 def bandwidth_check(records: list[dict]) -> CheckResult:
+    stalled = sorted(rank_of(r) for r in records if part(r, "comm").get("sweep_error"))
+    if stalled:
+        error = part(next(r for r in records if rank_of(r) == stalled[0]), "comm")["sweep_error"]
+        return CheckResult("comm.bandwidth", Status.FAIL,
+                           f"the bandwidth sweep failed on {ranks_text(stalled)}: {error['error']}",
+                           fix=NCCL_HINT)
     sweeps = [(rec, part(rec, "comm")) for rec in records if part(rec, "comm").get("sweep")]
     if not sweeps:
         return CheckResult("comm.bandwidth", Status.SKIP, "no bandwidth sweep ran "

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import importlib.util
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ddplint.runtime.checks.common import Findings, gb_label, mib, plural
@@ -20,42 +20,67 @@ FOREIGN_FAIL = 0.5
 
 @dataclass
 class Visible:
-    indices: list[int]  # NVML indices in CUDA order (PCI order assumed)
+    indices: list[int]  # positions in Machine.gpus, in CUDA order (PCI order assumed)
     note: str | None  # why the list is shorter than CUDA_VISIBLE_DEVICES suggests
+    mig: dict[int, str] = field(default_factory=dict)  # position -> the MIG instance named
 
 
 def visible_gpus(machine: Machine, cuda_visible_devices: str | None) -> Visible:
-    """The GPUs CUDA will enumerate, honouring CUDA_VISIBLE_DEVICES by index and by UUID.
+    """The GPUs CUDA will enumerate, honouring CUDA_VISIBLE_DEVICES by index, by GPU UUID (or a
+    unique prefix of it) and by MIG instance (MIG-<uuid>, or the older MIG-GPU-<uuid>/<gi>/<ci>).
 
-    CUDA stops at the first entry that names no device (or one already named) and ignores the
-    rest, so "0,1,7,2" on a 4-GPU host exposes two GPUs, not three.
+    CUDA numbers the GPUs this process may open, so an index counts only those (a GPU the
+    cgroup keeps away is not in Machine.gpus). CUDA stops at the first entry that names no
+    device (or one already named) and ignores the rest, so "0,1,7,2" on a 4-GPU host exposes
+    two GPUs, not three.
     """
     count = len(machine.gpus)
     if cuda_visible_devices is None:
         return Visible(list(range(count)), None)
     out: list[int] = []
+    mig: dict[int, str] = {}
+    seen: set[tuple[int, str | None]] = set()
     for token in (t.strip() for t in cuda_visible_devices.split(",")):
         if not token:
             if out or cuda_visible_devices.strip():
-                return Visible(out, f"empty entry in CUDA_VISIBLE_DEVICES={cuda_visible_devices!r}")
+                return Visible(out, f"empty entry in CUDA_VISIBLE_DEVICES={cuda_visible_devices!r}", mig)
             return Visible(out, "CUDA_VISIBLE_DEVICES is empty: no GPU is visible")
-        idx = _resolve(machine, token)
-        if idx is None or idx in out:
-            why = "names a GPU twice" if idx is not None else "names no GPU of this host"
+        found = _resolve(machine, token)
+        if found is None or found in seen:
+            why = "names a GPU twice" if found is not None else "names no GPU of this host"
             return Visible(out, f"CUDA_VISIBLE_DEVICES entry {token!r} {why}; CUDA ignores it "
-                                "and every entry after it")
-        out.append(idx)
-    return Visible(out, None)
+                                "and every entry after it", mig)
+        seen.add(found)
+        out.append(found[0])
+        if found[1] is not None:
+            mig[found[0]] = found[1]
+    return Visible(out, None, mig)
 
 
-def _resolve(machine: Machine, token: str) -> int | None:
+def _resolve(machine: Machine, token: str) -> tuple[int, str | None] | None:
+    """(position of the GPU, the MIG instance's UUID or None) that one entry names."""
     if token.lstrip("-").isdigit():
         idx = int(token)
-        return idx if 0 <= idx < len(machine.gpus) else None
-    if token.upper().startswith("GPU-"):
-        matches = [g.index for g in machine.gpus if g.uuid.lower().startswith(token.lower())]
-        return matches[0] if len(matches) == 1 else None
-    return None  # MIG-... instances and anything else: not a whole GPU a rank can bind
+        return (idx, None) if 0 <= idx < len(machine.gpus) else None
+    upper = token.upper()
+    if upper.startswith("MIG-GPU-"):  # MIG-GPU-<gpu uuid>/<gpu instance>/<compute instance>
+        parent = _unique(machine, lambda g: [g.uuid], token[4:].split("/")[0])
+        return (parent[0], token) if parent else None
+    if upper.startswith("MIG-"):
+        return _unique(machine, lambda g: g.mig_devices, token)
+    if upper.startswith("GPU-"):
+        return _unique(machine, lambda g: [g.uuid], token)
+    return None
+
+
+def _unique(machine: Machine, uuids, prefix: str) -> tuple[int, str | None] | None:
+    """The one device whose UUID starts with `prefix`, as CUDA accepts a UUID prefix."""
+    hits = [(pos, u) for pos, g in enumerate(machine.gpus) for u in uuids(g)
+            if u.lower().startswith(prefix.lower())]
+    if len(hits) != 1:
+        return None
+    pos, uuid = hits[0]
+    return (pos, uuid if uuid.upper().startswith("MIG-") else None)
 
 
 def inventory_check(machine: Machine, nproc: int, environ: dict[str, str],
@@ -71,8 +96,14 @@ def inventory_check(machine: Machine, nproc: int, environ: dict[str, str],
                 f"{len(job)} used by {plural(nproc, 'process')} per node"]
     if visible.note:
         evidence.append(visible.note)
-    for gpu in machine.gpus:
-        tag = "" if gpu.index in job else "  (not used by this job)"
+    for pos, uuid in visible.mig.items():
+        evidence.append(f"CUDA_VISIBLE_DEVICES names {uuid}, a MIG instance of {machine.gpus[pos].label}")
+    if machine.unopened:
+        evidence.append(f"NVML counts {plural(len(machine.unopened), 'more GPU')} that this process "
+                        "may not open (cgroup or scheduler device limits), left out: "
+                        + "; ".join(f"GPU{u['index']}: {u['error']}" for u in machine.unopened))
+    for pos, gpu in enumerate(machine.gpus):
+        tag = "" if pos in job else "  (not used by this job)"
         evidence.append(_gpu_line(gpu) + tag)
     data = {"driver_version": machine.driver_version,
             "cuda_driver_version": machine.cuda_driver_version,
@@ -92,10 +123,12 @@ def inventory_check(machine: Machine, nproc: int, environ: dict[str, str],
 
     used = [machine.gpus[i] for i in job]
     names = sorted({g.name for g in used})
-    if len(names) > 1 or len({g.memory_total for g in used}) > 1:
-        smallest = min(used, key=lambda g: g.memory_total)
+    sized = [g for g in used if g.memory_total is not None]
+    if len(names) > 1 or len({g.memory_total for g in sized}) > 1:
+        smallest = min(sized or used, key=lambda g: g.memory_total or 0)
+        card = f"{gb_label(smallest.memory_total)} card" if smallest.memory_total else "smallest card"
         found.add(Status.WARN, f"mixed GPUs ({', '.join(names)}): the batch must fit the "
-                               f"{gb_label(smallest.memory_total)} card: the smallest sets the limit",
+                               f"{card}: the smallest sets the limit",
                   "size the per-GPU batch for the smallest card, or use only identical GPUs")
         if environ.get("CUDA_DEVICE_ORDER") != "PCI_BUS_ID":
             evidence.append("CUDA_DEVICE_ORDER is not PCI_BUS_ID: CUDA numbers mixed GPUs "
@@ -107,19 +140,19 @@ def inventory_check(machine: Machine, nproc: int, environ: dict[str, str],
             found.add(status, line, "stop the processes holding GPU memory, or pick free GPUs "
                                     "with CUDA_VISIBLE_DEVICES")
         if gpu.mig_current == 1 and nproc > 1:
-            found.add(Status.FAIL, f"GPU{gpu.index} is in MIG mode: NCCL cannot run collectives "
+            found.add(Status.FAIL, f"{gpu.label} is in MIG mode: NCCL cannot run collectives "
                                    "across MIG instances",
                       f"disable MIG (sudo nvidia-smi -i {gpu.index} -mig 0) before a "
                       "multi-process job")
         elif gpu.mig_pending is not None and gpu.mig_pending != gpu.mig_current:
-            found.add(Status.WARN, f"GPU{gpu.index} has a MIG mode change pending until the "
+            found.add(Status.WARN, f"{gpu.label} has a MIG mode change pending until the "
                                    "GPU is reset",
-                      f"reset GPU{gpu.index} (sudo nvidia-smi -i {gpu.index} -r) or revert the "
+                      f"reset {gpu.label} (sudo nvidia-smi -i {gpu.index} -r) or revert the "
                       "pending MIG change")
         if gpu.ecc_volatile_uncorrected:
-            found.add(Status.WARN, f"GPU{gpu.index} reports {gpu.ecc_volatile_uncorrected} "
+            found.add(Status.WARN, f"{gpu.label} reports {gpu.ecc_volatile_uncorrected} "
                                    "uncorrected ECC errors since the driver loaded",
-                      f"drain the node and check GPU{gpu.index} "
+                      f"drain the node and check {gpu.label} "
                       "(nvidia-smi -q -d ECC,PAGE_RETIREMENT,ROW_REMAPPER)")
 
     torch_cuda = torch_build[1] if torch_build else None
@@ -134,8 +167,8 @@ def inventory_check(machine: Machine, nproc: int, environ: dict[str, str],
                   "install a CUDA build of torch (https://pytorch.org/get-started/locally/)")
 
     if found.status is Status.PASS:
-        text = (f"{len(job)} x {names[0]} ({gb_label(used[0].memory_total)}) free for "
-                f"{plural(nproc, 'process')}")
+        size = f" ({gb_label(used[0].memory_total)})" if used[0].memory_total is not None else ""
+        text = f"{len(job)} x {names[0]}{size} free for {plural(nproc, 'process')}"
     else:
         text = found.summary
     return CheckResult("gpu.inventory", found.status, text, evidence, found.fix, data=data)
@@ -150,21 +183,25 @@ def _gpu_line(gpu) -> str:
     ]
     procs = "".join(f"; pid {p.pid} {p.name or '?'} {mib(p.used_bytes)} ({p.kind})"
                     for p in gpu.processes)
-    return (f"GPU{gpu.index} {gpu.name} {gpu.uuid} bus {gpu.pci_bus_id}: "
-            f"{mib(gpu.memory_total)} total, {mib(gpu.memory_used)} used, "
-            f"{mib(gpu.memory_free)} free; {', '.join(flags)}{procs}")
+    memory = (f"{mib(gpu.memory_total)} total, {mib(gpu.memory_used)} used, "
+              f"{mib(gpu.memory_free)} free" if gpu.memory_total is not None else
+              "memory not readable (NVML_ERROR_NO_PERMISSION, as on a MIG-enabled GPU "
+              "without privileges)")
+    return (f"{gpu.label} {gpu.name} {gpu.uuid} bus {gpu.pci_bus_id}: "
+            f"{memory}; {', '.join(flags)}{procs}")
 
 
 def _foreign(gpu) -> tuple[Status, str | None]:
-    held = [p for p in gpu.processes
-            if p.kind == "compute" or (p.used_bytes or 0) > GRAPHICS_TOLERATED * gpu.memory_total]
+    size = gpu.memory_total
+    held = [p for p in gpu.processes if p.kind == "compute" or
+            (size is not None and (p.used_bytes or 0) > GRAPHICS_TOLERATED * size)]
     if not held:
         return Status.PASS, None
     total = sum(p.used_bytes or 0 for p in held)
     who = ", ".join(f"pid {p.pid} {p.name or '?'} {mib(p.used_bytes)}" for p in held)
-    status = Status.FAIL if total > FOREIGN_FAIL * gpu.memory_total else Status.WARN
-    return status, (f"GPU{gpu.index} is already in use: {who} "
-                    f"({mib(gpu.memory_free)} of {mib(gpu.memory_total)} free)")
+    status = Status.FAIL if size is not None and total > FOREIGN_FAIL * size else Status.WARN
+    free = f" ({mib(gpu.memory_free)} of {mib(size)} free)" if size is not None else ""
+    return status, f"{gpu.label} is already in use: {who}{free}"
 
 
 def _gpu_data(gpu) -> dict:

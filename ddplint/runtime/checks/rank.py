@@ -22,7 +22,12 @@ from ddplint.runtime.checks.ranks import ranks_check
 from ddplint.runtime.checks.records import IDENTITY_VARS
 from ddplint.runtime.checks.stack import collect_versions, versions_check
 from ddplint.runtime.checks.topology import expected_busbw
-from ddplint.runtime.nvml import NvmlUnavailable, load_machine, open_nvml
+from ddplint.runtime.nvml import (
+    NvmlReadFailed,
+    NvmlUnavailable,
+    load_machine,
+    open_nvml,
+)
 from ddplint.runtime.verdict import CheckResult
 
 
@@ -30,7 +35,7 @@ def nvml_view() -> dict:
     """Driver, visible GPUs and what their links allow, as NVML sees them from this rank."""
     try:
         reads = open_nvml()
-    except NvmlUnavailable as exc:
+    except (NvmlUnavailable, NvmlReadFailed) as exc:
         return {"error": str(exc)}
     try:
         machine = load_machine(reads)
@@ -86,8 +91,9 @@ def at_first_batch() -> dict:
     import torch
     from torch.nn.parallel import DistributedDataParallel
 
-    models, optimizers = live_instances(DistributedDataParallel, torch.optim.Optimizer)
-    out = binding_info(models)
+    models, optimizers, modules, tensors = live_instances(
+        DistributedDataParallel, torch.optim.Optimizer, torch.nn.Module, torch.Tensor)
+    out = binding_info(models, modules, tensors)
     out["model"] = estimate(models, optimizers)
     return out
 

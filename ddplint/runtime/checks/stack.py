@@ -129,6 +129,7 @@ def collect_versions() -> dict:
         "cuda": torch.version.cuda,
         "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
         "nccl": nccl,
+        "nccl_available": torch.distributed.is_nccl_available(),
         "cuda_available": torch.cuda.is_available(),
         "device_count": torch.cuda.device_count(),
         "packages": packages,

@@ -3,7 +3,15 @@
 from __future__ import annotations
 
 from ddplint.runtime.checks.common import Findings, plural
-from ddplint.runtime.nvml import NVLINK_VERSIONS, PCIE_LANE_GBPS, Machine, cpu_list, nvlink_count
+from ddplint.runtime.nvml import (
+    NVLINK_VERSIONS,
+    PCIE_LANE_GBPS,
+    Machine,
+    cpu_list,
+    links_within,
+    nvlink_count,
+    nvlink_rate,
+)
 from ddplint.runtime.verdict import CheckResult, Status
 
 LEGEND = ("X = self, NV# = # NVLinks, PIX = one PCIe bridge, PXB = several PCIe bridges, "
@@ -13,13 +21,13 @@ LEGEND = ("X = self, NV# = # NVLinks, PIX = one PCIe bridge, PXB = several PCIe 
 
 def link_matrix(machine: Machine, job: list[int]) -> list[str]:
     """The job's part of `nvidia-smi topo -m`, with CPU and NUMA affinity columns."""
-    head = "".join(f"{f'GPU{i}':<7}" for i in job)
+    head = "".join(f"{machine.gpus[i].label:<7}" for i in job)
     rows = [f"{'':<7}{head}{'CPU Affinity':<18}NUMA Affinity"]
     for i in job:
         gpu = machine.gpus[i]
         cells = "".join(f"{machine.link(i, j):<7}" for j in job)
         numa = "N/A" if gpu.numa_node is None else str(gpu.numa_node)
-        rows.append(f"{f'GPU{i}':<7}{cells}{cpu_list(gpu.cpus):<18}{numa}")
+        rows.append(f"{gpu.label:<7}{cells}{cpu_list(gpu.cpus):<18}{numa}")
     return rows
 
 
@@ -27,28 +35,31 @@ def expected_busbw(machine: Machine, job: list[int]) -> tuple[float | None, str]
     """What the links allow an all_reduce's bus bandwidth to reach, GB/s, and why.
 
     nccl-tests' busbw of a ring all_reduce approaches the slowest GPU's one-direction link
-    bandwidth: NVLink count x per-link rate when every pair has NVLink, else the PCIe link.
+    bandwidth: when every pair has NVLink, the GPU's links that reach the job's other GPUs
+    (all of them through NVSwitch, only those to job peers on a direct mesh) x the per-link
+    rate; else the PCIe link.
     """
     if len(job) < 2:
         return None, "one GPU"
     pairs = [(i, j) for i in job for j in job if i < j]
     if all(nvlink_count(machine, i, j) for i, j in pairs):
-        best = None
+        best: tuple[float | None, str] = (None, "no GPU")
         for i in job:
-            links = machine.gpus[i].active_links
-            version = NVLINK_VERSIONS.get(links[0].get("version")) if links else None
-            if version is None:
-                return None, f"GPU{i}: unknown NVLink version"
-            gbps = len(links) * version[1]
-            if best is None or gbps < best[0]:
-                best = (gbps, f"NVLink {version[0]} x{len(links)} ({version[1]:g} GB/s per link "
-                              "and direction)")
+            gpu = machine.gpus[i]
+            active = gpu.active_links
+            rate = nvlink_rate(active[0].get("version"), gpu.compute_capability) if active else None
+            if rate is None:
+                return None, f"{gpu.label}: unknown NVLink version"
+            links = links_within(machine, i, job)
+            gbps = links * rate[1]
+            if best[0] is None or gbps < best[0]:
+                best = (gbps, f"NVLink {rate[0]} x{links} ({rate[1]:g} GB/s per link and direction)")
         return best
     worst_pcie = None
     for i in job:
         pcie = machine.gpus[i].pcie
         if not pcie or pcie.get("max_gen") not in PCIE_LANE_GBPS:
-            return None, f"GPU{i}: PCIe link unknown"
+            return None, f"{machine.gpus[i].label}: PCIe link unknown"
         gbps = PCIE_LANE_GBPS[pcie["max_gen"]] * pcie["max_width"]
         if worst_pcie is None or gbps < worst_pcie[0]:
             worst_pcie = (gbps, f"PCIe gen{pcie['max_gen']} x{pcie['max_width']}")
@@ -70,15 +81,18 @@ def topology_check(machine: Machine, job: list[int]) -> CheckResult:
             continue
         version = NVLINK_VERSIONS.get(links[0].get("version"), ("?", 0))[0]
         down = [l["link"] for l in links if l.get("state") != 1]
-        evidence.append(f"GPU{i}: {active_counts[i]}/{len(links)} NVLinks active "
+        label = machine.gpus[i].label
+        evidence.append(f"{label}: {active_counts[i]}/{len(links)} NVLinks active "
                         f"(NVLink {version})" + (f", inactive: {down}" if down else ""))
         if active_counts[i] < most:
-            found.add(Status.WARN, f"GPU{i} has {active_counts[i]} active NVLinks where its "
+            found.add(Status.WARN, f"{label} has {active_counts[i]} active NVLinks where its "
                                    f"peers have {most}: a degraded link slows every collective",
-                      f"check `nvidia-smi nvlink -s -i {i}` and have the link or GPU serviced")
+                      f"check `nvidia-smi nvlink -s -i {machine.gpus[i].index}` and have the "
+                      "link or GPU serviced")
     sys_pairs = [(i, j) for i in job for j in job if i < j and machine.link(i, j) == "SYS"]
     if sys_pairs:
-        shown = ", ".join(f"GPU{i}-GPU{j}" for i, j in sys_pairs[:6])
+        shown = ", ".join(f"{machine.gpus[i].label}-{machine.gpus[j].label}"
+                          for i, j in sys_pairs[:6])
         more = f" and {len(sys_pairs) - 6} more" if len(sys_pairs) > 6 else ""
         found.add(Status.WARN, f"{shown}{more} connect through SYS (across CPU sockets): "
                                "NCCL traffic crosses the inter-socket link",
@@ -97,9 +111,9 @@ def topology_check(machine: Machine, job: list[int]) -> CheckResult:
 
 def _same_socket_fix(machine: Machine, job: list[int]) -> str:
     by_node: dict[int, list[int]] = {}
-    for gpu in machine.gpus:
+    for pos, gpu in enumerate(machine.gpus):  # positions: CUDA_VISIBLE_DEVICES counts those
         if gpu.numa_node is not None:
-            by_node.setdefault(gpu.numa_node, []).append(gpu.index)
+            by_node.setdefault(gpu.numa_node, []).append(pos)
     for node, gpus in sorted(by_node.items()):
         if len(gpus) >= len(job):
             picked = ",".join(str(g) for g in gpus[:len(job)])
