@@ -304,3 +304,63 @@ def test_a_peer_node_is_recognised_by_the_port_it_names(argv, named):
     from ddplint.runtime.checks.stale import _names_port
 
     assert _names_port(argv, 29500) is named
+
+
+def test_a_pair_on_a_direct_nvlink_mesh_expects_only_its_own_links():
+    a100 = machine("a100_sxm_4x_foreign_processes")  # NV4 between every pair
+    assert expected_busbw(a100, [0, 1]) == (100.0, "NVLink 3.0 x4 (25 GB/s per link and direction)")
+    assert expected_busbw(a100, [0, 1, 2, 3])[0] == 300.0
+    v100 = machine("v100_sxm2_4x_driver_470")  # 6 links each, 2 of them to GPUs 4-7
+    assert [len(g.active_links) for g in v100.gpus] == [6, 6, 6, 6]
+    assert expected_busbw(v100, [0, 3])[0] == 50.0  # NV2
+    assert expected_busbw(v100, [0, 1, 2, 3]) == (100.0, "NVLink 2.0 x4 (25 GB/s per link and direction)")
+    # through NVSwitch every link carries the job's traffic, whatever the job's size
+    assert expected_busbw(machine("h100_sxm_8x_nvswitch"), [0, 1])[0] == 450.0
+
+
+def test_nvlink_rate_follows_the_gpu_generation_where_the_version_is_ambiguous():
+    def ga102(inv):  # two RTX A6000 with an NVLink bridge: NVLink 3 x4 at about 14 GB/s
+        for d, peer in zip(inv["devices"], reversed(inv["devices"])):
+            d["compute_capability"] = [8, 6]
+            d["nvlinks"] = [{"link": k, "state": 1, "version": 5, "remote_type": 0,
+                             "remote_bus_id": peer["pci_bus_id"]} for k in range(4)]
+    m = machine("rtx4090_2x_pcie_cross_socket", ga102)
+    assert expected_busbw(m, [0, 1]) == (56.25, "NVLink 3.1 x4 (14.0625 GB/s per link and direction)")
+    from ddplint.runtime.nvml import nvlink_rate
+
+    assert nvlink_rate(5, [8, 0]) == ("3.1", 25.0)
+    assert nvlink_rate(8, [10, 0]) == ("6.0", 50.0)
+    assert nvlink_rate(9, [10, 0]) is None
+
+
+@pytest.mark.parametrize("value,expected,mig", [
+    ("MIG-c07e1d95-2a48-5f63-b9e0-3d7a1c5f8e24", [0], True),
+    ("MIG-c07e1d95", [0], True),                          # a unique prefix, as CUDA accepts
+    ("MIG-GPU-5f6e7d8c-9b0a-1c2d-3e4f-50617283a4b5/1/0", [0], True),  # the pre-R470 form
+    ("GPU-6a7b", [1], False),
+    ("MIG-ffff", [], False),
+    ("MIG-c07e1d95,MIG-c07e1d95", [0], True),             # named twice: CUDA stops there
+])
+def test_cuda_visible_devices_names_mig_instances(value, expected, mig):
+    m = machine("a100_sxm_2x_mig")
+    visible = visible_gpus(m, value)
+    assert visible.indices == expected
+    assert bool(visible.mig) is mig
+
+
+def test_one_process_on_a_mig_instance_passes_and_is_named():
+    m = machine("a100_sxm_2x_mig")
+    r = inventory_check(m, 1, {"CUDA_VISIBLE_DEVICES": "MIG-4b2f8a61"}, CU124)
+    assert r.status is Status.PASS, r.summary
+    assert ("CUDA_VISIBLE_DEVICES names MIG-4b2f8a61-93d7-5c0e-a1f4-6e8d2c7b9a30, a MIG "
+            "instance of GPU0") in r.evidence
+
+
+def test_fixture_shapes_follow_what_nvml_answers_there():
+    v100 = inventory("v100_sxm2_4x_driver_470")
+    for d in v100["devices"]:
+        assert d["mig_mode"] is None and d["mig_devices"] == []  # V100: no MIG
+        assert len(d["nvlinks"]) == 6 and {l["version"] for l in d["nvlinks"]} == {2}
+    for d in inventory("rtx4090_2x_pcie_cross_socket")["devices"]:
+        assert d["mig_mode"] is None  # GeForce: no MIG mode
+    assert [d["numa_node"] for d in inventory("h100_sxm_8x_nvswitch")["devices"]] == [0] * 4 + [1] * 4
