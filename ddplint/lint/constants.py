@@ -73,7 +73,7 @@ def bind_call(call: cst.Call, facts, function: str, outer: Bindings) -> Bindings
     the function reassigns before using them (they no longer hold the argument)."""
     bound = bind_arguments(call, facts.functions[function].node, outer)
     if bound:
-        reassigned = {a.target for a in facts.assignments if a.function == function}
+        reassigned = {a.target for a in facts.assignments_within(function) if a.function == function}
         bound = {name: value for name, value in bound.items() if name not in reassigned}
     return bound
 

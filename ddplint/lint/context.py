@@ -47,8 +47,7 @@ class LintContext:
         return any(site.name != INIT_PG for site in self.anywhere_if("multi-process init", starts_group))
 
     def function_body_calls(self, facts: ModuleFacts, function: str) -> list[CallSite]:
-        prefix = function + "."
-        return [c for c in facts.calls if c.function == function or c.function.startswith(prefix)]
+        return facts.calls_within(function)
 
     def resolve_function(self, facts: ModuleFacts, path: Path, name: str | None, hops: int = 2):
         """The (facts, path, function name) that a callee names, in this module or the project.

@@ -165,6 +165,9 @@ class ModuleFacts:
     # indexes built once after the walk, so that rules look bindings up instead of scanning
     by_target: dict[str, list[Assignment]] = field(default_factory=dict)
     by_value: dict[int, list[Assignment]] = field(default_factory=dict)  # id(value node) -> its bindings
+    by_loop: dict[int, list[Assignment]] = field(default_factory=dict)  # id(loop) -> bindings inside it
+    _calls_within: dict[str, list[CallSite]] = field(default_factory=dict)  # function -> its and nested calls
+    _assignments_within: dict[str, list[Assignment]] = field(default_factory=dict)
 
     # -- name resolution -------------------------------------------------------------
 
@@ -196,8 +199,22 @@ class ModuleFacts:
         return self.by_target.get(target, [])
 
     def bindings_of(self, value: cst.CSTNode) -> list[Assignment]:
-        """The bindings whose value is this very node (`loader = DataLoader(...)`)."""
+        """The bindings whose value is this very node (`loader = DataLoader(...)`), or one side
+        of it (`sampler = DistributedSampler(ds) if distributed else None`)."""
         return self.by_value.get(id(value), [])
+
+    def calls_within(self, scope: str) -> list[CallSite]:
+        """The calls in a function or class, and in the functions nested in it."""
+        return self._calls_within.get(scope, [])
+
+    def assignments_within(self, scope: str) -> list[Assignment]:
+        return self._assignments_within.get(scope, [])
+
+    def has_scope(self, scope: str) -> bool:
+        """A function or class of that dotted name is defined here (with something inside)."""
+        return scope in self._calls_within or scope in self._assignments_within or any(
+            name.startswith(scope + ".") for name in self.functions
+        )
 
     def reaching(self, target: str, function: str, order: int, blocks: tuple[int, ...]) -> list[Assignment]:
         """The bindings of `target` that can reach a use at (`function`, `order`, `blocks`).
@@ -691,6 +708,22 @@ def _index(facts: ModuleFacts) -> None:
     for a in facts.assignments:
         facts.by_target.setdefault(a.target, []).append(a)
         facts.by_value.setdefault(id(a.value), []).append(a)
+        if isinstance(a.value, cst.IfExp):
+            for side in (a.value.body, a.value.orelse):
+                facts.by_value.setdefault(id(side), []).append(a)
+        for loop in a.loops:
+            facts.by_loop.setdefault(id(loop), []).append(a)
+        for scope in _enclosing_scopes(a.function):
+            facts._assignments_within.setdefault(scope, []).append(a)
+    for site in facts.calls:
+        for scope in _enclosing_scopes(site.function):
+            facts._calls_within.setdefault(scope, []).append(site)
+
+
+def _enclosing_scopes(function: str) -> list[str]:
+    """"Trainer.fit.step" -> ["Trainer", "Trainer.fit", "Trainer.fit.step"]; none at module level."""
+    parts = function.split(".") if function else []
+    return [".".join(parts[: i + 1]) for i in range(len(parts))]
 
 
 def _detect_framework(facts: ModuleFacts) -> str | None:

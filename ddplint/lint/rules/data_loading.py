@@ -45,11 +45,7 @@ def samplers(facts: ModuleFacts) -> list[CallSite]:
 
 def _targets(facts: ModuleFacts, node: cst.CSTNode) -> list[str]:
     """Names a value is assigned to: `train_loader = DataLoader(...)` -> ["train_loader"]."""
-    out = []
-    for a in facts.assignments:
-        if a.value is node or isinstance(a.value, cst.IfExp) and node in (a.value.body, a.value.orelse):
-            out.append(a.target)
-    return out
+    return [a.target for a in facts.bindings_of(node)]
 
 
 def sharding(expr: cst.BaseExpression | None, facts: ModuleFacts, depth: int = 3) -> str:
@@ -107,7 +103,7 @@ def _dataset_shards(ctx: LintContext, expr: cst.BaseExpression | None) -> bool:
 def _class_reads_rank(ctx: LintContext, name: str | None) -> bool:
     if not name:
         return False
-    found = (ctx.facts, name) if any(f.startswith(name + ".") for f in ctx.facts.functions) else None
+    found = (ctx.facts, name) if ctx.facts.has_scope(name) else None
     if found is None:
         resolved = ctx.project.resolve(ctx.path, name)
         if resolved is None or not resolved[2]:
@@ -115,11 +111,11 @@ def _class_reads_rank(ctx: LintContext, name: str | None) -> bool:
         found = (resolved[1], resolved[2])
     facts, cls = found
     prefix = cls + "."
-    for site in facts.calls:
-        if site.function.startswith(prefix) and (site.name or "").rsplit(".", 1)[-1] in RANK_CALLS:
+    for site in facts.calls_within(cls):
+        if (site.name or "").rsplit(".", 1)[-1] in RANK_CALLS:
             return True
-    for a in facts.assignments:
-        if a.function.startswith(prefix) and facts.role_of(a.value, a.function) in RANKS:
+    for a in facts.assignments_within(cls):
+        if facts.role_of(a.value, a.function) in RANKS:
             return True
     return any(
         {"rank", "num_replicas", "world_size"} & set(info.params)
@@ -330,8 +326,7 @@ def _loop_invariant(facts: ModuleFacts, loops: list[cst.For | cst.While], value:
     for loop in loops:
         if isinstance(loop, cst.For):
             changing |= names_in(loop.target)
-    ids = set(map(id, loops))
-    changing |= {a.target for a in facts.assignments if any(id(lp) in ids for lp in a.loops)}
+    changing |= {a.target for loop in loops for a in facts.by_loop.get(id(loop), [])}
     return not any(n in changing or n.split(".")[0] in changing for n in used)
 
 

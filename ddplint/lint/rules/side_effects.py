@@ -161,8 +161,8 @@ def unguarded_writes(ctx: LintContext, kind: str) -> Iterator[tuple[CallSite, st
             continue
         if effect_of(site, ctx.facts) == kind:
             helper = None
-        elif not _per_rank_call(site.node, ctx.facts, site.function) \
-                and _helper_writes(ctx, site, kind, ctx.facts, ctx.path, FOLLOW_DEPTH):
+        elif _helper_writes(ctx, site, kind, ctx.facts, ctx.path, FOLLOW_DEPTH) \
+                and not _per_rank_call(site.node, ctx.facts, site.function):
             helper = dotted(site.node.func)  # (a helper given a per-rank path writes per rank)
         else:
             continue
