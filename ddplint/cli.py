@@ -48,8 +48,9 @@ def _fail(message: str) -> None:
 @click.option("--list-rules", is_flag=True, help="List every rule: code, name, severity, summary.")
 @click.option("--explain", metavar="CODE", help="Print the documentation of a rule.")
 @click.option("--runtime", is_flag=True,
-              help="Audit at runtime: run PATHS[0] under torchrun with the remaining arguments "
-              "(put them after `--`).")
+              help="Audit at runtime, torchrun's way: `ddplint --runtime [OPTIONS] SCRIPT [SCRIPT ARGS]` "
+              "(everything after SCRIPT is the script's); with no SCRIPT, the machine checks and a "
+              "built-in all_reduce only.")
 @click.option("--nproc-per-node", type=click.IntRange(min=1),
               help="[runtime] Processes per node; default: visible GPUs, or 2 without GPUs.")
 @click.option("--backend", type=click.Choice(["auto", "gloo", "nccl"]), default="auto", show_default=True,
@@ -69,6 +70,11 @@ def _fail(message: str) -> None:
 @click.option("--master-port", type=click.IntRange(1, 65535), help="[runtime] Port on node 0; default: a free one (required with --nnodes > 1).")
 @click.option("--rdzv-backend", help="[runtime] torchrun rendezvous backend (e.g. c10d).")
 @click.option("--rdzv-endpoint", help="[runtime] torchrun rendezvous endpoint HOST:PORT.")
+@click.option("--no-sandbox", "no_sandbox", is_flag=True,
+              help="[runtime] Run the job without its own namespaces and copy-on-write layer (only "
+              "Python's file calls are redirected then; see io.sandbox).")
+@click.option("--verbose", "-v", is_flag=True, help="Show more detail.")
+@click.option("--quiet", "-q", is_flag=True, help="[runtime] Text report: only the checks that did not PASS.")
 @click.version_option(__version__, "--version", prog_name="ddplint")
 def cli(paths: tuple[str, ...], select, ignore, output_format, output, config_path, force_exclude, exit_zero,
          fix, diff, jobs, list_rules, explain, runtime, **runtime_options) -> None:
@@ -77,7 +83,8 @@ def cli(paths: tuple[str, ...], select, ignore, output_format, output, config_pa
     \b
     ddplint train.py src/               lint files and directories (static, no torch needed)
     ddplint --explain DDP101            show a rule's documentation
-    ddplint --runtime train.py -- ARGS  run the script under torchrun and audit it
+    ddplint --runtime train.py ARGS     run the script under torchrun and audit it
+    ddplint --runtime                   the machine checks and an all_reduce, no script
     ddplint --runtime --nnodes 2 --node-rank R --master-addr HOST --master-port P train.py
                                         the same on each of two nodes; node 0 prints the report
     """
@@ -91,10 +98,36 @@ def cli(paths: tuple[str, ...], select, ignore, output_format, output, config_pa
         _lint(paths, select, ignore, output_format, output, config_path, force_exclude, exit_zero, fix, diff, jobs)
 
 
+def runtime_argv(args: list[str]) -> list[str]:
+    """torchrun's convention under --runtime: ddplint's options come before the script, and
+    everything after the script path is the script's. Rewritten as `OPTIONS -- SCRIPT ARGS`
+    for click; a `--` right after the script (the older form) is dropped."""
+    takes_value = {name: not (p.is_flag or p.count) for p in cli.params if isinstance(p, click.Option)
+                   for name in p.opts + p.secondary_opts}
+    head: list[str] = []
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg == "--":
+            return args
+        if arg.startswith("-") and arg != "-":
+            head.append(arg)
+            if "=" not in arg and takes_value.get(arg, False) and i + 1 < len(args):
+                head.append(args[i + 1])
+                i += 1
+            i += 1
+            continue
+        if "--runtime" not in head:
+            return args
+        rest = args[i + 1:]
+        return [*head, "--", arg, *(rest[1:] if rest[:1] == ["--"] else rest)]
+    return args
+
+
 def main(args: list[str] | None = None) -> None:
     """Console entry point: click's own handling, plus one line instead of a traceback."""
     try:
-        cli.main(args=args, prog_name="ddplint")
+        cli.main(args=runtime_argv(sys.argv[1:] if args is None else list(args)), prog_name="ddplint")
     except Exception as exc:  # a bug in ddplint; the user gets one line and exit 2
         _fail(f"internal error: {type(exc).__name__}: {exc}")
 
@@ -199,14 +232,13 @@ def _write(rendered: str, output: Path | None) -> None:
 def _runtime(paths, output_format, output, options) -> None:
     from ddplint.runtime.options import RuntimeOptions
 
-    if not paths:
-        _fail("--runtime needs a script: ddplint --runtime train.py -- ARGS")
-    script, *script_args = paths
+    script, *script_args = paths or (None,)
     if output_format not in {"text", "json"}:
         _fail("--runtime supports --format text or json")
     from ddplint.runtime.audit import run_audit
 
+    sandbox = not options.pop("no_sandbox")
     sys.exit(run_audit(RuntimeOptions(
-        script=Path(script), script_args=tuple(script_args), output_format=output_format,
-        output=output, **options,
+        script=None if script is None else Path(script), script_args=tuple(script_args),
+        output_format=output_format, output=output, sandbox=sandbox, **options,
     )))

@@ -20,6 +20,8 @@ import os
 import sys
 import tempfile
 import time
+from dataclasses import replace
+from pathlib import Path
 
 from ddplint.runtime.options import RuntimeOptions
 from ddplint.runtime.sandbox import (
@@ -37,6 +39,7 @@ from ddplint.runtime.sandbox_checks import (
 )
 from ddplint.runtime.verdict import CheckResult, Status
 
+SMOKE = Path(__file__).with_name("smoke.py")
 INSTALL_HINT = "install the runtime extra: pip install 'ddplint[runtime]'"
 
 
@@ -76,6 +79,7 @@ def visible_gpu_count() -> int:
 def _validate(options: RuntimeOptions) -> tuple[int, str]:
     """(processes per node, backend to report) or UsageError."""
     script = options.script
+    assert script is not None
     if not script.exists():
         raise UsageError(f"script not found: {script}")
     if not script.is_file():
@@ -137,6 +141,9 @@ def run_audit(options: RuntimeOptions) -> int:
     from ddplint.runtime.nodes import LayoutError, Nodes, resolve_layout
 
     try:
+        preflight = options.script is None  # the machine checks only, on ddplint's own job
+        if preflight:
+            options = replace(options, script=SMOKE, script_args=())
         options = resolve_layout(options, dict(os.environ))  # --nnodes etc. or SLURM's
         nproc, backend = _validate(options)
         port = _master_port(options)
@@ -176,7 +183,7 @@ def run_audit(options: RuntimeOptions) -> int:
                             Nodes.of(options, port), plan).run()
             changes = layer_changes(plan.layers, list(plan.roots), tempfile.gettempdir()) if plan else None
             report = _merge(options, script, host, result, nproc, world, backend, port,
-                            time.monotonic() - started, containment, changes)
+                            time.monotonic() - started, containment, changes, preflight)
         except Interrupted as exc:
             print(f"ddplint: error: interrupted ({exc}); every process of the job was stopped", file=sys.stderr)
             return 2
@@ -198,7 +205,8 @@ def _containment(options: RuntimeOptions, script) -> Containment:
     return Containment(tuple(overlay_roots(*where)), tuple(skipped_roots(*where)))
 
 
-def _merge(options, script, host, result, nproc, world, backend, port, elapsed, containment, changes) -> dict:
+def _merge(options, script, host, result, nproc, world, backend, port, elapsed, containment, changes,
+           preflight) -> dict:
     from ddplint.runtime import report as rpt
     from ddplint.runtime.data_checks import DATA_CHECKS, data_checks, loaders_of
     from ddplint.runtime.io_checks import check_single_writer
@@ -209,7 +217,9 @@ def _merge(options, script, host, result, nproc, world, backend, port, elapsed, 
     checks = list(host)
     checks += _call_hook("rank", "rank_checks", [records[r] for r in sorted(records)],
                          result.log_tail)  # a failed all_reduce quotes NCCL's last line
-    if records:
+    if preflight:
+        pass  # no training script: the machine checks, communication, failure and hang only
+    elif records:
         checks += data_checks(records, world, str(script.parent), options.steps)
         checks.append(check_single_writer(records, base, containment.sandboxed))
     else:
@@ -219,8 +229,9 @@ def _merge(options, script, host, result, nproc, world, backend, port, elapsed, 
     checks.append(check_failure(result, world, base))
     checks.append(check_hang(result, world, base, options.timeout))
     writes = writes_report(changes, records)
-    checks.append(check_sandbox(containment, writes, base))
-    checks.append(check_leftovers(result.sandbox, records))
+    if not preflight:
+        checks.append(check_sandbox(containment, writes, base))
+        checks.append(check_leftovers(result.sandbox, records))
     launch = {"nnodes": options.nnodes, "node_rank": options.node_rank, "nproc_per_node": nproc,
               "world_size": world, "backend": backend, "master_addr": options.master_addr,
               "master_port": port, "steps": options.steps, "epochs": options.epochs,
@@ -236,14 +247,15 @@ def _merge(options, script, host, result, nproc, world, backend, port, elapsed, 
                       "backend": (rec.get("backend") or {}).get("used") if rec else None,
                       "elapsed_s": rec.get("elapsed_s") if rec else None})
     loaders = [loader.summary() for loader in loaders_of(records)]
-    return rpt.build(checks, script=str(script), script_args=options.script_args, launch=launch,
+    return rpt.build(checks, script=None if preflight else str(script), script_args=options.script_args,
+                     launch=launch,
                      elapsed_s=elapsed, ranks=ranks, loaders=loaders, writes=writes)
 
 
 def _emit(options: RuntimeOptions, report: dict) -> int:
     from ddplint.runtime import report as rpt
 
-    text = rpt.to_json(report) if options.output_format == "json" else rpt.to_text(report)
+    text = rpt.to_json(report) if options.output_format == "json" else rpt.to_text(report, options.quiet)
     if options.output is None:
         sys.stdout.write(text)
     else:

@@ -20,7 +20,7 @@ def written_paths(records: dict[int, dict]) -> dict[str, dict]:
     paths: dict[str, dict] = {}
     for rank, rec in sorted(records.items()):
         for w in rec.get("writes") or []:
-            if w.get("dir"):
+            if w.get("dir") or w.get("library"):
                 continue
             entry = paths.setdefault(w["path"], {"ranks": [], "ops": [], "sites": []})
             if rank not in entry["ranks"]:

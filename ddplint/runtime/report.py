@@ -15,13 +15,14 @@ from ddplint.runtime.sites import short
 from ddplint.runtime.verdict import CheckResult, Status
 
 SCHEMA = "ddplint.runtime/1"
+_ORDER = {"FAIL": 0, "WARN": 1}  # then everything else, in check order
 
 
 def exit_code(checks: list[CheckResult]) -> int:
     return 1 if any(c.status is Status.FAIL for c in checks) else 0
 
 
-def build(checks: list[CheckResult], *, script: str, script_args: tuple[str, ...], launch: dict,
+def build(checks: list[CheckResult], *, script: str | None, script_args: tuple[str, ...], launch: dict,
           elapsed_s: float, ranks: list[dict], loaders: list[dict], writes: list[dict]) -> dict:
     counts = Counter(c.status.value for c in checks)
     return {
@@ -44,21 +45,31 @@ def to_json(report: dict) -> str:
     return json.dumps(report, indent=2, default=str) + "\n"
 
 
-def to_text(report: dict) -> str:
+def to_text(report: dict, quiet: bool = False) -> str:
+    """FAIL and WARN first with their evidence and fix, then the rest one line each;
+    `quiet`: only what did not PASS."""
     launch = report["launch"]
     nodes = launch["nnodes"]
-    head = (f"ddplint runtime audit: {short(report['script'])}  ({launch['world_size']} ranks"
-            f"{f' on {nodes} nodes' if nodes > 1 else ''}, {launch['backend']}, {launch['epochs']} epochs x "
-            f"{launch['steps']} steps, {report['elapsed_s']:.1f} s)")
+    where = (f"{launch['world_size']} ranks{f' on {nodes} nodes' if nodes > 1 else ''}, {launch['backend']}")
+    if report["script"] is None:
+        head = f"ddplint machine preflight  ({where}, {report['elapsed_s']:.1f} s)"
+    else:
+        head = (f"ddplint runtime audit: {short(report['script'])}  ({where}, {launch['epochs']} epochs x "
+                f"{launch['steps']} steps, {report['elapsed_s']:.1f} s)")
     lines = [head, ""]
     width = max([len(c["check"]) for c in report["checks"]] + [12])
-    for c in report["checks"]:
+    shown = sorted(report["checks"], key=lambda c: _ORDER.get(c["status"], 2))
+    for c in shown:
+        if quiet and c["status"] == "PASS":
+            continue
         see = f" (see {c['rule']})" if c.get("rule") else ""
         lines.append(f"{c['status']:<5} {c['check']:<{width}}  {c['summary']}{see}")
+        if c["status"] not in ("FAIL", "WARN"):
+            continue  # the rest compactly: the JSON report keeps their evidence
         pad = " " * (6 + width + 2)
         for ev in c.get("evidence", []):
             lines.append(pad + ev)
-        if c.get("fix") and c["status"] in ("FAIL", "WARN"):
+        if c.get("fix"):
             lines.append(pad + "fix: " + c["fix"])
     counts = report["counts"]
     lines += ["", ", ".join(f"{counts[s]} {s}" for s in ("FAIL", "WARN", "INFO", "PASS", "SKIP") if counts[s])

@@ -206,9 +206,11 @@ def _escape(path: str) -> str:
 def _overlay(root: str, layer: Path) -> None:
     (layer / "upper").mkdir(parents=True, exist_ok=True)
     (layer / "work").mkdir(parents=True, exist_ok=True)
+    # userxattr: whiteouts and opaque directories marked with user.* xattrs, which a user
+    # namespace may set (with trusted.* a deletion inside a lower directory fails with EIO)
     _mount("overlay", root, "overlay", 0,
            f"lowerdir={_escape(root)},upperdir={_escape(str(layer / 'upper'))},"
-           f"workdir={_escape(str(layer / 'work'))}")
+           f"workdir={_escape(str(layer / 'work'))},userxattr")
 
 
 def unavailable_reason() -> str | None:

@@ -89,6 +89,8 @@ class WriteRedirector:
         by_library = first is not None and not is_user_file(first)
         full = os.path.abspath(os.fsdecode(os.fspath(path)))
         if by_library and (full + os.sep).startswith(self._library_areas):
+            if not self.redirect:  # noted for the sandbox's report, never a single-writer finding
+                self.writes.append({"path": full, "op": op, "site": site, "library": True, **extra})
             return None
         if not (by_library and first.startswith(torch_dirs())):
             self.writes.append({"path": full, "op": op, "site": site, **extra})

@@ -1,0 +1,178 @@
+"""The sandbox, for real: a job that writes by every route (Python, C, a shell, a subprocess, an
+mp.spawn child, metadata, links, a FIFO, sqlite, numpy) into a project under the temp directory
+and into one outside it; not one byte or mode of the user's files changes, the report lists
+every write, and no process survives. SIGINT and SIGTERM at several moments leave no process
+and no scratch directory."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import tempfile
+import threading
+import uuid
+from pathlib import Path
+
+import jsonschema
+import pytest
+from test_runtime_audit import FIXTURES, ROOT, env, processes_naming, report_schema
+
+from ddplint.runtime.sandbox import unavailable_reason
+
+pytest.importorskip("torch")
+pytestmark = pytest.mark.skipif(unavailable_reason() is not None,
+                                reason=f"namespaces not available here: {unavailable_reason()}")
+
+WAIT_S = 180  # a loaded 2-core machine: wait on events, with room to spare
+
+
+def snapshot(path: Path) -> dict[str, tuple]:
+    """Every entry under `path`: type, mode, and the bytes' digest or the link's target."""
+    out = {}
+    for p in sorted(path.rglob("*")):
+        st = p.lstat()
+        if stat.S_ISLNK(st.st_mode):
+            what = os.readlink(p)
+        elif stat.S_ISREG(st.st_mode):
+            what = hashlib.sha256(p.read_bytes()).hexdigest()
+        else:
+            what = None
+        out[str(p.relative_to(path))] = (stat.S_IFMT(st.st_mode), stat.S_IMODE(st.st_mode), st.st_mtime_ns, what)
+    return out
+
+
+def make_project(base: Path) -> tuple[Path, Path, Path]:
+    project, home, out = base / "project", base / "home", base / "out"
+    for d in (project / "outputs" / "sub", project / "emptydir", home, out):
+        d.mkdir(parents=True)
+    files = {"outputs/a.txt": "a", "outputs/sub/b.txt": "b", "data.txt": "data", "mode.txt": "mode",
+             "times.txt": "times", "keep.txt": "keep", "copied_onto.txt": "other", "renamed_from.txt": "r"}
+    for name, text in files.items():
+        (project / name).write_text(text)
+    (project / "copied_onto.txt").chmod(0o600)
+    (project / "stats.npy").write_bytes(b"the user's own array")
+    shutil.copy(FIXTURES / "writes_everywhere.py", project)
+    return project, home, out
+
+
+@pytest.fixture(params=["under-temp", "outside-temp"])
+def base(request, tmp_path):
+    if request.param == "under-temp":
+        yield tmp_path
+        return
+    build = ROOT / "build"  # git-ignored
+    build.mkdir(exist_ok=True)
+    outside = Path(tempfile.mkdtemp(prefix="sandbox-test-", dir=build))
+    assert not str(outside).startswith(tempfile.gettempdir())
+    try:
+        yield outside
+    finally:
+        shutil.rmtree(outside)
+
+
+def test_every_write_is_contained_listed_and_no_process_survives(base):
+    project, home, out = make_project(base)
+    marker = f"{uuid.uuid4().int % 10**6}.25"  # `sleep <marker>`: the processes left running
+    before = {d: snapshot(d) for d in (project, home, out)}
+    report_path = base / "report.json"
+    e = env()
+    e["HOME"] = str(home)
+    proc = subprocess.run([sys.executable, "-m", "ddplint", "--runtime", "--format", "json", "--output",
+                           str(report_path), "writes_everywhere.py", "--out", str(out), "--marker", marker],
+                          cwd=project, env=e, capture_output=True, text=True, timeout=WAIT_S)
+    assert {d: snapshot(d) for d in (project, home, out)} == before, "a file of the user's changed"
+    assert processes_naming(f"sleep {marker}") == []
+    assert processes_naming(str(project)) == []
+    report = json.loads(report_path.read_text())
+    jsonschema.validate(report, report_schema())
+    checks = {c["check"]: c for c in report["checks"]}
+    assert checks["io.sandbox"]["status"] == "PASS", checks["io.sandbox"]
+    assert checks["run.failure"]["status"] == "PASS"
+    assert [r["status"] for r in report["ranks"]] == ["completed", "completed"]
+
+    writes = {}
+    for w in report["writes"]:
+        path = Path(w["path"])
+        for root, name in ((project, ""), (home, "~"), (out, "OUT")):
+            if path.is_relative_to(root):
+                writes[str(Path(name) / path.relative_to(root))] = w
+    changes = {k: (w["change"], w["type"], w["seen_by_probe"]) for k, w in writes.items()}
+    assert changes == {
+        "outputs": ("deleted", "dir", False),
+        "emptydir": ("deleted", "dir", False),
+        "data.txt": ("modified", "file", False),
+        "from_system.txt": ("created", "file", False),
+        "from_subprocess.txt": ("created", "file", False),
+        "fileio.bin": ("created", "file", False),
+        "mode.txt": ("modified", "file", False),
+        "times.txt": ("modified", "file", False),
+        "symlink": ("created", "symlink", False),
+        "hardlink": ("created", "file", False),
+        "fifo": ("created", "fifo", False),
+        "db.sqlite": ("created", "file", False),
+        "copied_onto.txt": ("modified", "file", True),
+        "stats.npy": ("modified", "file", True),
+        "renamed_from.txt": ("deleted", "file", False),
+        "renamed_to.txt": ("created", "file", True),
+        "checkpoint.pt": ("created", "file", True),
+        "spawned.txt": ("created", "file", False),
+        "~/home_file.txt": ("created", "file", True),
+        "OUT/result.txt": ("created", "file", True),
+    }, proc.stderr
+    assert writes["mode.txt"]["detail"] == ["mode"]
+    assert writes["times.txt"]["detail"] == ["times"]
+    assert "content" in writes["data.txt"]["detail"] and "mode" in writes["copied_onto.txt"]["detail"]
+    assert writes["checkpoint.pt"]["ranks"] == [0]
+    assert writes["checkpoint.pt"]["sites"] == [f"{project / 'writes_everywhere.py'}:53"]
+    assert any(line.endswith("from_system.txt: written outside Python's file calls, rank unknown")
+               for line in checks["io.sandbox"]["evidence"])
+
+    leftover = checks["run.leftover"]
+    assert leftover["status"] == "FAIL" and proc.returncode == 1
+    assert sorted(p["command"] for p in leftover["data"]["processes"]) == [f"sleep {marker}"] * 2
+
+
+def _watch(proc: subprocess.Popen, wanted: str, lines: list[str]) -> bool:
+    """Read ddplint's stderr until a line contains `wanted` (True) or it ends (False)."""
+    for line in proc.stderr:
+        lines.append(line)
+        if wanted in line:
+            return True
+    return False
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.parametrize("moment", ["launching torchrun", "2/2 ranks reporting", "rank 1 first batch"])
+def test_signal_at_any_moment_leaves_no_process_and_no_scratch(tmp_path, sig, moment):
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    script = tmp_path / "deadlock.py"
+    shutil.copy(FIXTURES / "deadlock.py", script)
+    e = env()
+    e["TMPDIR"] = str(scratch)  # where ddplint keeps its run directory and layers
+    proc = subprocess.Popen([sys.executable, "-m", "ddplint", "--runtime", "--timeout", "300", str(script)],
+                            cwd=tmp_path, env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    guard = threading.Timer(WAIT_S, proc.kill)
+    guard.start()
+    lines: list[str] = []
+    try:
+        assert _watch(proc, moment, lines), "".join(lines)
+        proc.send_signal(sig)
+        rest_out, rest_err = proc.communicate(timeout=WAIT_S)
+    finally:
+        guard.cancel()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    err = "".join(lines) + rest_err
+    assert proc.returncode == 2, err
+    assert f"interrupted ({signal.Signals(sig).name}); every process of the job was stopped" in err
+    assert "Traceback" not in err and rest_out == ""
+    assert processes_naming(str(script)) == []
+    assert os.listdir(scratch) == []
