@@ -210,3 +210,48 @@ def test_a_torch_without_nccl_is_named_as_such(tmp_path):
 ])
 def test_a_mig_instance_uuid_is_labelled_mig(raw, name, cvd, label):
     assert uuid_label(raw, name, cvd) == label
+
+
+STALL_SCRIPT = textwrap.dedent("""
+    import os, time
+    import torch
+    import torch.distributed as dist
+    from torch.utils.data import DataLoader, TensorDataset
+    from torch.utils.data.distributed import DistributedSampler
+    from ddplint.runtime.checks import comm, rank as rank_checks
+
+    # test rig: ddplint's collectives wait 3 s, and rank 1 joins them only after 8 s
+    comm.SMOKE_TIMEOUT_S = comm.SWEEP_TIMEOUT_S = 3.0
+    if os.environ["RANK"] == "1":
+        real = rank_checks.measure
+        rank_checks.measure = lambda: (time.sleep(8), real())[1]
+    dist.init_process_group("gloo")
+    data = TensorDataset(torch.randn(64, 4))
+    for (x,) in DataLoader(data, batch_size=8, sampler=DistributedSampler(data)):
+        dist.all_reduce(x)  # the script's own collective: it would hang after the stall
+""")
+
+
+def test_a_stalled_first_collective_stops_the_script_and_is_reported_in_a_real_audit(tmp_path):
+    (tmp_path / "train.py").write_text(STALL_SCRIPT)
+    out = tmp_path / "report.json"
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    start = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "ddplint", "--runtime", "--timeout", "120",
+                           "--format", "json", "--output", str(out), "train.py"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240)
+    wall = time.monotonic() - start
+    assert proc.returncode == 1, proc.stderr
+    report = json.loads(out.read_text())
+    checks = {c["check"]: c for c in report["checks"]}
+    ar = checks["comm.allreduce"]
+    assert ar["status"] == "FAIL"
+    assert ar["summary"].startswith("all_reduce stalled in the first collective on rank 0 after ")
+    # rank 0's abandoned all_reduce still completes when rank 1 comes; rank 1 then stalls in
+    # the sweep, which rank 0 has left
+    bw = checks["comm.bandwidth"]
+    assert (bw["status"], bw["summary"]) == (
+        "FAIL", "the bandwidth sweep stalled (no result within the audit's limit) on rank 1")
+    assert [r["status"] for r in report["ranks"]] == ["stopped", "stopped"]
+    assert checks["run.hang"]["status"] == "PASS"  # stopped by the probe, not by --timeout
+    assert wall < 90, wall  # not the 60 s limits, nor --timeout

@@ -226,12 +226,13 @@ def _torch_version(rec: dict) -> str:
 
 
 def bandwidth_check(records: list[dict]) -> CheckResult:
-    stalled = sorted(rank_of(r) for r in records if part(r, "comm").get("sweep_error"))
-    if stalled:
-        error = part(next(r for r in records if rank_of(r) == stalled[0]), "comm")["sweep_error"]
+    failed = sorted(rank_of(r) for r in records if part(r, "comm").get("sweep_error"))
+    if failed:
+        first = part(next(r for r in records if rank_of(r) == failed[0]), "comm")
+        how = ("stalled (no result within the audit's limit)" if first.get("stalled") else
+               f"failed: {first['sweep_error']['error']}")
         return CheckResult("comm.bandwidth", Status.FAIL,
-                           f"the bandwidth sweep failed on {ranks_text(stalled)}: {error['error']}",
-                           fix=NCCL_HINT)
+                           f"the bandwidth sweep {how} on {ranks_text(failed)}", fix=NCCL_HINT)
     sweeps = [(rec, part(rec, "comm")) for rec in records if part(rec, "comm").get("sweep")]
     if not sweeps:
         return CheckResult("comm.bandwidth", Status.SKIP, "no bandwidth sweep ran "

@@ -55,7 +55,7 @@ def stale_check(machine: Machine | None, job: list[int], port: int | None,
             for gp in machine.gpus[i].processes:
                 if gp.pid in by_pid:
                     holding.append(f"pid {gp.pid} ({by_pid[gp.pid][1]}) holds "
-                                   f"{mib(gp.used_bytes)} on GPU{i}")
+                                   f"{mib(gp.used_bytes)} on {machine.gpus[i].label}")
     evidence += holding
     data = {"processes": [{"pid": p.pid, "role": role, "command": p.command, "age_s": p.age_s}
                           for p, role in stale]}
