@@ -175,6 +175,8 @@ def test_the_same_refusal_in_ddplints_own_nccl_test_is_recognised():
                 "comm": {"allreduce": {"ok": False, "phase": "first collective", "seconds": 0.3,
                                        "error": line}}} for r in range(2)]
     assert distinct_check(records).status is Status.FAIL
+    assert allreduce_check(records).summary.startswith(
+        "all_reduce failed in the first collective on rank 0 after 0.3 s: Duplicate GPU detected")
 
 
 def test_a_torch_without_nccl_is_named_as_such(tmp_path):
@@ -255,3 +257,13 @@ def test_a_stalled_first_collective_stops_the_script_and_is_reported_in_a_real_a
     assert [r["status"] for r in report["ranks"]] == ["stopped", "stopped"]
     assert checks["run.hang"]["status"] == "PASS"  # stopped by the probe, not by --timeout
     assert wall < 90, wall  # not the 60 s limits, nor --timeout
+
+
+def test_a_tensor_that_refuses_its_device_is_ignored():
+    class Refuses:
+        @property
+        def device(self):
+            raise RuntimeError("no device for a fake tensor")
+
+    tensors = [Refuses(), types.SimpleNamespace(device=torch.device("cuda", 1))]
+    assert binding.cuda_indices(tensors) == {1: 1}

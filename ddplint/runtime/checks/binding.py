@@ -59,7 +59,17 @@ def _describe(index: int) -> dict:
 
 def cuda_indices(tensors) -> Counter:
     """How many of the tensors live on each CUDA device index."""
-    return Counter(t.device.index or 0 for t in tensors if t.device.type == "cuda")
+    devices = (_device(t) for t in tensors)
+    return Counter(d.index or 0 for d in devices if d is not None and d.type == "cuda")
+
+
+def _device(tensor):
+    """A tensor's device; None for the few tensor subclasses (fake or functional wrappers)
+    that refuse to say."""
+    try:
+        return tensor.device
+    except Exception:
+        return None
 
 
 def binding_info(models: list, modules: list, tensors: list) -> dict:
