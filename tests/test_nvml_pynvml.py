@@ -445,3 +445,14 @@ def test_a_failing_device_count_is_a_read_failure_not_a_traceback(fake_nvml):
     fake_nvml(Broken(inventory("rtx4090_2x_pcie_cross_socket")))
     with pytest.raises(NvmlReadFailed, match=r"^NVML read failed \(Unknown Error\)$"):
         open_nvml()
+
+
+def test_recording_a_machine_writes_what_replays_it(fake_nvml, monkeypatch, capsys):
+    from ddplint.runtime import nvml
+
+    inv = inventory("a100_sxm_4x_foreign_processes")
+    fake_nvml(FakeNvmlLib(inv))
+    # the NUMA column of this machine, as its sysfs would give it
+    monkeypatch.setattr(nvml, "sysfs_numa_node", lambda bus, sysfs="/sys": 0)
+    assert nvml.main() == 0
+    assert json.loads(capsys.readouterr().out) == inv
