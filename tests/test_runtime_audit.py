@@ -167,7 +167,7 @@ def test_set_epoch_missing(runs):
     }
     c = run.check("data.set_epoch")
     assert c["rule"] == "DDP202" and "never called" in c["summary"]
-    assert "DistributedSampler" in c["summary"] and "set_epoch_missing.py:12" in c["summary"]
+    assert "DistributedSampler" in c["summary"] and "set_epoch_missing.py:13" in c["summary"]
     assert c["data"]["loaders"][0]["same_order_ranks"] == [0, 1]
 
 
@@ -214,7 +214,7 @@ def test_checkpoint_by_every_rank_fails_and_touches_nothing(runs):
     ckpt, log = str(run.workdir / "checkpoint.pt"), str(run.workdir / "logs" / "train.log")
     assert shared[ckpt]["ranks"] == [0, 1] and shared[ckpt]["ops"] == ["torch.save"]
     assert shared[log]["ranks"] == [0, 1] and shared[log]["ops"] == ["open:a"]
-    assert shared[ckpt]["sites"] == [f"{run.script}:28"]
+    assert shared[ckpt]["sites"] == [f"{run.script}:29"]
 
 
 def test_odd_length_padding_is_a_counted_warning(runs):
@@ -238,8 +238,8 @@ def test_odd_length_drop_last_is_info(runs):
     }
     c = run.check("data.coverage")
     assert "1 of 101 samples dropped" in c["summary"]
-    assert c["data"]["loaders"][0] == {"site": f"{run.script}:19", "dataset_len": 101, "covered": 100,
-                                       "missing": 1, "documented_drops": 1}
+    assert c["data"]["loaders"][0] == {"site": f"{run.script}:20", "level": "indices", "dataset_len": 101,
+                                       "covered": 100, "missing": 1, "documented_drops": 1}
 
 
 def test_rank_that_raises(runs):
@@ -305,4 +305,5 @@ def test_sharded_iterable_dataset_passes_by_content(runs):
         "data.set_epoch": "SKIP", "io.single_writer": "PASS", "run.failure": "PASS", "run.hang": "PASS",
     }
     assert run.check("data.disjoint")["data"]["loaders"][0] == {
-        "site": f"{run.script}:22", "level": "fingerprints", "pairs": []}
+        "site": f"{run.script}:22", "level": "fingerprints", "basis": "an IterableDataset has no sample indices",
+        "pairs": []}

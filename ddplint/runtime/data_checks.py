@@ -1,8 +1,18 @@
-"""Data checks over the ranks' loader records: disjoint shards, coverage, content, set_epoch.
+"""Data checks over the ranks' loader records: disjoint shards, duplicates, coverage, content,
+set_epoch.
 
 Every DataLoader is identified by its creation site (file:line) and judged on its own; a check's
 status is the worst over loaders. Only the training loader can FAIL data.disjoint and
 data.content: an evaluation loader read whole by every rank is duplicated work, a WARN.
+
+Samples are compared by index only when the ranks are shown to hold the same data (`basis`):
+- `indices`: every rank reaches the same root datasets (same class, length and anchor samples)
+  through the same indexing, so the sampler's indices name the same samples on every rank;
+- `roots`: the same root datasets, reached through different Subsets (a per-rank split): the
+  indices are mapped to root indices first;
+- `fingerprints`: otherwise (an IterableDataset, ranks holding different data, a dataset that
+  indexes others in its own way): only the samples' content can be compared, and a high share
+  of identical samples is the verdict.
 
 The index audit works on whole-epoch index lists (a rank of an ImageNet job holds ~160k
 indices); it counts with numpy in time linear in the dataset size (bench/runtime_overhead.py).
@@ -11,14 +21,18 @@ indices); it counts with numpy in time linear in the dataset size (bench/runtime
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import Enum
 
 import numpy as np
 
+from ddplint.runtime.datarecords import LoaderRecord
 from ddplint.runtime.sites import short
 from ddplint.runtime.verdict import CheckResult, Status
 
 _ORDER = [Status.SKIP, Status.PASS, Status.INFO, Status.WARN, Status.FAIL]
-_CONTENT_FAIL_RATIO = 0.5  # below that, shared samples are more likely duplicates in the data
+# Share of a rank's samples that, identical on another rank (or repeated within one rank), is
+# not explained by duplicates in the data.
+_CONTENT_FAIL_RATIO = 0.3
 
 
 def worst(statuses) -> Status:
@@ -77,76 +91,148 @@ def audit_indices(per_rank: dict[int, np.ndarray], n: int, pairs: bool = True) -
     return audit
 
 
+def repeats(a: np.ndarray) -> int:
+    """Reads of an index beyond its first within one list."""
+    return int(a.size - np.unique(a).size)
+
+
 @dataclass
 class Loader:
     site: str
-    per_rank: dict[int, dict]  # rank -> that rank's record of this loader
+    per_rank: dict[int, LoaderRecord]  # rank -> that rank's record of this loader
     training: bool
 
     @property
-    def meta(self) -> dict:
+    def meta(self) -> LoaderRecord:
         return self.per_rank[min(self.per_rank)]
 
     def name(self, base: str) -> str:
         m = self.meta
-        what = f"{m['dataset']}" + (f", {m['sampler']}" if m.get("sampler") else "")
+        what = m.chain if len(m.chain) <= 60 else m.chain[:57] + "..."
+        sampler = m.sampler
+        if m.batch_sampler and m.batch_sampler != sampler:
+            sampler = f"{m.batch_sampler}({sampler})" if sampler else m.batch_sampler
+        what += f", {sampler}" if sampler else ""
         role = "training " if self.training else ""
         return f"{role}DataLoader at {short(self.site, base)} ({what})"
+
+    def summary(self) -> dict:
+        """This loader's entry in the report's `loaders[]`."""
+        m = self.meta
+        return {"site": self.site, "training": self.training, "dataset": m.dataset,
+                "dataset_len": m.dataset_len, "sampler": m.sampler, "shuffle": m.shuffle,
+                "batch_size": m.batch_size, "ranks": sorted(self.per_rank),
+                "epochs_seen": max(len(r.epochs) for r in self.per_rank.values()),
+                "set_epoch_calls": [c.value for c in m.set_epoch],
+                "chain": m.chain, "batch_sampler": m.batch_sampler, "num_workers": m.num_workers}
 
 
 def loaders_of(records: dict[int, dict]) -> list[Loader]:
     sites: dict[str, Loader] = {}
     for rank, rec in sorted(records.items()):
-        for site, lrec in (rec.get("loaders") or {}).items():
-            if not lrec.get("epochs"):
+        for site, plain in (rec.get("loaders") or {}).items():
+            lrec = LoaderRecord.from_plain(plain)
+            if not lrec.epochs:
                 continue
             loader = sites.setdefault(site, Loader(site, {}, False))
             loader.per_rank[rank] = lrec
-            loader.training = loader.training or bool(lrec.get("training"))
+            loader.training = loader.training or lrec.training
     return sorted(sites.values(), key=lambda l: (not l.training, l.site))
 
 
-def _padding(meta: dict, world: int) -> int:
-    """Duplicates a DistributedSampler adds to even out ranks (drop_last=False)."""
-    n, replicas = meta.get("dataset_len"), meta.get("num_replicas")
-    if n is None or replicas != world or meta.get("sampler_drop_last"):
-        return 0
-    return -(-n // world) * world - n
+# -- how samples are identified across ranks -------------------------------------------------
 
 
-def _documented_drops(loader: Loader, world: int) -> tuple[int, list[str]]:
+class Level(str, Enum):
+    INDICES = "indices"
+    ROOTS = "roots"
+    FINGERPRINTS = "fingerprints"
+
+
+@dataclass
+class Basis:
+    """How one loader's samples are compared across ranks."""
+
+    level: Level
+    why: str  # the phrase the summaries carry: how identity was established, or why it was not
+    lists: dict[int, np.ndarray] = field(default_factory=dict)  # per rank, epoch 0, comparable ids
+    n: int = 0  # number of distinct ids the loader can reach
+
+    @property
+    def by_index(self) -> bool:
+        return self.level is not Level.FINGERPRINTS
+
+    @property
+    def tag(self) -> str:
+        return f"by root index: {self.why}" if self.by_index else f"by content: {self.why}"
+
+
+def basis(loader: Loader) -> Basis:
+    recs = loader.per_rank
     meta = loader.meta
-    n, drops, why = meta.get("dataset_len") or 0, 0, []
-    if meta.get("num_replicas") == world and meta.get("sampler_drop_last") and n % world:
+    if meta.iterable:
+        return Basis(Level.FINGERPRINTS, "an IterableDataset has no sample indices")
+    if any(r.epochs[0].full is None for r in recs.values()):
+        return Basis(Level.FINGERPRINTS, "the sampler's indices could not be listed")
+    if any(r.epochs[0].keys is None or r.reachable is None for r in recs.values()):
+        return Basis(Level.FINGERPRINTS, f"the indices of {meta.chain} could not be traced to a root dataset")
+    for rank, r in sorted(recs.items()):
+        if len(r.roots) != len(meta.roots):
+            return Basis(Level.FINGERPRINTS, f"ranks {min(recs)} and {rank} read through different datasets")
+        for mine, theirs in zip(meta.roots, r.roots):
+            if mine.anchors is None or theirs.anchors is None:
+                return Basis(Level.FINGERPRINTS, f"the anchor samples of {mine.describe()} could not be read")
+            if (mine.kind, mine.length) != (theirs.kind, theirs.length):
+                return Basis(Level.FINGERPRINTS, f"ranks {min(recs)} and {rank} hold different data, "
+                             f"{mine.describe()} and {theirs.describe()}")
+            if not mine.same_as(theirs):
+                return Basis(Level.FINGERPRINTS, f"the anchor samples of {mine.describe()} differ between "
+                             f"ranks {min(recs)} and {rank}")
+    roots = " + ".join(r.describe() for r in meta.roots)
+    if len({r.image_digest for r in recs.values()}) == 1:
+        lists = {rank: _known(r.epochs[0].full) for rank, r in recs.items()}
+        return Basis(Level.INDICES, f"same {roots} on every rank", lists, meta.dataset_len or 0)
+    universe = np.unique(np.concatenate([_known(r.reachable) for r in recs.values()]))
+    lists = {rank: np.searchsorted(universe, _known(r.epochs[0].keys)) for rank, r in recs.items()}
+    return Basis(Level.ROOTS, f"same {roots} on every rank, through per-rank {meta.chain}",
+                 lists, int(universe.size))
+
+
+def _known(a: np.ndarray | None) -> np.ndarray:
+    assert a is not None  # basis() checked every rank's arrays first
+    return a
+
+
+# -- verdict helpers ---------------------------------------------------------------------------
+
+
+Verdict = tuple[Status, str, list[str], "str | None", "str | None"]  # status, summary, evidence, rule, fix
+
+
+def _padding(meta: LoaderRecord, world: int) -> int:
+    """Duplicates a distributed sampler adds to even out ranks (drop_last=False)."""
+    return meta.padding if meta.num_replicas == world else 0
+
+
+def _documented_drops(loader: Loader, world: int, n: int) -> tuple[int, list[str]]:
+    meta = loader.meta
+    drops, why = 0, []
+    if meta.num_replicas == world and meta.sampler_drop_last and n % world:
         drops += n % world
         why.append(f"DistributedSampler(drop_last=True) drops {n % world} (len {n} % {world} ranks)")
-    bs = meta.get("batch_size")
-    if meta.get("drop_last") and bs:
-        loader_drops = sum((r.get("sampler_len") or 0) % bs for r in loader.per_rank.values())
-        if loader_drops:
-            drops += loader_drops
-            why.append(f"DataLoader(drop_last=True) drops {loader_drops} (last partial batch per rank)")
+    if meta.batch_drop_last:
+        batch_drops = sum(max(0, (r.sampler_len or 0) - len(r.epochs[0].full))
+                          for r in loader.per_rank.values() if r.epochs[0].full is not None)
+        if batch_drops:
+            drops += batch_drops
+            why.append(f"drop_last=True drops {batch_drops} (last partial batch per rank)")
     return drops, why
-
-
-def _full_lists(loader: Loader, epoch: int = 0) -> dict[int, np.ndarray] | None:
-    lists = {}
-    lens = set()
-    for rank, lrec in loader.per_rank.items():
-        eps = lrec["epochs"]
-        if len(eps) <= epoch or eps[epoch].get("full") is None:
-            return None
-        lists[rank] = eps[epoch]["full"]
-        lens.add(lrec.get("dataset_len"))
-    if len(lens) != 1 or None in lens:
-        return None  # ranks hold datasets of different lengths: indices name different samples
-    return lists
 
 
 def _fingerprints(loader: Loader, batches: int | None = None) -> dict[int, set[str]]:
     out = {}
     for rank, lrec in loader.per_rank.items():
-        fps = lrec["epochs"][0]["fingerprints"]
+        fps = lrec.epochs[0].fingerprints
         out[rank] = {fp for batch in fps[:batches] for fp in batch}
     return out
 
@@ -167,12 +253,7 @@ def _pair_line(pair: tuple[int, int, int, float], unit: str, verb: str = "read t
     return f"ranks {a} and {b} {verb} {ratio:.0%} of {unit} ({both} shared)"
 
 
-def _distributed(meta: dict) -> bool:
-    return meta.get("num_replicas") is not None
-
-
-def _result(check: str, per_loader: list[tuple[Status, str, list[str], str | None, str | None]],
-            empty: str, data: list[dict]) -> CheckResult:
+def _result(check: str, per_loader: list[Verdict], empty: str, data: list[dict]) -> CheckResult:
     if not per_loader:
         return CheckResult(check, Status.SKIP, empty)
     status = worst(s for s, *_ in per_loader)
@@ -185,127 +266,232 @@ def _result(check: str, per_loader: list[tuple[Status, str, list[str], str | Non
     return CheckResult(check, status, lead[1], evidence, fix=lead[4], rule=lead[3], data={"loaders": data})
 
 
+def _overlap(loader: Loader, name: str, lines: list[str], ratio: float, b: Basis) -> Verdict:
+    meta, tag = loader.meta, b.tag
+    if not loader.training:
+        return (Status.WARN, f"{name}: every rank reads the same samples ({ratio:.0%} overlap, {tag}); "
+                f"work repeated on every rank", lines, None,
+                "give this loader a DistributedSampler(shuffle=False) and reduce the metric")
+    if meta.iterable:
+        fix = "shard the IterableDataset by rank (torch.distributed.get_rank()/get_world_size()) in __iter__"
+    elif not b.by_index:
+        fix = ("build the dataset the same way on every rank and shard it with DistributedSampler, or make "
+               "the per-rank datasets disjoint")
+    elif meta.chain != meta.dataset or len(meta.roots) != 1:
+        fix = ("build the same dataset on every rank (a split with the same seed everywhere) and "
+               "shard it with DistributedSampler")
+    elif meta.num_replicas is not None:
+        fix = "build the DistributedSampler with the real num_replicas and rank (or let it read them)"
+    else:
+        fix = "pass sampler=DistributedSampler(dataset) to the DataLoader"
+    head = lines[0] if lines else "ranks read the same samples"
+    return (Status.FAIL, f"{name}: {head} ({tag})", lines[1:], "DDP201", fix)
+
+
+# -- the checks ------------------------------------------------------------------------------
+
+
 def check_disjoint(loaders: list[Loader], world: int, base: str) -> CheckResult:
-    out, data = [], []
+    out: list[Verdict] = []
+    data = []
     for loader in loaders:
         if len(loader.per_rank) < 2:
             continue
-        meta, name = loader.meta, loader.name(base)
-        full = _full_lists(loader)
-        if full is not None:
-            audit = audit_indices(full, meta["dataset_len"])
+        meta, name, b = loader.meta, loader.name(base), basis(loader)
+        item: dict[str, object] = {"site": loader.site, "level": b.level.value, "basis": b.why}
+        if b.by_index:
+            audit = audit_indices(b.lists, b.n)
+            within = sum(repeats(a) for a in b.lists.values())
+            across = audit.duplicates - within
             pad = _padding(meta, world)
-            unit = "sample indices"
-            item = {"site": loader.site, "level": "indices", "duplicates": audit.duplicates,
-                    "padding": pad, "pairs": [list(p) for p in audit.pairs]}
-            if audit.duplicates == 0:
-                out.append((Status.PASS, f"{name}: ranks read disjoint samples", [], None, None))
-            elif audit.duplicates <= pad:
+            item.update(duplicates=across, padding=pad, pairs=[list(p) for p in audit.pairs])
+            if across == 0:
+                out.append((Status.PASS, f"{name}: ranks read disjoint samples ({b.tag})", [], None, None))
+            elif across <= pad:
                 out.append((Status.WARN,
-                             f"{name}: {audit.duplicates} padding duplicate(s) per epoch "
-                             f"(len {meta['dataset_len']} % {world} ranks; DistributedSampler repeats "
-                             f"samples to even out ranks)", [], None,
-                             "use drop_last=True in the DistributedSampler, or a dataset length "
-                             "divisible by the world size, if the repeats matter"))
+                            f"{name}: {across} padding duplicate(s) per epoch (len {meta.dataset_len} % "
+                            f"{world} ranks; {meta.sampler} repeats samples to even out ranks)", [b.tag], None,
+                            "use drop_last=True in the DistributedSampler, or a dataset length "
+                            "divisible by the world size, if the repeats matter"))
             else:
-                out.append(_overlap(loader, name, [_pair_line(p, unit) for p in audit.pairs[:3]],
-                                    audit.pairs[0][3] if audit.pairs else 1.0))
+                lines = [_pair_line(p, "sample indices") for p in audit.pairs[:3]]
+                out.append(_overlap(loader, name, lines, audit.pairs[0][3] if audit.pairs else 1.0, b))
         else:
-            fps = _fingerprints(loader)
-            pairs = _fingerprint_pairs(fps)
-            item = {"site": loader.site, "level": "fingerprints", "pairs": [list(p) for p in pairs]}
-            if not pairs:
-                out.append((Status.PASS, f"{name}: no sample read by two ranks (by content)", [], None, None))
-            else:
-                out.append(_overlap(loader, name, [_pair_line(p, "samples") for p in pairs[:3]], pairs[0][3]))
+            pairs = _fingerprint_pairs(_fingerprints(loader))
+            item["pairs"] = [list(p) for p in pairs]
+            out.append(_by_content(loader, name, pairs, _padding(meta, world), "", b))
         data.append(item)
     return _result("data.disjoint", out, "fewer than two ranks iterated any DataLoader", data)
 
 
-def _overlap(loader: Loader, name: str, lines: list[str], ratio: float):
-    meta = loader.meta
-    if not loader.training:
-        return (Status.WARN, f"{name}: every rank reads the same samples ({ratio:.0%} overlap); "
-                f"work repeated on every rank", lines, None,
-                "give this loader a DistributedSampler(shuffle=False) and reduce the metric")
-    if meta.get("iterable"):
-        fix = "shard the IterableDataset by rank (torch.distributed.get_rank()/get_world_size()) in __iter__"
-    elif _distributed(meta):
-        fix = "build the DistributedSampler with the real num_replicas and rank (or let it read them)"
-    else:
-        fix = "pass sampler=DistributedSampler(dataset) to the DataLoader"
-    return (Status.FAIL, f"{name}: {lines[0] if lines else 'ranks read the same samples'}",
-            lines[1:], "DDP201", fix)
+def _by_content(loader: Loader, name: str, pairs, allowed: int, window: str, b: Basis,
+                disjoint_by_index: bool = False) -> Verdict:
+    """The verdict from identical samples across ranks (`window`: " in the first N batches")."""
+    shared, tag = sum(p[2] for p in pairs), b.tag
+    lines = [_pair_line(p, f"samples{window}", "received identical content for") for p in pairs[:3]]
+    if pairs and pairs[0][3] >= _CONTENT_FAIL_RATIO and not disjoint_by_index:
+        return _overlap(loader, name, lines, pairs[0][3], b)
+    if shared > allowed:
+        why = "duplicates in the data: the ranks read different indices" if disjoint_by_index \
+            else "duplicates in the data, or a partial overlap"
+        return (Status.WARN, f"{name}: {shared} identical sample(s) across ranks{window} ({why}; {tag})",
+                lines, None, None)
+    return (Status.PASS, f"{name}: no identical samples across ranks{window} ({tag})", [], None, None)
 
 
-def check_coverage(loaders: list[Loader], world: int, base: str) -> CheckResult:
-    out, data = [], []
+def check_duplicates(loaders: list[Loader], world: int, base: str) -> CheckResult:
+    """Samples one rank reads twice in an epoch: by the sampler's indices where there are
+    indices, else by content."""
+    out: list[Verdict] = []
+    data = []
     for loader in loaders:
         meta, name = loader.meta, loader.name(base)
-        full = _full_lists(loader)
-        if full is None or len(loader.per_rank) < world:
+        if meta.replacement:
+            out.append((Status.SKIP, f"{name}: samples with replacement, repeats are by design", [], None, None))
             continue
-        if meta.get("replacement"):
+        by_rank: dict[int, tuple[int, int]] = {}  # rank -> (repeats, samples)
+        indexed = all(r.epochs[0].full is not None for r in loader.per_rank.values())
+        for rank, r in sorted(loader.per_rank.items()):
+            e = r.epochs[0]
+            if e.full is not None:
+                by_rank[rank] = (repeats(e.full), int(e.full.size))
+            else:
+                fps = [fp for batch in e.fingerprints for fp in batch]
+                by_rank[rank] = (len(fps) - len(set(fps)), len(fps))
+        allowed = _padding(meta, world) if indexed else 0
+        rank, (worst_repeats, samples) = max(by_rank.items(), key=lambda kv: kv[1][0] / max(1, kv[1][1]))
+        data.append({"site": loader.site, "level": "indices" if indexed else "fingerprints",
+                     "ranks": [{"rank": k, "repeats": v[0], "samples": v[1]} for k, v in sorted(by_rank.items())],
+                     "padding": allowed})
+        share = worst_repeats / max(1, samples)
+        how = "by index" if indexed else "by content"
+        if worst_repeats == 0:
+            out.append((Status.PASS, f"{name}: no rank reads a sample twice in an epoch ({how})", [], None, None))
+        elif worst_repeats <= allowed:
+            out.append((Status.PASS, f"{name}: rank {rank} reads {worst_repeats} sample(s) twice, the "
+                        f"{meta.sampler}'s padding ({how})", [], None, None))
+        elif indexed or share >= _CONTENT_FAIL_RATIO:
+            cause, fix = _repeat_cause(meta, indexed)
+            out.append((Status.FAIL, f"{name}: rank {rank}: {worst_repeats} of its {samples} samples in epoch 0 "
+                        f"are repeats ({share:.0%}, {how}): {cause}", [], None, fix))
+        else:
+            out.append((Status.WARN, f"{name}: rank {rank} received {worst_repeats} identical sample(s) among "
+                        f"{samples} ({how}: duplicates in the data, or a partial repeat)", [], None, None))
+    return _result("data.duplicates", out, "no DataLoader was iterated", data)
+
+
+def _repeat_cause(meta: LoaderRecord, indexed: bool) -> tuple[str, str]:
+    if indexed:
+        return (f"{meta.sampler} yields the same index more than once per epoch",
+                "make the sampler yield each index once per epoch (or sample with replacement on purpose)")
+    if meta.iterable and meta.num_workers > 1:
+        return (f"each of the {meta.num_workers} DataLoader workers yields the same samples; the "
+                f"IterableDataset does not split its stream with torch.utils.data.get_worker_info()",
+                "in __iter__, after sharding by rank, keep every num_workers-th sample from "
+                "get_worker_info().id (or shard files by worker)")
+    return ("the dataset yields the same samples more than once per epoch",
+            "make the dataset yield each sample once per epoch")
+
+
+def check_coverage(loaders: list[Loader], world: int, base: str, steps: int) -> CheckResult:
+    out: list[Verdict] = []
+    data = []
+    for loader in loaders:
+        meta, name = loader.meta, loader.name(base)
+        if len(loader.per_rank) < world:
+            continue
+        if meta.replacement:
             out.append((Status.SKIP, f"{name}: samples with replacement, coverage is not defined", [], None, None))
             continue
-        audit = audit_indices(full, meta["dataset_len"], pairs=False)
-        drops, why = _documented_drops(loader, world)
-        data.append({"site": loader.site, "dataset_len": audit.n, "covered": audit.covered,
-                     "missing": audit.missing, "documented_drops": drops})
-        if audit.missing == 0:
-            out.append((Status.PASS, f"{name}: the ranks together read all {audit.n} samples per epoch",
-                        [], None, None))
-        elif audit.missing <= drops:
-            out.append((Status.INFO, f"{name}: {audit.missing} of {audit.n} samples dropped per epoch "
+        b = basis(loader)
+        if b.by_index:
+            audit = audit_indices(b.lists, b.n, pairs=False)
+            drops, why = _documented_drops(loader, world, b.n)
+            covered, n = audit.covered, audit.n
+        else:
+            verdict, counted = _coverage_by_content(loader, name, world, steps, b)
+            if counted is None:
+                out.append(verdict)
+                continue
+            covered, n, drops, why = counted
+        missing = n - covered
+        data.append({"site": loader.site, "level": b.level.value, "dataset_len": n, "covered": covered,
+                     "missing": missing, "documented_drops": drops})
+        how = "by root index" if b.by_index else "by content"
+        if missing == 0:
+            out.append((Status.PASS, f"{name}: the ranks together read all {n} samples per epoch ({how})",
+                        [] if b.by_index else [b.tag], None, None))
+        elif missing <= drops:
+            out.append((Status.INFO, f"{name}: {missing} of {n} samples dropped per epoch "
                         f"(drop_last=True)", why, None, None))
         else:
-            out.append((Status.FAIL, f"{name}: {audit.missing - drops} of {audit.n} samples are read by no "
-                        f"rank in an epoch", why, None,
-                        "shard with DistributedSampler (it covers every sample), or fix the custom split"))
-    return _result("data.coverage", out, "no map-style DataLoader with a sized sampler on every rank", data)
+            out.append((Status.FAIL, f"{name}: {missing - drops} of {n} samples are read by no "
+                        f"rank in an epoch ({b.tag})", why, None,
+                        "shard one dataset with DistributedSampler (it covers every sample), or fix the "
+                        "custom split"))
+    return _result("data.coverage", out, "no DataLoader was iterated by every rank", data)
+
+
+def _coverage_by_content(loader: Loader, name: str, world: int, steps: int, b: Basis):
+    """Coverage of a loader without comparable indices: measurable only when its length is
+    known and every rank read epoch 0 to its end within the audit."""
+    meta = loader.meta
+    n = meta.dataset_len
+    if n is None:
+        what = "the IterableDataset" if meta.iterable else f"{meta.dataset}"
+        return (Status.SKIP, f"{name}: coverage not measurable: {what} has no len()", [b.tag], None, None), None
+    if not all(r.epochs[0].exhausted for r in loader.per_rank.values()):
+        return (Status.SKIP, f"{name}: coverage not measurable: epoch 0 was cut at --steps {steps} batches "
+                f"before its end (raise --steps to read it whole)", [b.tag], None, None), None
+    seen = set().union(*_fingerprints(loader).values())
+    if len(seen) > n:
+        return (Status.SKIP, f"{name}: coverage not measurable: len() is {n} but the ranks received "
+                f"{len(seen)} different samples (a per-rank length?)", [b.tag], None, None), None
+    drops, why = 0, []
+    if meta.batch_drop_last and meta.batch_size:
+        streams = world * max(1, meta.num_workers) if meta.iterable else world
+        drops = streams * (meta.batch_size - 1)
+        why.append(f"drop_last=True drops up to {meta.batch_size - 1} per rank"
+                   + (" and worker" if meta.iterable and meta.num_workers > 1 else ""))
+    return None, (len(seen), n, drops, why)
 
 
 def check_content(loaders: list[Loader], world: int, base: str, batches: int) -> CheckResult:
-    out, data = [], []
+    out: list[Verdict] = []
+    data = []
     for loader in loaders:
         if len(loader.per_rank) < 2:
             continue
-        name = loader.name(base)
-        fps = _fingerprints(loader, batches)
-        pairs = _fingerprint_pairs(fps)
-        allowed = _padding(loader.meta, world)
-        shared = sum(p[2] for p in pairs)
+        name, b = loader.name(base), basis(loader)
+        pairs = _fingerprint_pairs(_fingerprints(loader, batches))
+        disjoint = False
+        if b.by_index:  # the indices decide; identical content at distinct indices is in the data
+            audit = audit_indices(b.lists, b.n)
+            disjoint = audit.duplicates - sum(repeats(a) for a in b.lists.values()) <= _padding(loader.meta, world)
         data.append({"site": loader.site, "batches": batches, "pairs": [list(p) for p in pairs]})
-        lines = [_pair_line(p, f"samples in the first {batches} batches", "received identical content for")
-                 for p in pairs[:3]]
-        if pairs and pairs[0][3] >= _CONTENT_FAIL_RATIO:
-            out.append(_overlap(loader, name, lines, pairs[0][3]))
-        elif shared > allowed:
-            out.append((Status.WARN, f"{name}: {shared} identical sample(s) across ranks in the first "
-                        f"{batches} batches (duplicates in the data, or a partial overlap)", lines, None, None))
-        else:
-            out.append((Status.PASS, f"{name}: no identical samples across ranks in the first {batches} "
-                        f"batches", [], None, None))
+        out.append(_by_content(loader, name, pairs, _padding(loader.meta, world),
+                               f" in the first {batches} batches", b, disjoint))
     return _result("data.content", out, "fewer than two ranks iterated any DataLoader", data)
 
 
-def _order(epoch: dict) -> np.ndarray | None:
-    if epoch.get("full") is not None:
-        return np.asarray(epoch["full"])
-    if epoch.get("drawn"):
-        return np.asarray([i for batch in epoch["drawn"] for i in batch], dtype=object)
+def _order(epoch) -> np.ndarray | None:
+    if epoch.full is not None:
+        return np.asarray(epoch.full)
+    if epoch.drawn:
+        return np.asarray([i for batch in epoch.drawn for i in batch], dtype=object)
     return None
 
 
 def check_set_epoch(loaders: list[Loader], base: str) -> CheckResult:
-    out, data = [], []
+    out: list[Verdict] = []
+    data = []
     for loader in loaders:
         meta, name = loader.meta, loader.name(base)
-        if meta.get("iterable"):
+        if meta.iterable:
             continue
         same_on, compared = [], 0
         for rank, lrec in sorted(loader.per_rank.items()):
-            eps = lrec["epochs"]
+            eps = lrec.epochs
             if len(eps) < 2:
                 continue
             a, b = _order(eps[0]), _order(eps[1])
@@ -316,15 +502,15 @@ def check_set_epoch(loaders: list[Loader], base: str) -> CheckResult:
                 same_on.append(rank)
         if not compared:
             continue
-        calls = [c["value"] for c in meta.get("set_epoch", [])]
+        calls = [c.value for c in meta.set_epoch]
         shown = ", ".join(f"set_epoch({v})" for v in calls[:4]) + (" ..." if len(calls) > 4 else "")
         data.append({"site": loader.site, "same_order_ranks": same_on, "set_epoch_calls": calls,
-                     "shuffle": meta.get("shuffle")})
-        sampler = meta.get("sampler")
+                     "shuffle": meta.shuffle})
+        sampler = meta.sampler
         if not same_on:
             why = f" ({shown})" if calls else ""
             out.append((Status.PASS, f"{name}: the order changes between epochs{why}", [], None, None))
-        elif not meta.get("shuffle"):
+        elif not meta.shuffle:
             out.append((Status.PASS, f"{name}: same order every epoch; the sampler does not shuffle",
                         [], None, None))
         elif not calls:
@@ -345,11 +531,15 @@ def _ranks(ranks: list[int]) -> str:
     return ", ".join(map(str, ranks))
 
 
+DATA_CHECKS = ("data.disjoint", "data.duplicates", "data.coverage", "data.content", "data.set_epoch")
+
+
 def data_checks(records: dict[int, dict], world: int, base: str, steps: int) -> list[CheckResult]:
     loaders = loaders_of(records)
     return [
         check_disjoint(loaders, world, base),
-        check_coverage(loaders, world, base),
+        check_duplicates(loaders, world, base),
+        check_coverage(loaders, world, base, steps),
         check_content(loaders, world, base, steps),
         check_set_epoch(loaders, base),
     ]

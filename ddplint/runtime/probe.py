@@ -178,8 +178,8 @@ class Probe:
         finally:
             sys.stderr = stderr.stream
             signal.signal(signal.SIGTERM, previous)
+            self.record["loaders"] = tracker.records()  # reads anchor samples: writes still redirected
             writes.uninstall()
-        self.record["loaders"] = tracker.records()
         self.record["training_site"] = tracker.training_site
         self.record["writes"] = writes.writes
         self.record["elapsed_s"] = round(time.time() - self.started, 3)

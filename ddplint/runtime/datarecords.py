@@ -1,0 +1,98 @@
+"""What a rank's probe records about each DataLoader, as the data checks read it.
+
+The probe fills these records and stores them with `dataclasses.asdict` (plain dicts, lists and
+numpy arrays: the only things a multi-node audit lets through its record exchange); the checks
+rebuild them with `LoaderRecord.from_plain`.
+
+Samples are identified by their *root*: the dataset at the bottom of the chain the loader reads
+through (Subset, nested Subsets as random_split makes them, ConcatDataset). A root key is the
+root's offset among the loader's roots plus the index inside that root, so two ranks' keys name
+the same sample exactly when their roots are the same data (`RootData.same_as`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+import numpy as np
+
+
+@dataclass
+class RootData:
+    """One dataset at the bottom of a loader's chain, as one rank holds it."""
+
+    kind: str  # module.qualname of its class
+    length: int | None
+    anchors: list[str] | None = None  # fingerprints of a few samples at fixed positions; None: not read
+
+    def same_as(self, other: RootData) -> bool:
+        """The same data: the same class and length and identical anchor samples."""
+        return (self.kind == other.kind and self.length == other.length
+                and self.anchors is not None and self.anchors == other.anchors)
+
+    def describe(self) -> str:
+        return f"{self.kind.rsplit('.', 1)[-1]} of {self.length}" if self.length is not None else self.kind
+
+
+@dataclass
+class EpochRecord:
+    sampler_epoch: Any = None
+    full: np.ndarray | None = None  # the rank's whole-epoch indices into the loader's dataset
+    keys: np.ndarray | None = None  # the same samples as root keys
+    drawn: list[list] = field(default_factory=list)  # indices actually fetched, per fetch
+    fingerprints: list[list[str]] = field(default_factory=list)  # per yielded batch, per sample
+    yielded: int = 0  # batches yielded
+    exhausted: bool = False  # the loader ended the epoch by itself (not cut at --steps)
+
+    @property
+    def samples(self) -> int:
+        return sum(len(b) for b in self.fingerprints)
+
+
+@dataclass
+class SetEpochCall:
+    value: Any
+    owner: str  # sampler, batch_sampler, dataset, ...
+
+
+@dataclass
+class LoaderRecord:
+    site: str  # file:line of the DataLoader(...) call in the script
+    dataset: str  # class name of the loader's dataset
+    dataset_len: int | None
+    iterable: bool
+    chain: str  # how the loader reaches its roots: "Subset(Subset(TensorDataset))"
+    roots: list[RootData]
+    sampler: str | None  # the sampler that decides the indices (the distributed one when any)
+    batch_sampler: str | None  # a batch sampler the script passed (batch_sampler= or sampler=)
+    shuffle: bool | None
+    replacement: bool
+    num_replicas: int | None
+    sampler_rank: int | None
+    sampler_drop_last: bool | None
+    padding: int  # repeats the distributed sampler adds to even out the ranks (drop_last=False)
+    sampler_len: int | None  # length of the per-sample sampler (inside any batch sampler)
+    batch_size: int | None
+    batch_drop_last: bool  # a batch sampler (or the loader) drops the last partial batch
+    batched: bool  # a fetch returns several samples
+    num_workers: int
+    image_digest: str | None = None  # digest of the root keys of every index: equal => same indexing
+    reachable: np.ndarray | None = None  # sorted distinct root keys the chain can reach
+    epochs: list[EpochRecord] = field(default_factory=list)
+    set_epoch: list[SetEpochCall] = field(default_factory=list)
+    training: bool = False
+
+    @property
+    def mapped(self) -> bool:
+        """Every index of the epoch could be traced to a root."""
+        return bool(self.epochs) and self.epochs[0].keys is not None
+
+    @classmethod
+    def from_plain(cls, d: dict) -> LoaderRecord:
+        known = {f.name for f in fields(cls)}
+        values = {k: v for k, v in d.items() if k in known}
+        values["roots"] = [RootData(**r) for r in d.get("roots", [])]
+        values["epochs"] = [EpochRecord(**e) for e in d.get("epochs", [])]
+        values["set_epoch"] = [SetEpochCall(**c) for c in d.get("set_epoch", [])]
+        return cls(**values)
