@@ -19,10 +19,10 @@ import pytest
 
 pynvml = pytest.importorskip("pynvml")
 
-from ddplint.runtime.checks.gpu import inventory_check, visible_gpus  # noqa: E402
-from ddplint.runtime.checks.host import run_host_checks  # noqa: E402
-from ddplint.runtime.checks.topology import topology_check  # noqa: E402
-from ddplint.runtime.nvml import (  # noqa: E402
+from ddplint.runtime.checks.gpu import inventory_check, visible_gpus
+from ddplint.runtime.checks.host import run_host_checks
+from ddplint.runtime.checks.topology import topology_check
+from ddplint.runtime.nvml import (
     NvmlReadFailed,
     PynvmlReads,
     load_machine,
@@ -30,8 +30,8 @@ from ddplint.runtime.nvml import (  # noqa: E402
     record,
     sysfs_numa_node,
 )
-from ddplint.runtime.options import RuntimeOptions  # noqa: E402
-from ddplint.runtime.verdict import Status  # noqa: E402
+from ddplint.runtime.options import RuntimeOptions
+from ddplint.runtime.verdict import Status
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "nvml"
 SUCCESS, INVALID_ARGUMENT, NOT_SUPPORTED, NO_PERMISSION, INSUFFICIENT_SIZE = 0, 2, 3, 4, 7

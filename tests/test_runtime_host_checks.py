@@ -290,7 +290,8 @@ def test_text_report_of_a_gpu_held_by_a_foreign_process():
     assert "FAIL  gpu.inventory" in text
     assert "GPU2 is already in use: pid 51877 python 75016 MiB (6363 MiB of 81920 MiB free)" in text
     assert "fix: stop the processes holding GPU memory, or pick free GPUs with CUDA_VISIBLE_DEVICES" in text
-    assert "GPU0   X      NV4    NV4    NV4    0-63,128-191      0" in text
+    topology = next(r for r in results if r.check == "gpu.topology")
+    assert "GPU0   X      NV4    NV4    NV4    0-63,128-191      0" in topology.evidence
 
 
 @pytest.mark.parametrize("argv,named", [

@@ -68,7 +68,7 @@ def _device(tensor):
     that refuse to say."""
     try:
         return tensor.device
-    except Exception:
+    except (RuntimeError, NotImplementedError, AttributeError):
         return None
 
 
@@ -169,7 +169,7 @@ def distinct_check(records: list[dict]) -> CheckResult:
                            f"{len(on_gpu)} ranks on {len(on_gpu)} different GPUs", table, data=data)
     by_rank = {rank_of(r): r for r in on_gpu}
     parts = []
-    for uuid, ranks in shared.items():
+    for ranks in shared.values():
         gpu = part(by_rank[ranks[0]], "binding")["gpu"]
         where = {node(by_rank[r]) for r in ranks}
         parts.append(f"{ranks_text(ranks)} share GPU cuda:{gpu['index']} {gpu['uuid']} "
