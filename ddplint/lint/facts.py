@@ -168,6 +168,7 @@ class ModuleFacts:
     by_loop: dict[int, list[Assignment]] = field(default_factory=dict)  # id(loop) -> bindings inside it
     _calls_within: dict[str, list[CallSite]] = field(default_factory=dict)  # function -> its and nested calls
     _assignments_within: dict[str, list[Assignment]] = field(default_factory=dict)
+    _outer_scopes: set[str] = field(default_factory=set)  # names that enclose a function
 
     # -- name resolution -------------------------------------------------------------
 
@@ -210,11 +211,9 @@ class ModuleFacts:
     def assignments_within(self, scope: str) -> list[Assignment]:
         return self._assignments_within.get(scope, [])
 
-    def has_scope(self, scope: str) -> bool:
-        """A function or class of that dotted name is defined here (with something inside)."""
-        return scope in self._calls_within or scope in self._assignments_within or any(
-            name.startswith(scope + ".") for name in self.functions
-        )
+    def has_members(self, scope: str) -> bool:
+        """A class (or function) of that dotted name defines functions inside it."""
+        return scope in self._outer_scopes
 
     def reaching(self, target: str, function: str, order: int, blocks: tuple[int, ...]) -> list[Assignment]:
         """The bindings of `target` that can reach a use at (`function`, `order`, `blocks`).
@@ -718,6 +717,7 @@ def _index(facts: ModuleFacts) -> None:
     for site in facts.calls:
         for scope in _enclosing_scopes(site.function):
             facts._calls_within.setdefault(scope, []).append(site)
+    facts._outer_scopes = {scope for name in facts.functions for scope in _enclosing_scopes(name)[:-1]}
 
 
 def _enclosing_scopes(function: str) -> list[str]:

@@ -48,12 +48,12 @@ def _targets(facts: ModuleFacts, node: cst.CSTNode) -> list[str]:
     return [a.target for a in facts.bindings_of(node)]
 
 
-def sharding(expr: cst.BaseExpression | None, facts: ModuleFacts, depth: int = 3) -> str:
+def sharding(expr: cst.BaseExpression | None, facts: ModuleFacts, site: CallSite, depth: int = 3) -> str:
     """Whether a sampler expression splits the data by rank: YES, NO, or UNKNOWN."""
     if expr is None or isinstance(expr, cst.Name) and expr.value == "None":
         return NO
     if isinstance(expr, cst.IfExp):
-        return _either(sharding(expr.body, facts, depth), sharding(expr.orelse, facts, depth))
+        return _either(sharding(expr.body, facts, site, depth), sharding(expr.orelse, facts, site, depth))
     if isinstance(expr, cst.Call):
         name = _data_name(facts.callee(expr)) or ""
         if name == SAMPLER or "Distributed" in name.rsplit(".", 1)[-1]:
@@ -63,17 +63,17 @@ def sharding(expr: cst.BaseExpression | None, facts: ModuleFacts, depth: int = 3
         if name in PLAIN_SAMPLERS:
             return NO
         if name == BATCH_SAMPLER:
-            return sharding(arg(expr, 0, "sampler"), facts, depth)
+            return sharding(arg(expr, 0, "sampler"), facts, site, depth)
         return UNKNOWN
     name = dotted(expr)
     if name is None or depth == 0:
         return UNKNOWN
-    values = [a.value for a in facts.assigned(name)]
+    values = [a.value for a in facts.reaching(name, site.function, site.order, site.blocks)]
     if not values:
         return UNKNOWN
     verdict = NO
     for value in values:
-        verdict = _either(verdict, sharding(value, facts, depth - 1))
+        verdict = _either(verdict, sharding(value, facts, site, depth - 1))
     return verdict
 
 
@@ -83,7 +83,7 @@ def _either(a: str, b: str) -> str:
     return UNKNOWN if UNKNOWN in (a, b) else NO
 
 
-def _dataset_shards(ctx: LintContext, expr: cst.BaseExpression | None) -> bool:
+def _dataset_shards(ctx: LintContext, expr: cst.BaseExpression | None, site: CallSite) -> bool:
     """The dataset splits itself by rank: a sharded stream, or a dataset class that reads the rank."""
     if expr is None:
         return True
@@ -91,7 +91,7 @@ def _dataset_shards(ctx: LintContext, expr: cst.BaseExpression | None) -> bool:
     exprs = [expr]
     name = dotted(expr)
     if name is not None:
-        exprs += [a.value for a in facts.assigned(name)]
+        exprs += [a.value for a in facts.reaching(name, site.function, site.order, site.blocks)]
     for e in exprs:
         if any(SHARD_WORDS.search(n.rsplit(".", 1)[-1]) for n in names_in(e)):
             return True
@@ -103,7 +103,7 @@ def _dataset_shards(ctx: LintContext, expr: cst.BaseExpression | None) -> bool:
 def _class_reads_rank(ctx: LintContext, name: str | None) -> bool:
     if not name:
         return False
-    found = (ctx.facts, name) if ctx.facts.has_scope(name) else None
+    found = (ctx.facts, name) if ctx.facts.has_members(name) else None
     if found is None:
         resolved = ctx.project.resolve(ctx.path, name)
         if resolved is None or not resolved[2]:
@@ -123,7 +123,7 @@ def _class_reads_rank(ctx: LintContext, name: str | None) -> bool:
     )
 
 
-def _is_training(facts: ModuleFacts, site: CallSite, dataset: cst.BaseExpression | None) -> bool:
+def _is_training(facts: ModuleFacts, site: CallSite, dataset: cst.BaseExpression | None, backward: bool) -> bool:
     shuffle = arg(site.node, 2, "shuffle")
     if isinstance(shuffle, cst.Name) and shuffle.value == "True":
         return True
@@ -132,7 +132,7 @@ def _is_training(facts: ModuleFacts, site: CallSite, dataset: cst.BaseExpression
         return True
     if EVAL_WORDS.search(words):
         return False
-    return any(c.method == "backward" for c in facts.calls)
+    return backward  # the module trains: a loader with no name to say otherwise feeds it
 
 
 class UnshardedDataLoader(Rule):
@@ -144,16 +144,17 @@ class UnshardedDataLoader(Rule):
         facts = ctx.facts
         if not ctx.anywhere(DATA_PARALLEL):
             return  # rpc or custom schemes: no data-parallel training here
+        backward = any(c.method == "backward" for c in facts.calls)
         for site in loaders(facts):
             call = site.node
             dataset = arg(call, 0, "dataset")
             chosen = arg(call, 4, "batch_sampler") or arg(call, 3, "sampler")
             if chosen is not None:
-                if sharding(chosen, facts) != NO:
+                if sharding(chosen, facts, site) != NO:
                     continue
-            elif _dataset_shards(ctx, dataset) or any(a.star for a in call.args):
+            elif _dataset_shards(ctx, dataset, site) or any(a.star for a in call.args):
                 continue
-            if not _is_training(facts, site, dataset) or ctx.guards.main_only(site):
+            if not _is_training(facts, site, dataset, backward) or ctx.guards.main_only(site):
                 continue
             label = (_targets(facts, call) or ["DataLoader"])[0]
             yield Finding(

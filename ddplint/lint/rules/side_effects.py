@@ -28,6 +28,7 @@ from ddplint.lint.names import (
     string_value,
     with_argument,
 )
+from ddplint.lint.paths import never_runs
 from ddplint.lint.roles import RANK_CALLS, RANKS
 from ddplint.lint.rules.base import Finding, Rule
 
@@ -263,7 +264,7 @@ class LoadWithoutMapLocation(Rule):
             call = site.node
             if arg(call, 1, "map_location") is not None or has_star_kwargs(call):
                 continue
-            if not _restores(site, facts, restores) or ctx.guards.main_only(site) or _no_gpu_branch(site, facts):
+            if not _restores(site, facts, restores) or ctx.guards.main_only(site) or never_runs(facts, site):
                 continue
             yield Finding(
                 call,
@@ -293,19 +294,6 @@ def _restores(site: CallSite, facts: ModuleFacts, restores: set[str]) -> bool:
     return bool(targets & restores) or any(
         any(r.startswith(t + ".") for r in restores) for t in targets
     )
-
-
-def _no_gpu_branch(site: CallSite, facts: ModuleFacts) -> bool:
-    """Under `if args.gpu is None:`: this process has no GPU of its own to map onto."""
-    for condition in site.conditions:
-        test = condition.test
-        if isinstance(test, cst.Comparison) and len(test.comparisons) == 1 and not condition.negated:
-            op = test.comparisons[0]
-            if isinstance(op.operator, cst.Is) and dotted(op.comparator) == "None" and facts.holds_rank(
-                test.left, site.function
-            ):
-                return True
-    return False
 
 
 class MakedirsRace(Rule):
