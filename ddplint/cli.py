@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import os
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 import click
@@ -12,10 +10,13 @@ import click
 from ddplint import __version__
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
-
-
-def _split_codes(values: tuple[str, ...]) -> tuple[str, ...]:
-    return tuple(code.strip().upper() for value in values for code in value.split(",") if code.strip())
+# Options of the static lint that the runtime audit does not take (cli() hands them to lint_command).
+LINT_ONLY = {
+    "extend_select": "extend_select", "unsafe_fixes": "unsafe_fixes", "show_fixes": "show_fixes",
+    "statistics": "statistics", "color": "color", "show_source": "show_source",
+    "stdin_filename": "stdin_filename", "respect_gitignore": "respect_gitignore", "use_cache": "cache",
+    "baseline_path": "baseline", "write_baseline": "write_baseline",
+}
 
 
 def _fail(message: str) -> None:
@@ -31,9 +32,11 @@ def _fail(message: str) -> None:
 @click.argument("paths", nargs=-1)
 @click.option("--select", multiple=True, metavar="CODES",
               help="Comma-separated rule codes or prefixes to enable (e.g. DDP1,DDP301); default ALL.")
+@click.option("--extend-select", multiple=True, metavar="CODES",
+              help="Rule codes or prefixes to enable in addition to those selected.")
 @click.option("--ignore", multiple=True, metavar="CODES", help="Comma-separated rule codes or prefixes to disable.")
-@click.option("--format", "output_format", type=click.Choice(["text", "json", "sarif", "github"]), default="text",
-              show_default=True, help="Output format.")
+@click.option("--output-format", "--format", "output_format", type=click.Choice(["text", "json", "sarif", "github"]),
+              default="text", show_default=True, help="Output format (--format is the same option).")
 @click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path),
               help="Write the report to FILE instead of stdout.")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path),
@@ -44,7 +47,24 @@ def _fail(message: str) -> None:
 @click.option("--fix", is_flag=True, help="Apply the safe fixes in place, then report what is left.")
 @click.option("--diff", is_flag=True, help="Print the safe fixes as a unified diff; change no file.")
 @click.option("--jobs", "-j", type=click.IntRange(min=0), default=0, show_default=True,
-              help="Worker processes for linting; 0 picks one per core (at most 8).")
+              help="Worker processes for linting at most; 0: one per core (at most 8), started only "
+              "when the files are large enough to pay for them.")
+@click.option("--unsafe-fixes", is_flag=True, help="Also apply (and mark [*]) the fixes that may change behaviour.")
+@click.option("--show-fixes", is_flag=True, help="Show each fixable finding's fix; with --fix, what was fixed.")
+@click.option("--statistics", is_flag=True, help="Count the findings per rule instead of listing them.")
+@click.option("--color", type=click.Choice(["auto", "always", "never"]), default="auto", show_default=True,
+              help="Colour the text report (auto: on a terminal, unless NO_COLOR is set).")
+@click.option("--show-source/--no-show-source", default=None,
+              help="Print the source line and a caret under each finding (default: on a terminal).")
+@click.option("--stdin-filename", metavar="NAME", help="The file name to report for `-` (standard input).")
+@click.option("--no-respect-gitignore", "respect_gitignore", is_flag=True, flag_value=False, default=True,
+              help="Lint files that .gitignore excludes, too.")
+@click.option("--no-cache", "use_cache", is_flag=True, flag_value=False, default=True,
+              help="Neither read nor write .ddplint_cache/ at the project root.")
+@click.option("--baseline", "baseline_path", type=click.Path(dir_okay=False, path_type=Path), metavar="FILE",
+              help="Report only findings not recorded in FILE (config: `baseline`).")
+@click.option("--write-baseline", type=click.Path(dir_okay=False, path_type=Path), metavar="FILE",
+              help="Record every current finding in FILE and exit 0.")
 @click.option("--list-rules", is_flag=True, help="List every rule: code, name, severity, summary.")
 @click.option("--explain", metavar="CODE", help="Print the documentation of a rule.")
 @click.option("--runtime", is_flag=True,
@@ -74,7 +94,9 @@ def _fail(message: str) -> None:
               help="[runtime] Run the job without its own namespaces and copy-on-write layer (only "
               "Python's file calls are redirected then; see io.sandbox).")
 @click.option("--verbose", "-v", is_flag=True, help="Show more detail.")
-@click.option("--quiet", "-q", is_flag=True, help="[runtime] Text report: only the checks that did not PASS.")
+@click.option("--quiet", "-q", is_flag=True,
+              help="Lint: the findings only, no summary or warnings. Runtime text report: only the checks "
+              "that did not PASS.")
 @click.version_option(__version__, "--version", prog_name="ddplint")
 def cli(paths: tuple[str, ...], select, ignore, output_format, output, config_path, force_exclude, exit_zero,
          fix, diff, jobs, list_rules, explain, runtime, **runtime_options) -> None:
@@ -88,6 +110,7 @@ def cli(paths: tuple[str, ...], select, ignore, output_format, output, config_pa
     ddplint --runtime --nnodes 2 --node-rank R --master-addr HOST --master-port P train.py
                                         the same on each of two nodes; node 0 prints the report
     """
+    lint_options = {option: runtime_options.pop(name) for name, option in LINT_ONLY.items()}
     if list_rules:
         _list_rules()
     elif explain:
@@ -95,7 +118,14 @@ def cli(paths: tuple[str, ...], select, ignore, output_format, output, config_pa
     elif runtime:
         _runtime(paths, output_format, output, runtime_options)
     else:
-        _lint(paths, select, ignore, output_format, output, config_path, force_exclude, exit_zero, fix, diff, jobs)
+        from ddplint.lint_command import LintOptions, run
+
+        run(paths, LintOptions(
+            select=select, ignore=ignore, output_format=output_format, output=output, config_path=config_path,
+            force_exclude=force_exclude, exit_zero=exit_zero, fix=fix, diff=diff, jobs=jobs,
+            verbose=runtime_options.get("verbose", False), quiet=runtime_options.get("quiet", False),
+            **lint_options,
+        ))
 
 
 def runtime_argv(args: list[str]) -> list[str]:
@@ -154,79 +184,6 @@ def _explain(code: str) -> None:
     except DocError as exc:
         _fail(str(exc))
     sys.exit(EXIT_CLEAN)
-
-
-def _lint(paths, select, ignore, output_format, output, config_path, force_exclude, exit_zero, fix, diff,
-          jobs) -> None:
-    from ddplint import config as config_mod
-    from ddplint.lint.engine import lint_paths
-    from ddplint.lint.rules import RULES_BY_CODE
-    from ddplint.report import FORMATS
-
-    if not paths:
-        _fail("no paths given (try `ddplint train.py` or `ddplint --help`)")
-    codes = frozenset(RULES_BY_CODE)
-    try:
-        if config_path is not None:
-            if not config_path.is_file():
-                _fail(f"config file {config_path} does not exist")
-            config = config_mod.load(config_path, codes)
-        else:
-            config = config_mod.load(Path(os.path.commonpath([os.path.abspath(p) for p in paths])), codes)
-        changes = {"force_exclude": force_exclude}
-        if select:
-            changes["select"] = _split_codes(select)
-            config_mod.check_selectors(changes["select"], codes, "--select")
-        if ignore:
-            changes["ignore"] = _split_codes(ignore)
-            config_mod.check_selectors(changes["ignore"], codes, "--ignore")
-        config = replace(config, **changes)
-    except config_mod.ConfigError as exc:
-        _fail(str(exc))
-
-    if diff:
-        report = _fix(paths, config, write=False)
-        sys.exit(EXIT_ERROR if report.errors else EXIT_FINDINGS if report.files else EXIT_CLEAN)
-    fix_failed = fix and bool(_fix(paths, config, write=True).errors)
-    result = lint_paths([Path(p) for p in paths], config, jobs=jobs)
-    for error in [*result.errors, *result.internal_errors]:
-        click.echo(f"ddplint: error: {error.path}: {error.message}", err=True)
-    rendered = FORMATS[output_format](result, config)
-    _write(rendered, output)
-    if result.errors or result.internal_errors or fix_failed:
-        sys.exit(EXIT_ERROR)
-    sys.exit(EXIT_FINDINGS if result.diagnostics and not exit_zero else EXIT_CLEAN)
-
-
-def _fix(paths, config, write: bool):
-    """--fix (write=True) or --diff (print what --fix would change); returns the FixReport."""
-    import difflib
-
-    from ddplint.lint.fixes import fix_paths
-
-    report = fix_paths([Path(p) for p in paths], config, write=write)
-    if not write:
-        for changed in report.files:
-            name = str(changed.path)
-            click.echo("".join(difflib.unified_diff(changed.before.splitlines(keepends=True),
-                                                    changed.after.splitlines(keepends=True), name, name)), nl=False)
-    for error in report.errors:
-        click.echo(f"ddplint: error: {error.path}: {error.message}", err=True)
-    if report.fixed or not write:
-        files = len(report.files)
-        click.echo(f"{'Fixed' if write else 'Would fix'} {report.fixed} problem{'s' * (report.fixed != 1)} "
-                   f"in {files} file{'s' * (files != 1)}.", err=True)
-    return report
-
-
-def _write(rendered: str, output: Path | None) -> None:
-    if output is None:
-        click.echo(rendered, nl=False)
-        return
-    try:
-        output.write_text(rendered, encoding="utf-8")
-    except OSError as exc:
-        _fail(f"cannot write {output}: {exc.strerror or exc}")
 
 
 def _runtime(paths, output_format, output, options) -> None:

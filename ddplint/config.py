@@ -1,4 +1,7 @@
-"""`[tool.ddplint]` from the nearest pyproject.toml, merged with command-line flags."""
+"""The configuration: `[tool.ddplint]` in the nearest pyproject.toml, or a standalone
+`ddplint.toml` / `.ddplint.toml` (top-level keys, as ruff's ruff.toml), merged with
+command-line flags. In one directory a ddplint.toml wins over pyproject.toml, and a
+pyproject.toml without `[tool.ddplint]` does not stop the search upward (as in ruff)."""
 
 from __future__ import annotations
 
@@ -18,9 +21,10 @@ DEFAULT_EXCLUDE = (
     "build", "dist", "node_modules", "site-packages", ".mypy_cache", ".pytest_cache", ".ruff_cache",
 )
 KNOWN_KEYS = {
-    "select", "ignore", "per-file-ignores", "exclude", "extend-exclude",
-    "extend-main-process-predicates", "extend-main-process-helpers",
+    "select", "extend-select", "ignore", "per-file-ignores", "exclude", "extend-exclude",
+    "extend-main-process-predicates", "extend-main-process-helpers", "respect-gitignore", "baseline",
 }
+STANDALONE = ("ddplint.toml", ".ddplint.toml")
 
 
 class ConfigError(Exception):
@@ -30,8 +34,9 @@ class ConfigError(Exception):
 @dataclass(frozen=True)
 class Config:
     root: Path  # directory of the pyproject.toml, or the working directory
-    source: Path | None = None  # the pyproject.toml that was read
+    source: Path | None = None  # the pyproject.toml or ddplint.toml that was read
     select: tuple[str, ...] = ("ALL",)
+    extend_select: tuple[str, ...] = ()
     ignore: tuple[str, ...] = ()
     per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = ()
     exclude: tuple[str, ...] = DEFAULT_EXCLUDE
@@ -39,11 +44,13 @@ class Config:
     main_process_predicates: tuple[str, ...] = ()
     main_process_helpers: tuple[str, ...] = ()
     force_exclude: bool = False
+    respect_gitignore: bool = True
+    baseline: Path | None = None  # findings recorded there are not reported
     codes: frozenset[str] = field(default_factory=frozenset)  # codes known to this build
 
     def enabled(self, code: str) -> bool:
         """ruff's rule: the most specific matching selector wins; ignore wins a tie."""
-        selected = max((len(s) for s in self.select if _matches(s, code)), default=-1)
+        selected = max((len(s) for s in (*self.select, *self.extend_select) if _matches(s, code)), default=-1)
         ignored = max((len(s) for s in self.ignore if _matches(s, code)), default=-1)
         return selected >= 0 and selected > ignored
 
@@ -82,13 +89,49 @@ def _path_matches(rel: str, pattern: str) -> bool:
     return "/" not in pattern and any(fnmatch.fnmatch(part, pattern) for part in PurePosixPath(rel).parts)
 
 
-def find_pyproject(start: Path) -> Path | None:
+def find_config(start: Path) -> Path | None:
+    """The nearest ddplint.toml, .ddplint.toml, or pyproject.toml with a [tool.ddplint] table."""
     start = Path(os.path.realpath(start))  # realpath, unlike resolve(), survives symlink loops
-    for directory in (start if start.is_dir() else start.parent, *start.parents):
+    for directory in (start if _is_dir(start) else start.parent, *start.parents):
+        for name in STANDALONE:
+            if _is_file(directory / name):
+                return directory / name
         candidate = directory / "pyproject.toml"
-        if candidate.is_file():
+        if _is_file(candidate) and _has_table(candidate):
             return candidate
     return None
+
+
+def project_root(start: Path) -> Path:
+    """Without a configuration: the nearest directory above `start` with a pyproject.toml or
+    a .git, else the working directory."""
+    start = Path(os.path.realpath(start))
+    for directory in (start if _is_dir(start) else start.parent, *start.parents):
+        if _is_file(directory / "pyproject.toml") or os.path.lexists(directory / ".git"):
+            return directory
+    return Path.cwd()
+
+
+def _is_dir(path: Path) -> bool:
+    try:
+        return path.is_dir()
+    except OSError:  # a directory that cannot be entered
+        return False
+
+
+def _is_file(path: Path) -> bool:
+    try:
+        return path.is_file()
+    except OSError:
+        return False
+
+
+def _has_table(pyproject: Path) -> bool:
+    """Cheap test before parsing: does the file mention the table at all (broken TOML still counts)."""
+    try:
+        return "ddplint" in pyproject.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return True  # reported when it is read
 
 
 def check_selectors(selectors: tuple[str, ...], codes: frozenset[str], where: str) -> None:
@@ -107,25 +150,35 @@ def _strings(table: dict, key: str, where: str) -> tuple[str, ...] | None:
 
 
 def load(start: Path, codes: frozenset[str]) -> Config:
-    """Read the nearest pyproject.toml above `start`; no file or no table gives the defaults."""
-    pyproject = find_pyproject(start)
-    if pyproject is None:
-        return Config(root=Path.cwd(), codes=codes)
+    """Read the configuration that governs `start` (a file named by --config, or the nearest one
+    above); none gives the defaults, rooted at the working directory."""
+    found = start if start.name.endswith(".toml") and _is_file(start) else find_config(start)
+    if found is None:
+        return Config(root=project_root(start), codes=codes)
     try:
-        data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
+        data = tomllib.loads(found.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise ConfigError(f"{pyproject}: cannot read: {exc}") from None
-    table = data.get("tool", {}).get("ddplint")
-    config = Config(root=pyproject.parent, source=pyproject, codes=codes)
-    if table is None:
-        return config
-    where = f"{pyproject} [tool.ddplint]"
+        raise ConfigError(f"{found}: cannot read: {getattr(exc, 'strerror', None) or exc}") from None
+    config = Config(root=found.parent, source=found, codes=codes)
+    table: dict | None
+    if found.name in STANDALONE:
+        table, where = data, str(found)
+    else:
+        tool = data.get("tool", {})
+        if not isinstance(tool, dict):
+            raise ConfigError(f"{found}: `tool` must be a table")
+        table = tool.get("ddplint")
+        if table is None:
+            return config
+        where = f"{found} [tool.ddplint]"
+        if not isinstance(table, dict):
+            raise ConfigError(f"{where}: must be a table of options")
     unknown = set(table) - KNOWN_KEYS
     if unknown:
-        raise ConfigError(f"{where}: unknown option {sorted(unknown)[0]!r}")
+        raise ConfigError(f"{where}: unknown option {min(unknown)!r}")
     changes: dict = {}
     for key, attr in (
-        ("select", "select"), ("ignore", "ignore"), ("exclude", "exclude"),
+        ("select", "select"), ("extend-select", "extend_select"), ("ignore", "ignore"), ("exclude", "exclude"),
         ("extend-exclude", "extend_exclude"),
         ("extend-main-process-predicates", "main_process_predicates"),
         ("extend-main-process-helpers", "main_process_helpers"),
@@ -133,16 +186,24 @@ def load(start: Path, codes: frozenset[str]) -> Config:
         value = _strings(table, key, where)
         if value is not None:
             changes[attr] = value
-    for key in ("select", "ignore"):
+    for key in ("select", "extend_select", "ignore"):
         if key in changes:
             check_selectors(changes[key], codes, where)
+    if "respect-gitignore" in table:
+        if not isinstance(table["respect-gitignore"], bool):
+            raise ConfigError(f"{where}: `respect-gitignore` must be true or false")
+        changes["respect_gitignore"] = table["respect-gitignore"]
+    if "baseline" in table:
+        if not isinstance(table["baseline"], str):
+            raise ConfigError(f"{where}: `baseline` must be a path (a string)")
+        changes["baseline"] = found.parent / table["baseline"]
     pfi = table.get("per-file-ignores", {})
     if not isinstance(pfi, dict):
         raise ConfigError(f"{where}: `per-file-ignores` must be a table of pattern = [codes]")
     pairs = []
     for pattern, selectors in pfi.items():
-        selectors = _strings({pattern: selectors}, pattern, f"{where} per-file-ignores")
-        check_selectors(selectors, codes, f"{where} per-file-ignores")
-        pairs.append((pattern, selectors))
+        codes_for = _strings({pattern: selectors}, pattern, f"{where} per-file-ignores") or ()
+        check_selectors(codes_for, codes, f"{where} per-file-ignores")
+        pairs.append((pattern, codes_for))
     changes["per_file_ignores"] = tuple(pairs)
     return replace(config, **changes)

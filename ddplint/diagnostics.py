@@ -24,6 +24,7 @@ class Edit:
 class Fix:
     description: str
     edits: tuple[Edit, ...]
+    safe: bool = True  # an unsafe fix may change behaviour; applied only with --unsafe-fixes
 
 
 @dataclass(frozen=True)
@@ -38,9 +39,10 @@ class Diagnostic:
     severity: Severity = Severity.ERROR
     fix: Fix | None = None
     source_line: str = ""  # the text of `line`, for fingerprints and context
+    cell: int | None = None  # in a notebook: the cell (1-based, all cells counted); `line` is within it
 
     def sort_key(self) -> tuple:
-        return (self.path, self.line, self.col, self.code)
+        return (self.path, self.cell or 0, self.line, self.col, self.code)
 
 
 @dataclass(frozen=True)
@@ -49,3 +51,4 @@ class FileError:
 
     path: str
     message: str
+    line: int | None = None  # for a warning about one line (a noqa comment naming an unknown code)

@@ -59,10 +59,10 @@ def test_json_output_schema():
     assert proc.returncode == 1
     data = json.loads(proc.stdout)
     assert data["schema_version"] == 1
-    assert data["summary"] == {"files": 1, "problems": 3, "errors": 0}
+    assert data["summary"] == {"files": 1, "problems": 3, "errors": 0, "fixable": 0, "baselined": 0}
     first = data["diagnostics"][0]
-    assert set(first) == {"path", "line", "column", "end_line", "end_column", "code", "name", "severity",
-                          "message", "fix"}
+    assert set(first) == {"path", "cell", "line", "column", "end_line", "end_column", "code", "name", "severity",
+                          "message", "fix", "fixable"}
     assert (first["code"], first["name"], first["line"]) == ("DDP103", "missing-set-device", 11)
 
 
@@ -218,7 +218,7 @@ def test_huge_file_is_refused_with_one_line(tmp_path):
     path = tmp_path / "generated.py"
     path.write_bytes(b"import torch\n" + b"x = 1\n" * 2_000_000)
     proc = run_cli(str(path))
-    assert proc.returncode == 2 and "larger than 10 MiB" in proc.stderr
+    assert proc.returncode == 2 and "larger than the 512 KiB ddplint lints; skipped" in proc.stderr
 
 
 def test_no_paths_is_a_usage_error():

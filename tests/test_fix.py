@@ -160,7 +160,7 @@ def test_sarif_and_json_carry_the_fix(tmp_path):
     report = json.loads(run_cli("--format", "json", "train.py", cwd=tmp_path).stdout)
     first = report["diagnostics"][0]
     assert (first["code"], first["line"]) == ("DDP304", 8)
-    assert first["fix"] == {"description": "pass exist_ok=True", "edits": [
+    assert first["fix"] == {"description": "pass exist_ok=True", "applicability": "safe", "edits": [
         {"start": {"line": 8, "column": 1}, "end": {"line": 8, "column": 19}, "text": 'os.makedirs("out", exist_ok=True)'}]}
     log = json.loads(run_cli("--format", "sarif", "train.py", cwd=tmp_path).stdout)
     result = log["runs"][0]["results"][0]

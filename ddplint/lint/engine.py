@@ -1,10 +1,16 @@
-"""paths -> files -> parse once -> facts -> rules -> diagnostics."""
+"""paths -> files -> parse once -> facts -> rules -> diagnostics.
+
+Every file is linted on its own terms: whatever one file does (too large, too deep, too
+slow, a rule's bug) becomes an error for that file, and the other files' findings stand.
+"""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
-from collections.abc import Iterable, Sequence
+import warnings
+from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,18 +21,26 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 from ddplint.config import Config
 from ddplint.diagnostics import Diagnostic, Edit, FileError, Fix, Severity
 from ddplint.lint import facts as facts_mod
+from ddplint.lint import limits
 from ddplint.lint.context import LintContext
+from ddplint.lint.discovery import SourceFile, discover, discover_sources
+from ddplint.lint.notebook import is_notebook, notebook_source
 from ddplint.lint.project import ProjectIndex
 from ddplint.lint.rules import ALL_RULES
 from ddplint.lint.rules.base import Rule
-from ddplint.lint.source import SourceError, read_source
+from ddplint.lint.source import SourceError, decode_source, read_bytes
 
 SYNTAX_ERROR = "DDP001"
 # Every rule needs a distributed script, and every distributed script says one of these
 # (`dist` also for scripts whose process group starts in a helper such as dist_util.setup_dist).
 MIGHT_BE_DISTRIBUTED = re.compile(r"torch|RANK|local_rank|local-rank|cuda|dist")
 NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Z]+[0-9]+(?:\s*,\s*[A-Z]+[0-9]+)*))?", re.IGNORECASE)
-PARALLEL_THRESHOLD = 16  # below this many files a worker pool costs more than it saves
+OUR_CODE = re.compile(r"DDP[0-9]+")
+# A worker process pays for itself from about this much source (bench/parallel.py): below
+# it, starting workers and parsing shared helpers once per worker cost more than they save.
+BYTES_PER_WORKER = 256 * 1024
+MAX_WORKERS = 8
+__all__ = ["LintResult", "discover", "lint_paths", "lint_text"]
 
 
 @dataclass
@@ -34,115 +48,185 @@ class LintResult:
     diagnostics: list[Diagnostic] = field(default_factory=list)
     errors: list[FileError] = field(default_factory=list)  # files that could not be linted
     internal_errors: list[FileError] = field(default_factory=list)  # a rule crashed
+    warnings: list[FileError] = field(default_factory=list)  # reported, exit status unchanged
     files: int = 0
 
     def extend(self, other: LintResult) -> None:
         self.diagnostics.extend(other.diagnostics)
         self.errors.extend(other.errors)
         self.internal_errors.extend(other.internal_errors)
+        self.warnings.extend(other.warnings)
         self.files += other.files
 
 
-def discover(paths: Sequence[Path], config: Config) -> tuple[list[Path], list[FileError]]:
-    """The .py/.pyi files named or found under `paths`, in a stable order."""
-    files: list[Path] = []
-    errors: list[FileError] = []
-    for path in paths:
-        try:
-            is_dir, is_file = path.is_dir(), path.is_file()
-        except OSError as exc:  # e.g. a symlink loop
-            errors.append(FileError(str(path), f"cannot access: {exc.strerror or exc}"))
-            continue
-        if is_dir:
-            if config.is_excluded(path) and os.path.realpath(path) != os.path.realpath(config.root):
-                continue
-            files.extend(_walk(path, config, errors))
-        elif is_file:
-            if config.force_exclude and config.is_excluded(path):
-                continue
-            files.append(path)
-        elif path.is_symlink():
-            errors.append(FileError(str(path), "broken symbolic link or symlink loop"))
-        else:
-            errors.append(FileError(str(path), "no such file or directory"))
-    unique = list(dict.fromkeys(files))
-    return unique, errors
+@dataclass
+class FileOutcome:
+    """One file's result, with what a cache entry for it needs."""
+
+    path: Path
+    result: LintResult
+    digest: str | None = None  # sha256 of the bytes that were linted; None when unread
+    helpers: tuple[Path, ...] = ()  # project modules the analysis read
 
 
-def _walk(root: Path, config: Config, errors: list[FileError]) -> Iterable[Path]:
-    def on_error(exc: OSError) -> None:
-        errors.append(FileError(exc.filename or str(root), f"cannot list directory: {exc.strerror}"))
-
-    for directory, dirnames, filenames in os.walk(root, onerror=on_error):
-        base = Path(directory)
-        dirnames[:] = sorted(
-            d for d in dirnames if not d.startswith(".") and not config.is_excluded(base / d)
-        )
-        for name in sorted(filenames):
-            if name.endswith((".py", ".pyi")) and not config.is_excluded(base / name):
-                yield base / name
+def planned_workers(files: Sequence[SourceFile], jobs: int) -> int:
+    """Workers by total bytes, never more than asked: small runs stay in this process."""
+    limit = jobs or min(os.cpu_count() or 1, MAX_WORKERS)
+    total = sum(f.size for f in files)
+    return max(1, min(limit, total // BYTES_PER_WORKER, len(files)))
 
 
-def lint_paths(paths: Sequence[Path], config: Config, jobs: int = 0) -> LintResult:
-    files, errors = discover(paths, config)
+def lint_paths(paths: Sequence[Path], config: Config, jobs: int = 0, cache=None) -> LintResult:
+    """Lint every file under `paths`; `cache` (a ResultCache) skips files linted before."""
+    files, errors = discover_sources(paths, config)
     result = LintResult(errors=errors)
-    workers = jobs or min(os.cpu_count() or 1, 8)
-    if workers > 1 and len(files) >= PARALLEL_THRESHOLD:
-        size = -(-len(files) // workers)  # contiguous blocks: a directory's helpers stay in one worker
-        chunks = [files[i:i + size] for i in range(0, len(files), size)]
-        with ProcessPoolExecutor(max_workers=workers) as pool:
-            for part in pool.map(_lint_files, chunks, [config] * workers):
-                result.extend(part)
-    else:
-        result.extend(_lint_files(files, config))
+    todo = files
+    if cache is not None:
+        todo = []
+        for source in files:
+            hit = cache.get(source.path)
+            if hit is None:
+                todo.append(source)
+            else:
+                result.extend(hit)
+    for outcome in _lint_all(todo, config, jobs):
+        result.extend(outcome.result)
+        if cache is not None:
+            cache.put(outcome)
+    if cache is not None:
+        cache.save()
     result.diagnostics.sort(key=Diagnostic.sort_key)
     return result
+
+
+def _lint_all(files: list[SourceFile], config: Config, jobs: int) -> list[FileOutcome]:
+    workers = planned_workers(files, jobs)
+    if workers == 1:
+        return _lint_files([f.path for f in files], config)
+    # Contiguous blocks of about equal bytes: a directory's helpers stay in one worker.
+    share = sum(f.size for f in files) / workers
+    chunks: list[list[Path]] = [[]]
+    filled = 0
+    for f in files:
+        if filled >= share * len(chunks) and len(chunks) < workers:
+            chunks.append([])
+        chunks[-1].append(f.path)
+        filled += f.size
+    outcomes: list[FileOutcome] = []
+    with ProcessPoolExecutor(max_workers=len(chunks)) as pool:
+        for part in pool.map(_lint_files, chunks, [config] * len(chunks)):
+            outcomes.extend(part)
+    return outcomes
 
 
 def enabled_rules(config: Config) -> list[Rule]:
     return [rule() for rule in ALL_RULES if config.enabled(rule.code)]
 
 
-def _lint_files(files: list[Path], config: Config) -> LintResult:
-    project = ProjectIndex()  # one cache of helper modules per worker
-    rules = enabled_rules(config)
-    result = LintResult()
-    for path in files:
-        result.extend(lint_file(path, config, rules, project))
-    return result
+class RecordingIndex(ProjectIndex):
+    """The project index, noting which helper modules each file's analysis read (for the cache),
+    and refusing helpers that are too deep for libcst's parser, as for linted files."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.read: set[Path] = set()
+        self._refused: dict[Path, bool] = {}
+
+    def facts_for(self, path: Path):
+        real = Path(os.path.realpath(path))
+        self.read.add(real)
+        if real not in self._refused:
+            self._refused[real] = _too_complex(real)
+        return None if self._refused[real] else super().facts_for(path)
 
 
-def lint_file(path: Path, config: Config, rules: list[Rule], project: ProjectIndex) -> LintResult:
-    result = LintResult(files=1)
+def _too_complex(path: Path) -> bool:
     try:
-        text = read_source(path)
+        limits.check_depth(limits.parse_python(decode_source(read_bytes(path)), str(path)))
+    except (SourceError, SyntaxError, limits.TooComplex):
+        return True
+    return False
+
+
+def _lint_files(files: list[Path], config: Config) -> list[FileOutcome]:
+    project = RecordingIndex()  # one cache of helper modules per worker
+    rules = enabled_rules(config)
+    outcomes = []
+    for path in files:
+        project.read = set()
+        outcome = lint_file(path, config, rules, project)
+        outcome.helpers = tuple(sorted(project.read - {Path(os.path.realpath(path))}))
+        outcomes.append(outcome)
+    return outcomes
+
+
+def lint_file(path: Path, config: Config, rules: list[Rule], project: ProjectIndex) -> FileOutcome:
+    try:
+        data = read_bytes(path)
+        text = decode_source(data)
     except SourceError as exc:
-        result.errors.append(FileError(str(path), str(exc)))
-        return result
-    return lint_text(path, text, config, rules, project)
+        return FileOutcome(path, LintResult(errors=[FileError(str(path), str(exc))], files=1))
+    digest = hashlib.sha256(data).hexdigest()
+    if not is_notebook(path.name):
+        return FileOutcome(path, lint_text(path, text, config, rules, project), digest)
+    try:
+        notebook = notebook_source(text)
+    except SourceError as exc:
+        return FileOutcome(path, LintResult(errors=[FileError(str(path), str(exc))], files=1), digest)
+    result = lint_text(path, notebook.text, config, rules, project)
+    result.diagnostics = [notebook.map_diagnostic(d) for d in result.diagnostics]
+    return FileOutcome(path, result, digest)
 
 
 def lint_text(path: Path, text: str, config: Config, rules: list[Rule], project: ProjectIndex) -> LintResult:
+    """The findings in one module's text. Never raises for anything the text holds."""
     result = LintResult(files=1)
     lines = text.splitlines()
-    if not MIGHT_BE_DISTRIBUTED.search(text):
-        syntax = python_syntax_error(text, str(path))
-        if syntax is not None:
-            result.diagnostics.append(_syntax_diagnostic(path, syntax, lines))
+    try:
+        tree = limits.parse_python(text, str(path))
+    except SyntaxError as exc:
+        result.diagnostics.append(_syntax_diagnostic(path, (exc.lineno or 1, exc.offset or 1, exc.msg), lines))
         return result
+    except limits.TooComplex as exc:
+        result.errors.append(FileError(str(path), str(exc)))
+        return result
+    result.warnings.extend(_unknown_noqa_codes(path, text, config))
+    if not MIGHT_BE_DISTRIBUTED.search(text):
+        return result
+    try:
+        limits.check_depth(tree)
+        # No warning becomes an error (PYTHONWARNINGS=error): libcst evaluates literals with ast.
+        with limits.cpu_time_limit(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            _analyse(path, text, lines, config, rules, project, result)
+    except limits.TooComplex as exc:
+        result.errors.append(FileError(str(path), str(exc)))
+    except RecursionError:
+        result.errors.append(FileError(str(path), "nested too deeply to lint; skipped"))
+    except limits.OutOfTime:
+        result.errors.append(FileError(
+            str(path), f"took more than {limits.CPU_SECONDS:g} s of CPU time to lint; skipped"))
+    except MemoryError:
+        result.errors.append(FileError(str(path), "ran out of memory while linting; skipped"))
+    except Exception as exc:  # a bug in the analysis: this file's error, not the run's end
+        result.internal_errors.append(FileError(str(path), f"internal error: {type(exc).__name__}: {exc}"))
+        result.diagnostics.clear()
+    if result.errors:
+        result.diagnostics.clear()  # a file cut short reports no partial findings
+    return result
+
+
+def _analyse(path, text, lines, config, rules, project, result: LintResult) -> None:
     cached = project.parsed(path, text)  # a helper module another script imported
     if cached is not None:
         module, facts = cached
     else:
         try:
             module = cst.parse_module(text)
-        except cst.ParserSyntaxError as exc:
-            syntax = python_syntax_error(text, str(path)) or (exc.raw_line, exc.raw_column + 1, exc.message)
-            result.diagnostics.append(_syntax_diagnostic(path, syntax, lines))
-            return result
-        except RecursionError:
-            result.errors.append(FileError(str(path), "nested too deeply to parse"))
-            return result
+        except cst.ParserSyntaxError as exc:  # Python accepted it, libcst did not
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else "parse error"
+            result.errors.append(FileError(str(path), f"libcst cannot parse this file ({first}); skipped"))
+            return
         facts = facts_mod.collect(module)
         project.remember(path, text, module, facts)
     ctx = LintContext(path, module, facts, project, config)
@@ -155,6 +239,8 @@ def lint_text(path: Path, text: str, config: Config, rules: list[Rule], project:
             continue
         try:
             found.extend((rule, finding) for finding in rule.check(ctx))
+        except (RecursionError, MemoryError):
+            raise
         except Exception as exc:  # one rule's bug must not stop the run
             result.internal_errors.append(
                 FileError(str(path), f"internal error in {rule.code}: {type(exc).__name__}: {exc}")
@@ -168,7 +254,6 @@ def lint_text(path: Path, text: str, config: Config, rules: list[Rule], project:
             if where not in seen and not _suppressed(diagnostic, lines):
                 seen.add(where)
                 result.diagnostics.append(diagnostic)
-    return result
 
 
 def _diagnostic(path, rule, finding, positions, module, lines) -> Diagnostic:
@@ -177,7 +262,7 @@ def _diagnostic(path, rule, finding, positions, module, lines) -> Diagnostic:
     fix = None
     if finding.replacement is not None:
         edit = Edit((start.line, start.column + 1), (end.line, end.column + 1), module.code_for_node(finding.replacement))
-        fix = Fix(finding.fix_description, (edit,))
+        fix = Fix(finding.fix_description, (edit,), safe=not getattr(finding, "unsafe_fix", False))
     return Diagnostic(
         path=str(path),
         line=start.line,
@@ -204,12 +289,27 @@ def _suppressed(diagnostic: Diagnostic, lines: list[str]) -> bool:
     return diagnostic.code in {c.strip().upper() for c in codes.split(",")}
 
 
+def _unknown_noqa_codes(path: Path, text: str, config: Config) -> list[FileError]:
+    """`# noqa: DDP999`: a typo that suppresses nothing. Other tools' codes (E501) are theirs."""
+    if "noqa" not in text.lower() or not config.codes:
+        return []
+    out = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        match = NOQA.search(line)
+        if match is None or match.group("codes") is None:
+            continue
+        for code in (c.strip().upper() for c in match.group("codes").split(",")):
+            if OUR_CODE.fullmatch(code) and code not in config.codes:
+                out.append(FileError(str(path), f"`# noqa` names unknown rule {code}", line=number))
+    return out
+
+
 def python_syntax_error(text: str, filename: str) -> tuple[int, int, str] | None:
     try:
-        compile(text, filename, "exec", dont_inherit=True, flags=0x400)  # ast.PyCF_ONLY_AST
+        limits.parse_python(text, filename)
     except SyntaxError as exc:
         return exc.lineno or 1, exc.offset or 1, exc.msg
-    except (ValueError, RecursionError, MemoryError) as exc:
+    except limits.TooComplex as exc:
         return 1, 1, str(exc)
     return None
 

@@ -4,7 +4,10 @@ A rule offers a fix as a CST replacement for the node it reports. Here the edits
 are applied to its text, the file is linted again until no fix is left (a fix can make
 another finding visible), and the result must parse before anything is written. Writing goes
 through a temporary file in the same directory and `os.replace`, so a file is either the old
-one or the whole new one, in its original encoding, BOM and line endings.
+one or the whole new one, in its original encoding, BOM and line endings, with its owner,
+group and mode. A file with other hard links is not rewritten (a swap would split them), and
+the temporary file of a run that was killed is removed by the next run that fixes beside it.
+Notebooks are linted but never rewritten.
 """
 
 from __future__ import annotations
@@ -12,19 +15,27 @@ from __future__ import annotations
 import io
 import os
 import re
+import signal
+import sys
 import tempfile
 import tokenize
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ddplint.config import Config
 from ddplint.diagnostics import Diagnostic, Edit, FileError
-from ddplint.lint.engine import discover, enabled_rules, lint_text, python_syntax_error
+from ddplint.lint.discovery import discover
+from ddplint.lint.engine import enabled_rules, lint_text, python_syntax_error
+from ddplint.lint.notebook import is_notebook
 from ddplint.lint.project import ProjectIndex
-from ddplint.lint.source import SourceError, decode_source
+from ddplint.lint.source import SourceError, decode_source, read_bytes
 
 MAX_PASSES = 5  # a fix that keeps producing new fixes is a bug; stop rather than loop
 NEWLINE = re.compile(r"\r\n|\r|\n")
+TEMP_SUFFIX = ".ddplint-fix"  # .NAME.PID.RANDOM.ddplint-fix beside the file being fixed
 
 
 @dataclass
@@ -33,6 +44,7 @@ class FixedFile:
     before: str
     after: str
     fixed: int  # findings fixed
+    codes: dict[str, int] = field(default_factory=dict)  # findings fixed, by rule
 
 
 @dataclass
@@ -45,19 +57,23 @@ class FixReport:
         return sum(f.fixed for f in self.files)
 
 
-def fix_paths(paths: list[Path], config: Config, write: bool) -> FixReport:
-    """Apply every safe fix under `paths`; with write=False only compute the new texts."""
+def fix_paths(paths: list[Path], config: Config, write: bool, unsafe: bool = False) -> FixReport:
+    """Apply every safe fix under `paths` (and the unsafe ones too with `unsafe`); with
+    write=False only compute the new texts."""
     files, errors = discover(paths, config)
     report = FixReport(errors=errors)
     rules = enabled_rules(config)
     project = ProjectIndex()
     for path in files:
+        if is_notebook(path.name):
+            continue
         try:
-            data = path.read_bytes()
+            data = read_bytes(path)
             before = decode_source(data)
-        except (OSError, SourceError):
+        except SourceError:
             continue  # the lint run that follows reports it
-        after, fixed, error = _fixed_text(path, before, config, rules, project)
+        after, codes, error = _fixed_text(path, before, config, rules, project, unsafe)
+        fixed = sum(codes.values())
         if error is not None:
             report.errors.append(FileError(str(path), error))
         if fixed:
@@ -67,25 +83,32 @@ def fix_paths(paths: list[Path], config: Config, write: bool) -> FixReport:
                 except OSError as exc:
                     report.errors.append(FileError(str(path), f"cannot write the fix: {exc.strerror or exc}"))
                     continue
-            report.files.append(FixedFile(path, before, after, fixed))
+                except Refused as exc:
+                    report.errors.append(FileError(str(path), str(exc)))
+                    continue
+            report.files.append(FixedFile(path, before, after, fixed, dict(codes)))
     return report
 
 
-def _fixed_text(path: Path, text: str, config: Config, rules, project: ProjectIndex) -> tuple[str, int, str | None]:
-    fixed = 0
+def _fixed_text(
+    path: Path, text: str, config: Config, rules, project: ProjectIndex, unsafe: bool,
+) -> tuple[str, Counter[str], str | None]:
+    fixed: Counter[str] = Counter()
     for _ in range(MAX_PASSES):
-        fixable = [d for d in lint_text(path, text, config, rules, project).diagnostics if d.fix is not None]
+        fixable = [d for d in lint_text(path, text, config, rules, project).diagnostics
+                   if d.fix is not None and (d.fix.safe or unsafe)]
         if not fixable:
             return text, fixed, None
         new_text, applied = _apply(text, fixable)
         if python_syntax_error(new_text, str(path)) is not None:
             codes = ", ".join(sorted({d.code for d in fixable}))
             return text, fixed, f"internal error: the fix for {codes} would not parse; file left unchanged by it"
-        text, fixed = new_text, fixed + applied
+        text = new_text
+        fixed.update(d.code for d in applied)
     return text, fixed, None
 
 
-def _apply(text: str, diagnostics: list[Diagnostic]) -> tuple[str, int]:
+def _apply(text: str, diagnostics: list[Diagnostic]) -> tuple[str, list[Diagnostic]]:
     """Apply the fixes whose edits do not overlap an earlier one's; the rest wait for the next pass."""
     starts = [0] + [m.end() for m in NEWLINE.finditer(text)]
 
@@ -95,14 +118,14 @@ def _apply(text: str, diagnostics: list[Diagnostic]) -> tuple[str, int]:
 
     taken: list[tuple[int, int]] = []
     chosen: list[tuple[int, int, Edit]] = []
-    applied = 0
+    applied: list[Diagnostic] = []
     for d in diagnostics:
         spans = [(offset(e.start), offset(e.end), e) for e in d.fix.edits]
         if any(s < end and start < e for s, e, _ in spans for start, end in taken):
             continue
         taken.extend((s, e) for s, e, _ in spans)
         chosen.extend(spans)
-        applied += 1
+        applied.append(d)
     for start, end, edit in sorted(chosen, key=lambda span: span[0], reverse=True):
         text = text[:start] + edit.text + text[end:]
     return text, applied
@@ -115,21 +138,73 @@ def _encoding(data: bytes) -> str:
         return "utf-8"
 
 
+class Refused(Exception):
+    """The file is left as it is; the message is one line for the user."""
+
+
 def _replace(path: Path, text: str, encoding: str) -> None:
     """Write the whole new file next to the old one, then swap it in: never half-written."""
     data = text.encode(encoding)
     target = Path(os.path.realpath(path))  # a symlink keeps pointing at the fixed file
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".ddplint-fix", dir=target.parent)
+    info = os.stat(target)
+    if info.st_nlink > 1:
+        raise Refused(f"not fixed: the file has {info.st_nlink} hard links, and rewriting it would split them")
+    remove_stale_temporaries(target)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.{os.getpid()}.", suffix=TEMP_SUFFIX, dir=target.parent)
     try:
-        with os.fdopen(fd, "wb") as out:
+        with _terminate_as_exit(), os.fdopen(fd, "wb") as out:
             out.write(data)
             out.flush()
+            if (info.st_uid, info.st_gid) != (os.geteuid(), os.getegid()):
+                try:
+                    os.fchown(out.fileno(), info.st_uid, info.st_gid)
+                except PermissionError:
+                    raise Refused("not fixed: the rewritten file could not keep its owner and group") from None
+            os.fchmod(out.fileno(), info.st_mode & 0o7777)
             os.fsync(out.fileno())
-        os.chmod(tmp, os.stat(target).st_mode & 0o7777)
-        os.replace(tmp, target)
+            os.replace(tmp, target)
     except BaseException:
         try:
             os.unlink(tmp)
         except FileNotFoundError:
             pass
         raise
+
+
+def remove_stale_temporaries(target: Path) -> None:
+    """Remove `target`'s temporary files left by a run that was killed (its process is gone)."""
+    for stale in target.parent.glob(f".{glob_escape(target.name)}.*{TEMP_SUFFIX}"):
+        pid = stale.name[len(target.name) + 2:].split(".", 1)[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            try:
+                stale.unlink()
+            except OSError:
+                pass
+
+
+def glob_escape(name: str) -> str:
+    return re.sub(r"([*?\[])", r"[\1]", name)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+@contextmanager
+def _terminate_as_exit() -> Iterator[None]:
+    """SIGTERM while a temporary file exists: unwind (and remove it) instead of dying on the spot."""
+    try:
+        previous = signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+    except ValueError:  # not the main thread
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)

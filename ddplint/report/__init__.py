@@ -7,15 +7,16 @@ from collections.abc import Callable
 from ddplint.config import Config
 from ddplint.lint.engine import LintResult
 from ddplint.report import github, json_report, text
+from ddplint.report.options import DEFAULTS, ReportOptions
 
-Renderer = Callable[[LintResult, Config], str]
+Renderer = Callable[..., str]  # (LintResult, Config, ReportOptions = ReportOptions()) -> str
 
 
-def _sarif(result: LintResult, config: Config) -> str:
+def _sarif(result: LintResult, config: Config, options: ReportOptions = DEFAULTS) -> str:
     """Imported on use: sarif-om would add ~50 ms to every lint's startup (pre-commit runs it often)."""
     from ddplint.report import sarif
 
-    return sarif.render(result, config)
+    return sarif.render(result, config, options)
 
 
 FORMATS: dict[str, Renderer] = {

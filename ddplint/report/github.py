@@ -10,6 +10,7 @@ from ddplint.config import Config
 from ddplint.lint.engine import LintResult
 from ddplint.lint.rules import RULES_BY_CODE
 from ddplint.report.locations import relative_to, repository_root
+from ddplint.report.options import DEFAULTS, ReportOptions
 
 
 def escape_data(text: str) -> str:
@@ -27,7 +28,7 @@ def _command(level: str, message: str, **properties: object) -> str:
     return f"::{level} {props}::{escape_data(message)}"
 
 
-def render(result: LintResult, config: Config) -> str:
+def render(result: LintResult, config: Config, options: ReportOptions = DEFAULTS) -> str:
     root = repository_root()
 
     def file(path: str) -> str:
@@ -36,9 +37,14 @@ def render(result: LintResult, config: Config) -> str:
     lines = []
     for d in result.diagnostics:
         rule = RULES_BY_CODE.get(d.code)
+        title = f"{d.code} {rule.name}" if rule else d.code
+        if d.cell is not None:  # a notebook: the runner would place a line on the JSON, so name the cell
+            lines.append(_command(d.severity.value, f"cell {d.cell}, line {d.line}: {d.message}",
+                                  file=file(d.path), title=title))
+            continue
         lines.append(_command(
             d.severity.value, d.message, file=file(d.path), line=d.line, col=d.col,
-            endLine=d.end_line, endColumn=d.end_col, title=f"{d.code} {rule.name}" if rule else d.code,
+            endLine=d.end_line, endColumn=d.end_col, title=title,
         ))
     for error in [*result.errors, *result.internal_errors]:
         lines.append(_command("error", error.message, file=file(error.path), title="ddplint"))

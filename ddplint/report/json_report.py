@@ -9,15 +9,17 @@ from ddplint.config import Config
 from ddplint.diagnostics import Diagnostic
 from ddplint.lint.engine import LintResult
 from ddplint.lint.rules import RULES_BY_CODE
+from ddplint.report.options import DEFAULTS, ReportOptions, fixable
 
 SCHEMA_VERSION = 1
 
 
-def _diagnostic(d: Diagnostic) -> dict:
+def _diagnostic(d: Diagnostic, options: ReportOptions) -> dict:
     fix = None
     if d.fix is not None:
         fix = {
             "description": d.fix.description,
+            "applicability": "safe" if d.fix.safe else "unsafe",
             "edits": [
                 {"start": {"line": e.start[0], "column": e.start[1]}, "end": {"line": e.end[0], "column": e.end[1]},
                  "text": e.text}
@@ -26,6 +28,7 @@ def _diagnostic(d: Diagnostic) -> dict:
         }
     return {
         "path": d.path,
+        "cell": d.cell,
         "line": d.line,
         "column": d.col,
         "end_line": d.end_line,
@@ -35,19 +38,23 @@ def _diagnostic(d: Diagnostic) -> dict:
         "severity": d.severity.value,
         "message": d.message,
         "fix": fix,
+        "fixable": fixable(d.fix, options),
     }
 
 
-def render(result: LintResult, config: Config) -> str:
+def render(result: LintResult, config: Config, options: ReportOptions = DEFAULTS) -> str:
     payload = {
         "schema_version": SCHEMA_VERSION,
         "tool": {"name": "ddplint", "version": __version__},
-        "diagnostics": [_diagnostic(d) for d in result.diagnostics],
+        "diagnostics": [_diagnostic(d, options) for d in result.diagnostics],
         "errors": [{"path": e.path, "message": e.message} for e in [*result.errors, *result.internal_errors]],
+        "warnings": [{"path": w.path, "line": w.line, "message": w.message} for w in result.warnings],
         "summary": {
             "files": result.files,
             "problems": len(result.diagnostics),
             "errors": len(result.errors) + len(result.internal_errors),
+            "fixable": sum(fixable(d.fix, options) for d in result.diagnostics),
+            "baselined": options.baselined,
         },
     }
     return json.dumps(payload, indent=2) + "\n"

@@ -10,10 +10,8 @@ user's training code, and code scanning lists notifications on its tool status p
 from __future__ import annotations
 
 import gzip
-import hashlib
 import json
 import sys
-from collections import Counter
 from pathlib import Path
 from urllib.parse import quote
 
@@ -25,7 +23,9 @@ from ddplint.config import Config
 from ddplint.diagnostics import Diagnostic, Severity
 from ddplint.lint.engine import SYNTAX_ERROR, LintResult
 from ddplint.lint.rules import CATALOG
+from ddplint.report.fingerprints import fingerprints
 from ddplint.report.locations import relative_to, repository_root
+from ddplint.report.options import DEFAULTS, ReportOptions
 from ddplint.report.sarif_json import to_json
 
 SCHEMA_URI = "https://json.schemastore.org/sarif-2.1.0.json"
@@ -39,7 +39,7 @@ MAX_DESCRIPTION = 1024  # GitHub cuts fullDescription here
 SEVERITY_ORDER = {Severity.ERROR: 0, Severity.WARNING: 1}
 
 
-def render(result: LintResult, config: Config) -> str:
+def render(result: LintResult, config: Config, options: ReportOptions = DEFAULTS) -> str:
     root = repository_root()
     findings = [d for d in result.diagnostics if d.code != SYNTAX_ERROR]
     unparsable = [d for d in result.diagnostics if d.code == SYNTAX_ERROR]
@@ -59,22 +59,6 @@ def render(result: LintResult, config: Config) -> str:
             file=sys.stderr,
         )
     return text
-
-
-def fingerprints(diagnostics: list[Diagnostic]) -> list[str]:
-    """Per finding: hash of rule, whitespace-free source line, and which repeat of that pair in the file it is.
-
-    No line number goes in, so inserting code above a finding keeps its fingerprint.
-    """
-    seen: Counter[tuple[str, str, str]] = Counter()
-    out = []
-    for d in diagnostics:
-        key = (d.path, d.code, "".join(d.source_line.split()))
-        occurrence = seen[key]
-        seen[key] += 1
-        digest = hashlib.sha256(f"{d.code}\0{key[2]}\0{occurrence}".encode()).hexdigest()
-        out.append(digest[:32])
-    return out
 
 
 def _most_severe(findings: list[Diagnostic], limit: int) -> set[int]:
@@ -166,18 +150,30 @@ def _result(d: Diagnostic, rule_index: int, fingerprint: str, artifact: om.Artif
         rule_index=rule_index,
         level=d.severity.value,
         message=om.Message(text=d.message),
-        locations=[om.Location(physical_location=om.PhysicalLocation(
-            artifact_location=artifact, region=_region(d.line, d.col, d.end_line, d.end_col),
-        ))],
+        locations=[_location(d, artifact)],
         partial_fingerprints={FINGERPRINT_KEY: fingerprint},
         fixes=fixes,
+    )
+
+
+def _location(d: Diagnostic, artifact: om.ArtifactLocation) -> om.Location:
+    """A notebook finding names its cell: a region would be read as lines of the .ipynb JSON."""
+    if d.cell is None:
+        return om.Location(physical_location=om.PhysicalLocation(
+            artifact_location=artifact, region=_region(d.line, d.col, d.end_line, d.end_col),
+        ))
+    return om.Location(
+        physical_location=om.PhysicalLocation(artifact_location=artifact),
+        logical_locations=[om.LogicalLocation(name=f"cell {d.cell}", kind="module")],
+        properties={"notebookCell": d.cell, "cellLine": d.line, "cellColumn": d.col,
+                    "cellEndLine": d.end_line, "cellEndColumn": d.end_col},
     )
 
 
 def _notification(
     path: str, message: str, artifact: om.ArtifactLocation, where: Diagnostic | None = None,
 ) -> om.Notification:
-    region = None if where is None else _region(where.line, where.col, where.end_line, where.end_col)
+    region = None if where is None or where.cell is not None else _region(where.line, where.col, where.end_line, where.end_col)
     return om.Notification(
         level="error",
         message=om.Message(text=f"{path}: {message}"),

@@ -1,0 +1,84 @@
+"""Baselines: adopt ddplint on an existing code base in one commit.
+
+`--write-baseline FILE` records today's findings; `--baseline FILE` (or `baseline = "FILE"`
+in the configuration) reports only findings that are not recorded there. A finding is
+recorded by its file (relative to the baseline's directory), its rule and the fingerprint
+that SARIF carries as `partialFingerprints`: no line number goes in, so code added or
+removed elsewhere in the file keeps old findings matched, while a new instance of the same
+mistake, even on an identical line, is new.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from ddplint.diagnostics import Diagnostic
+from ddplint.report.fingerprints import fingerprints
+
+FORMAT = 1
+
+
+class BaselineError(Exception):
+    """The baseline cannot be read or written; the message is one line for the user."""
+
+
+@dataclass(frozen=True)
+class Entry:
+    path: str  # POSIX, relative to the baseline's directory
+    code: str
+    fingerprint: str
+
+
+def _entries(diagnostics: list[Diagnostic], base: Path) -> list[tuple[Entry, Diagnostic]]:
+    out = []
+    for d, fingerprint in zip(diagnostics, fingerprints(diagnostics)):
+        relative = Path(os.path.relpath(os.path.realpath(d.path), os.path.realpath(base))).as_posix()
+        out.append((Entry(relative, d.code, fingerprint), d))
+    return out
+
+
+def write(path: Path, diagnostics: list[Diagnostic]) -> int:
+    """Record the findings in `path`; returns how many."""
+    entries = _entries(diagnostics, path.parent)
+    payload = {
+        "ddplint_baseline": FORMAT,
+        "findings": [
+            {"path": e.path, "code": e.code, "fingerprint": e.fingerprint, "line": d.line, "message": d.message}
+            for e, d in entries
+        ],
+    }
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            json.dump(payload, out, indent=1)
+            out.write("\n")
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise BaselineError(f"cannot write baseline {path}: {exc.strerror or exc}") from None
+    return len(entries)
+
+
+def read(path: Path) -> frozenset[Entry]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise BaselineError(f"cannot read baseline {path}: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise BaselineError(f"baseline {path} is not valid JSON: {exc}") from None
+    if not isinstance(data, dict) or data.get("ddplint_baseline") != FORMAT or not isinstance(data.get("findings"), list):
+        raise BaselineError(f"{path} is not a ddplint baseline (write one with --write-baseline)")
+    try:
+        return frozenset(Entry(f["path"], f["code"], f["fingerprint"]) for f in data["findings"])
+    except (KeyError, TypeError) as exc:
+        raise BaselineError(f"baseline {path}: malformed entry ({exc})") from None
+
+
+def new_findings(diagnostics: list[Diagnostic], path: Path) -> tuple[list[Diagnostic], int]:
+    """The findings not recorded in the baseline at `path`, and how many were recorded ones."""
+    known = read(path)
+    kept = [d for e, d in _entries(diagnostics, path.parent) if e not in known]
+    return kept, len(diagnostics) - len(kept)
