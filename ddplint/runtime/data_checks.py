@@ -25,7 +25,7 @@ from enum import Enum
 
 import numpy as np
 
-from ddplint.runtime.datarecords import LoaderRecord
+from ddplint.runtime.datarecords import LoaderRecord, distinct_keys
 from ddplint.runtime.sites import short
 from ddplint.runtime.verdict import CheckResult, Status
 
@@ -93,7 +93,7 @@ def audit_indices(per_rank: dict[int, np.ndarray], n: int, pairs: bool = True) -
 
 def repeats(a: np.ndarray) -> int:
     """Reads of an index beyond its first within one list."""
-    return int(a.size - np.unique(a).size)
+    return int(a.size - distinct_keys(a).size)
 
 
 @dataclass
@@ -192,7 +192,7 @@ def basis(loader: Loader) -> Basis:
     if len({r.image_digest for r in recs.values()}) == 1:
         lists = {rank: _known(r.epochs[0].full) for rank, r in recs.items()}
         return Basis(Level.INDICES, f"same {roots} on every rank", lists, meta.dataset_len or 0)
-    universe = np.unique(np.concatenate([_known(r.reachable) for r in recs.values()]))
+    universe = distinct_keys(np.concatenate([_known(r.reachable) for r in recs.values()]))
     lists = {rank: np.searchsorted(universe, _known(r.epochs[0].keys)) for rank, r in recs.items()}
     return Basis(Level.ROOTS, f"same {roots} on every rank, through per-rank {meta.chain}",
                  lists, int(universe.size))
@@ -269,8 +269,8 @@ def _result(check: str, per_loader: list[Verdict], empty: str, data: list[dict])
 def _overlap(loader: Loader, name: str, lines: list[str], ratio: float, b: Basis) -> Verdict:
     meta, tag = loader.meta, b.tag
     if not loader.training:
-        return (Status.WARN, f"{name}: every rank reads the same samples ({ratio:.0%} overlap, {tag}); "
-                f"work repeated on every rank", lines, None,
+        return (Status.WARN, (f"{name}: every rank reads the same samples ({ratio:.0%} overlap, {tag}); "
+                f"work repeated on every rank"), lines, None,
                 "give this loader a DistributedSampler(shuffle=False) and reduce the metric")
     if meta.iterable:
         fix = "shard the IterableDataset by rank (torch.distributed.get_rank()/get_world_size()) in __iter__"
@@ -309,10 +309,10 @@ def check_disjoint(loaders: list[Loader], world: int, base: str) -> CheckResult:
                 out.append((Status.PASS, f"{name}: ranks read disjoint samples ({b.tag})", [], None, None))
             elif across <= pad:
                 out.append((Status.WARN,
-                            f"{name}: {across} padding duplicate(s) per epoch (len {meta.dataset_len} % "
-                            f"{world} ranks; {meta.sampler} repeats samples to even out ranks)", [b.tag], None,
-                            "use drop_last=True in the DistributedSampler, or a dataset length "
-                            "divisible by the world size, if the repeats matter"))
+                            (f"{name}: {across} padding duplicate(s) per epoch (len {meta.dataset_len} % "
+                            f"{world} ranks; {meta.sampler} repeats samples to even out ranks)"), [b.tag], None,
+                            ("use drop_last=True in the DistributedSampler, or a dataset length "
+                            "divisible by the world size, if the repeats matter")))
             else:
                 lines = [_pair_line(p, "sample indices") for p in audit.pairs[:3]]
                 out.append(_overlap(loader, name, lines, audit.pairs[0][3] if audit.pairs else 1.0, b))
@@ -368,15 +368,15 @@ def check_duplicates(loaders: list[Loader], world: int, base: str) -> CheckResul
         if worst_repeats == 0:
             out.append((Status.PASS, f"{name}: no rank reads a sample twice in an epoch ({how})", [], None, None))
         elif worst_repeats <= allowed:
-            out.append((Status.PASS, f"{name}: rank {rank} reads {worst_repeats} sample(s) twice, the "
-                        f"{meta.sampler}'s padding ({how})", [], None, None))
+            out.append((Status.PASS, (f"{name}: rank {rank} reads {worst_repeats} sample(s) twice, the "
+                        f"{meta.sampler}'s padding ({how})"), [], None, None))
         elif indexed or share >= _CONTENT_FAIL_RATIO:
             cause, fix = _repeat_cause(meta, indexed)
-            out.append((Status.FAIL, f"{name}: rank {rank}: {worst_repeats} of its {samples} samples in epoch 0 "
-                        f"are repeats ({share:.0%}, {how}): {cause}", [], None, fix))
+            out.append((Status.FAIL, (f"{name}: rank {rank}: {worst_repeats} of its {samples} samples in epoch 0 "
+                        f"are repeats ({share:.0%}, {how}): {cause}"), [], None, fix))
         else:
-            out.append((Status.WARN, f"{name}: rank {rank} received {worst_repeats} identical sample(s) among "
-                        f"{samples} ({how}: duplicates in the data, or a partial repeat)", [], None, None))
+            out.append((Status.WARN, (f"{name}: rank {rank} received {worst_repeats} identical sample(s) among "
+                        f"{samples} ({how}: duplicates in the data, or a partial repeat)"), [], None, None))
     return _result("data.duplicates", out, "no DataLoader was iterated", data)
 
 
@@ -385,10 +385,10 @@ def _repeat_cause(meta: LoaderRecord, indexed: bool) -> tuple[str, str]:
         return (f"{meta.sampler} yields the same index more than once per epoch",
                 "make the sampler yield each index once per epoch (or sample with replacement on purpose)")
     if meta.iterable and meta.num_workers > 1:
-        return (f"each of the {meta.num_workers} DataLoader workers yields the same samples; the "
-                f"IterableDataset does not split its stream with torch.utils.data.get_worker_info()",
-                "in __iter__, after sharding by rank, keep every num_workers-th sample from "
-                "get_worker_info().id (or shard files by worker)")
+        return ((f"each of the {meta.num_workers} DataLoader workers yields the same samples; the "
+                f"IterableDataset does not split its stream with torch.utils.data.get_worker_info()"),
+                ("in __iter__, after sharding by rank, keep every num_workers-th sample from "
+                "get_worker_info().id (or shard files by worker)"))
     return ("the dataset yields the same samples more than once per epoch",
             "make the dataset yield each sample once per epoch")
 
@@ -422,13 +422,13 @@ def check_coverage(loaders: list[Loader], world: int, base: str, steps: int) -> 
             out.append((Status.PASS, f"{name}: the ranks together read all {n} samples per epoch ({how})",
                         [] if b.by_index else [b.tag], None, None))
         elif missing <= drops:
-            out.append((Status.INFO, f"{name}: {missing} of {n} samples dropped per epoch "
-                        f"(drop_last=True)", why, None, None))
+            out.append((Status.INFO, (f"{name}: {missing} of {n} samples dropped per epoch "
+                        f"(drop_last=True)"), why, None, None))
         else:
-            out.append((Status.FAIL, f"{name}: {missing - drops} of {n} samples are read by no "
-                        f"rank in an epoch ({b.tag})", why, None,
-                        "shard one dataset with DistributedSampler (it covers every sample), or fix the "
-                        "custom split"))
+            out.append((Status.FAIL, (f"{name}: {missing - drops} of {n} samples are read by no "
+                        f"rank in an epoch ({b.tag})"), why, None,
+                        ("shard one dataset with DistributedSampler (it covers every sample), or fix the "
+                        "custom split")))
     return _result("data.coverage", out, "no DataLoader was iterated by every rank", data)
 
 
@@ -441,12 +441,12 @@ def _coverage_by_content(loader: Loader, name: str, world: int, steps: int, b: B
         what = "the IterableDataset" if meta.iterable else f"{meta.dataset}"
         return (Status.SKIP, f"{name}: coverage not measurable: {what} has no len()", [b.tag], None, None), None
     if not all(r.epochs[0].exhausted for r in loader.per_rank.values()):
-        return (Status.SKIP, f"{name}: coverage not measurable: epoch 0 was cut at --steps {steps} batches "
-                f"before its end (raise --steps to read it whole)", [b.tag], None, None), None
+        return (Status.SKIP, (f"{name}: coverage not measurable: epoch 0 was cut at --steps {steps} batches "
+                f"before its end (raise --steps to read it whole)"), [b.tag], None, None), None
     seen = set().union(*_fingerprints(loader).values())
     if len(seen) > n:
-        return (Status.SKIP, f"{name}: coverage not measurable: len() is {n} but the ranks received "
-                f"{len(seen)} different samples (a per-rank length?)", [b.tag], None, None), None
+        return (Status.SKIP, (f"{name}: coverage not measurable: len() is {n} but the ranks received "
+                f"{len(seen)} different samples (a per-rank length?)"), [b.tag], None, None), None
     drops, why = 0, []
     if meta.batch_drop_last and meta.batch_size:
         streams = world * max(1, meta.num_workers) if meta.iterable else world
@@ -514,16 +514,16 @@ def check_set_epoch(loaders: list[Loader], base: str) -> CheckResult:
             out.append((Status.PASS, f"{name}: same order every epoch; the sampler does not shuffle",
                         [], None, None))
         elif not calls:
-            out.append((Status.FAIL, f"{name}: same order in epoch 0 and epoch 1 on rank(s) "
-                        f"{_ranks(same_on)}: {sampler}.set_epoch() is never called", [], "DDP202",
+            out.append((Status.FAIL, (f"{name}: same order in epoch 0 and epoch 1 on rank(s) "
+                        f"{_ranks(same_on)}: {sampler}.set_epoch() is never called"), [], "DDP202",
                         "call sampler.set_epoch(epoch) at the start of every epoch"))
         elif len(set(map(str, calls))) == 1:
-            out.append((Status.FAIL, f"{name}: same order in epoch 0 and epoch 1 on rank(s) "
-                        f"{_ranks(same_on)}: {sampler}.set_epoch() is always called with {calls[0]!r}",
+            out.append((Status.FAIL, (f"{name}: same order in epoch 0 and epoch 1 on rank(s) "
+                        f"{_ranks(same_on)}: {sampler}.set_epoch() is always called with {calls[0]!r}"),
                         [f"calls seen: {shown}"], "DDP204", "pass the epoch number: sampler.set_epoch(epoch)"))
         else:
-            out.append((Status.FAIL, f"{name}: same order in epoch 0 and epoch 1 on rank(s) "
-                        f"{_ranks(same_on)} although set_epoch was called ({shown})", [], None, None))
+            out.append((Status.FAIL, (f"{name}: same order in epoch 0 and epoch 1 on rank(s) "
+                        f"{_ranks(same_on)} although set_epoch was called ({shown})"), [], None, None))
     return _result("data.set_epoch", out, "no map-style DataLoader ran two epochs on a rank", data)
 
 

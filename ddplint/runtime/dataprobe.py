@@ -27,6 +27,7 @@ shuffles, the first iterated with autograd enabled.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import operator
 import random
 import sys
@@ -38,6 +39,7 @@ from ddplint.runtime.datarecords import (
     LoaderRecord,
     RootData,
     SetEpochCall,
+    distinct_keys,
 )
 from ddplint.runtime.fingerprint import batch_fingerprints, whole_digest
 
@@ -343,14 +345,13 @@ class LoaderTracker:
             return None
         finally:
             _restore_rng(saved)
-        flat: list = []
-        for item in items:  # batches, or a sampler that yields lists
-            if isinstance(item, (list, tuple)) or getattr(item, "ndim", False):
-                flat.extend(item)
-            else:
-                flat.append(item)
+        if items and (isinstance(items[0], (list, tuple)) or getattr(items[0], "ndim", False)):
+            items = list(itertools.chain.from_iterable(items))  # batches, or a sampler that yields lists
         try:
-            return np.fromiter((operator.index(i) for i in flat), dtype=np.int64, count=len(flat))
+            arr = np.asarray(items)
+            if arr.ndim == 1 and arr.dtype.kind in "iu":
+                return arr.astype(np.int64, copy=False)
+            return np.fromiter((operator.index(i) for i in items), dtype=np.int64, count=len(items))
         except (TypeError, ValueError):
             return None  # indices that are not integers (keys of a dict-like dataset)
 
@@ -366,7 +367,7 @@ class LoaderTracker:
             image = chain.keys(loader.dataset, np.arange(rec.dataset_len, dtype=np.int64))
             if image is not None:
                 rec.image_digest = hashlib.blake2b(image.tobytes(), digest_size=8).hexdigest()
-                rec.reachable = np.unique(image)
+                rec.reachable = distinct_keys(image)
 
     def _iter(self, loader):
         site = getattr(loader, "_ddplint_site", None)

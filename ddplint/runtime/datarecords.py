@@ -96,3 +96,13 @@ class LoaderRecord:
         values["epochs"] = [EpochRecord(**e) for e in d.get("epochs", [])]
         values["set_epoch"] = [SetEpochCall(**c) for c in d.get("set_epoch", [])]
         return cls(**values)
+
+
+def distinct_keys(a: np.ndarray) -> np.ndarray:
+    """The sorted distinct values of non-negative keys, through a presence array: linear, where
+    np.unique takes seconds on a million keys."""
+    if not a.size:
+        return a.astype(np.int64)
+    present = np.zeros(int(a.max()) + 1, dtype=bool)
+    present[a] = True
+    return np.flatnonzero(present)
