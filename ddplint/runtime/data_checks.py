@@ -5,7 +5,7 @@ Every DataLoader is identified by its creation site (file:line) and judged on it
 status is the worst over loaders. Only the training loader can FAIL data.disjoint and
 data.content: an evaluation loader read whole by every rank is duplicated work, a WARN.
 
-Samples are compared by index only when the ranks are shown to hold the same data (`basis`):
+Samples are compared by index only when the ranks are shown to hold the same data (`identify`):
 - `indices`: every rank reaches the same root datasets (same class, length and anchor samples)
   through the same indexing, so the sampler's indices name the same samples on every rank;
 - `roots`: the same root datasets, reached through different Subsets (a per-rank split): the
@@ -21,6 +21,7 @@ indices); it counts with numpy in time linear in the dataset size (bench/runtime
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from enum import Enum
 
 import numpy as np
@@ -106,6 +107,10 @@ class Loader:
     def meta(self) -> LoaderRecord:
         return self.per_rank[min(self.per_rank)]
 
+    @cached_property
+    def basis(self) -> Basis:
+        return identify(self)
+
     def name(self, base: str) -> str:
         m = self.meta
         what = m.chain if len(m.chain) <= 60 else m.chain[:57] + "..."
@@ -167,7 +172,8 @@ class Basis:
         return f"by root index: {self.why}" if self.by_index else f"by content: {self.why}"
 
 
-def basis(loader: Loader) -> Basis:
+def identify(loader: Loader) -> Basis:
+    """How the ranks' samples can be compared: by index when the same data is established."""
     recs = loader.per_rank
     meta = loader.meta
     if meta.iterable:
@@ -199,7 +205,7 @@ def basis(loader: Loader) -> Basis:
 
 
 def _known(a: np.ndarray | None) -> np.ndarray:
-    assert a is not None  # basis() checked every rank's arrays first
+    assert a is not None  # identify() checked every rank's arrays first
     return a
 
 
@@ -297,7 +303,7 @@ def check_disjoint(loaders: list[Loader], world: int, base: str) -> CheckResult:
     for loader in loaders:
         if len(loader.per_rank) < 2:
             continue
-        meta, name, b = loader.meta, loader.name(base), basis(loader)
+        meta, name, b = loader.meta, loader.name(base), loader.basis
         item: dict[str, object] = {"site": loader.site, "level": b.level.value, "basis": b.why}
         if b.by_index:
             audit = audit_indices(b.lists, b.n)
@@ -403,7 +409,7 @@ def check_coverage(loaders: list[Loader], world: int, base: str, steps: int) -> 
         if meta.replacement:
             out.append((Status.SKIP, f"{name}: samples with replacement, coverage is not defined", [], None, None))
             continue
-        b = basis(loader)
+        b = loader.basis
         if b.by_index:
             audit = audit_indices(b.lists, b.n, pairs=False)
             drops, why = _documented_drops(loader, world, b.n)
@@ -462,7 +468,7 @@ def check_content(loaders: list[Loader], world: int, base: str, batches: int) ->
     for loader in loaders:
         if len(loader.per_rank) < 2:
             continue
-        name, b = loader.name(base), basis(loader)
+        name, b = loader.name(base), loader.basis
         pairs = _fingerprint_pairs(_fingerprints(loader, batches))
         disjoint = False
         if b.by_index:  # the indices decide; identical content at distinct indices is in the data
