@@ -113,7 +113,7 @@ def run(paths: tuple[str, ...], options: LintOptions) -> NoReturn:
         from ddplint.report import FORMATS
 
         rendered = FORMATS[options.output_format](result, config, report_options)
-    _write(rendered, options.output)
+    _write(rendered, options.output, report_options.color)
     _verbose(options, f"{result.files} file{'s' * (result.files != 1)} in {time.perf_counter() - started:.2f} s")
     if result.errors or result.internal_errors or fix_failed:
         sys.exit(EXIT_ERROR)
@@ -231,9 +231,9 @@ def _statistics(result, options) -> str:
     return "".join(line + "\n" for line in lines)
 
 
-def _write(rendered: str, output: Path | None) -> None:
+def _write(rendered: str, output: Path | None, color: bool = False) -> None:
     if output is None:
-        click.echo(rendered, nl=False)
+        click.echo(rendered, nl=False, color=color)  # click strips ANSI codes off a terminal unless told
         return
     try:
         output.write_text(rendered, encoding="utf-8")

@@ -1,0 +1,124 @@
+"""The result cache: reused only while the file, its helpers, the configuration and ddplint are unchanged."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import run_cli
+
+from ddplint import config as config_mod
+from ddplint.lint import cache as cache_mod
+from ddplint.lint.engine import lint_paths
+from ddplint.lint.rules import RULES_BY_CODE
+
+SCRIPT = (
+    "import torch\n"
+    "import torch.distributed as dist\n"
+    "from helpers import is_main_process\n"
+    "dist.init_process_group('nccl')\n"
+    "a = torch.zeros(1).to('cuda:0')\n"
+    "if is_main_process():\n"
+    "    torch.save({}, 'ckpt.pt')\n"
+    "dist.destroy_process_group()\n"
+)
+GUARD = "import torch.distributed as dist\n\ndef is_main_process():\n    return dist.get_rank() == 0\n"
+NOT_A_GUARD = "def is_main_process():\n    return True\n"
+
+
+@pytest.fixture
+def project(tmp_path):
+    (tmp_path / "pyproject.toml").write_text("[tool.ddplint]\n")
+    (tmp_path / "train.py").write_text(SCRIPT)
+    (tmp_path / "helpers.py").write_text(GUARD)
+    return tmp_path
+
+
+class Counting:
+    """Counts the files the engine really lints (not served from the cache)."""
+
+    def __init__(self, monkeypatch):
+        from ddplint.lint import engine
+
+        self.linted: list[str] = []
+        real = engine.lint_file
+
+        def counting(path, *args):
+            self.linted.append(path.name)
+            return real(path, *args)
+
+        monkeypatch.setattr(engine, "lint_file", counting)
+
+
+def run(project, **changes):
+    config = config_mod.load(project, frozenset(RULES_BY_CODE))
+    from dataclasses import replace
+
+    config = replace(config, **changes)
+    result = lint_paths([project / "train.py"], config, jobs=1, cache=cache_mod.ResultCache(config))
+    return sorted((d.code, d.line) for d in result.diagnostics)
+
+
+def test_a_warm_run_serves_the_same_findings_without_linting(project, monkeypatch):
+    cold = run(project)
+    counter = Counting(monkeypatch)
+    assert run(project) == cold and counter.linted == []
+    assert (project / ".ddplint_cache" / ".gitignore").read_text().splitlines()[-1] == "*"
+
+
+def test_editing_the_file_invalidates_it(project, monkeypatch):
+    run(project)
+    counter = Counting(monkeypatch)
+    (project / "train.py").write_text(SCRIPT.replace("'cuda:0'", "'cuda:1'"))
+    assert ("DDP101", 5) in run(project) and counter.linted == ["train.py"]
+
+
+def test_editing_a_helper_the_findings_depended_on_invalidates_them(project, monkeypatch):
+    run(project)
+    counter = Counting(monkeypatch)
+    run(project)
+    assert counter.linted == []
+    (project / "helpers.py").write_text(NOT_A_GUARD)
+    run(project)
+    assert counter.linted == ["train.py"]
+
+
+def test_a_different_configuration_is_a_different_cache(project, monkeypatch):
+    run(project)
+    counter = Counting(monkeypatch)
+    assert run(project, ignore=("DDP101",)) != run(project)
+    assert counter.linted == ["train.py"]  # the new configuration is linted, the first one is served...
+    run(project, ignore=("DDP101",))
+    assert counter.linted == ["train.py"]  # ...and then the new one too, from its own entry
+
+
+def test_a_change_to_ddplints_own_code_invalidates_everything(project, monkeypatch):
+    run(project)
+    counter = Counting(monkeypatch)
+    monkeypatch.setattr(cache_mod, "code_hash", lambda: "an edited analyzer")
+    run(project)
+    assert counter.linted == ["train.py"]
+
+
+def test_the_code_hash_covers_the_analysis_and_rules_but_not_the_runtime_audit():
+    files = {p.relative_to(cache_mod.PACKAGE).as_posix() for p in cache_mod.PACKAGE.rglob("*.py")}
+    assert {"lint/engine.py", "lint/facts.py", "lint/rules/device_binding.py", "config.py"} <= files
+    assert len(cache_mod.code_hash()) == 64
+
+
+def test_cli_no_cache_writes_nothing_and_a_cached_run_prints_the_same(project):
+    first = run_cli("--no-cache", "train.py", cwd=project)
+    assert not (project / ".ddplint_cache").exists()
+    cold = run_cli("train.py", cwd=project)
+    warm = run_cli("-v", "train.py", cwd=project)
+    assert first.stdout == cold.stdout == warm.stdout
+    assert "cache: 1 of 1 files unchanged" in warm.stderr
+
+
+def test_a_corrupt_cache_is_ignored_and_rewritten(project):
+    run_cli("train.py", cwd=project)
+    for entry in (project / ".ddplint_cache").glob("*.json"):
+        entry.write_text("{broken")
+    proc = run_cli("train.py", cwd=project)
+    assert proc.returncode == 1 and "DDP101" in proc.stdout
+    assert all(isinstance(json.loads(e.read_text()), dict) for e in (project / ".ddplint_cache").glob("*.json"))
