@@ -137,8 +137,10 @@ def test_correct_script_passes_every_check(runs):
     assert train["set_epoch_calls"][:2] == [0, 1]
     # the evaluation loader (one worker process) ran in both epochs, not counted as training
     assert val["site"] == f"{run.script}:20" and not val["training"] and val["epochs_seen"] == 2
-    assert [w["path"] for w in run.report["writes"]] == [str(run.workdir / "checkpoint.pt")]
+    assert [(w["path"], w["change"], w["seen_by_probe"]) for w in run.report["writes"]] == [
+        (str(run.workdir / "checkpoint.pt"), "created", True)]
     assert run.report["writes"][0]["ranks"] == [0]
+    assert {c["check"]: c["status"] for c in run.report["checks"]}["io.sandbox"] == "PASS"
     assert [r["status"] for r in run.report["ranks"]] == ["stopped", "stopped"]
     assert run.report["launch"]["backend"] == "gloo" and run.report["launch"]["world_size"] == 2
 
@@ -275,7 +277,10 @@ def test_argparse_arguments_after_double_dash(runs):
                                          "--lr", "0.05", "--out", out]
     [loader] = run.report["loaders"]
     assert loader["batch_size"] == 8 and loader["dataset_len"] == 96
-    assert [w["path"] for w in run.report["writes"]] == [str(run.workdir / out / f"epoch{e}.pt") for e in (0, 1)]
+    # the job's copy-on-write layer: the directory and both checkpoints, created by rank 0
+    assert [(w["path"], w["change"], w["type"], w["ranks"]) for w in run.report["writes"]] == [
+        (str(run.workdir / out), "created", "dir", [0]),
+        *[(str(run.workdir / out / f"epoch{e}.pt"), "created", "file", [0]) for e in (0, 1)]]
 
 
 def test_text_report(runs):

@@ -85,7 +85,7 @@ def test_every_write_is_contained_listed_and_no_process_survives(base):
     e["HOME"] = str(home)
     proc = subprocess.run([sys.executable, "-m", "ddplint", "--runtime", "--format", "json", "--output",
                            str(report_path), "writes_everywhere.py", "--out", str(out), "--marker", marker],
-                          cwd=project, env=e, capture_output=True, text=True, timeout=WAIT_S)
+                          cwd=project, env=e, capture_output=True, text=True, timeout=WAIT_S, check=False)
     assert {d: snapshot(d) for d in (project, home, out)} == before, "a file of the user's changed"
     assert processes_naming(f"sleep {marker}") == []
     assert processes_naming(str(project)) == []
@@ -148,7 +148,7 @@ def _watch(proc: subprocess.Popen, wanted: str, lines: list[str]) -> bool:
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
-@pytest.mark.parametrize("moment", ["launching torchrun", "2/2 ranks reporting", "rank 1 first batch"])
+@pytest.mark.parametrize("moment", ["launching torchrun", "2/2 ranks reporting", "step 3 (epoch 0)"])
 def test_signal_at_any_moment_leaves_no_process_and_no_scratch(tmp_path, sig, moment):
     scratch = tmp_path / "tmp"
     scratch.mkdir()

@@ -160,6 +160,7 @@ def run_audit(options: RuntimeOptions) -> int:
     from ddplint.runtime.rundir import RunDir
     from ddplint.runtime.sandbox import remove_tree
 
+    assert options.script is not None  # (the preflight's SMOKE stands in for a missing script)
     script = options.script.resolve()
     world = nproc * options.nnodes
     started = time.monotonic()
@@ -180,7 +181,8 @@ def run_audit(options: RuntimeOptions) -> int:
                       f"port {port}, timeout {options.timeout:g} s"
                       + (", sandboxed" if plan else ", not sandboxed (see io.sandbox)"))
             result = Launch(rundir, command, nproc, options.timeout, options.rdzv_timeout, _progress,
-                            Nodes.of(options, port), plan).run()
+                            Nodes.of(options, port), plan, first_rank=options.node_rank * nproc,
+                            verbose=options.verbose).run()
             changes = layer_changes(plan.layers, list(plan.roots), tempfile.gettempdir()) if plan else None
             report = _merge(options, script, host, result, nproc, world, backend, port,
                             time.monotonic() - started, containment, changes, preflight)
@@ -226,7 +228,7 @@ def _merge(options, script, host, result, nproc, world, backend, port, elapsed, 
         why = "no rank reported (see run.failure and run.hang)"
         checks += [CheckResult(name, Status.SKIP, why) for name in
                    (*DATA_CHECKS, "io.single_writer")]
-    checks.append(check_failure(result, world, base))
+    checks.append(_with_output(check_failure(result, world, base), result.outputs))
     checks.append(check_hang(result, world, base, options.timeout))
     writes = writes_report(changes, records)
     if not preflight:
@@ -245,11 +247,35 @@ def _merge(options, script, host, result, nproc, world, backend, port, elapsed, 
                       "status": rec["status"] if rec else ("hung" if result.hang else "missing"),
                       "phase": phase.get("phase"),
                       "backend": (rec.get("backend") or {}).get("used") if rec else None,
-                      "elapsed_s": rec.get("elapsed_s") if rec else None})
+                      "elapsed_s": rec.get("elapsed_s") if rec else None,
+                      **_output_fields(result.outputs.get(rank))})
     loaders = [loader.summary() for loader in loaders_of(records)]
     return rpt.build(checks, script=None if preflight else str(script), script_args=options.script_args,
                      launch=launch,
                      elapsed_s=elapsed, ranks=ranks, loaders=loaders, writes=writes)
+
+
+OUTPUT_LINES = 10  # of each failing rank's output, in the text report
+
+
+def _with_output(check: CheckResult, outputs: dict) -> CheckResult:
+    """A failed run: the last lines each failing rank wrote (every line is in the JSON report)."""
+    if check.status is not Status.FAIL:
+        return check
+    failing = [r["rank"] for r in check.data.get("ranks", [])] or check.data.get("missing_ranks", [])
+    for rank in failing or sorted(outputs):
+        out = outputs.get(rank)
+        lines = out.last_lines(OUTPUT_LINES) if out else []
+        if lines:
+            check.evidence.append(f"rank {rank}'s last output:")
+            check.evidence += [f"  | {line}" for line in lines]
+    return check
+
+
+def _output_fields(out) -> dict:
+    if out is None:
+        return {"stdout": "", "stderr": "", "output_truncated": False}
+    return {"stdout": out.stdout, "stderr": out.stderr, "output_truncated": out.truncated}
 
 
 def _emit(options: RuntimeOptions, report: dict) -> int:

@@ -30,10 +30,12 @@ from typing import Self
 
 from ddplint.runtime import sandbox as sbx
 from ddplint.runtime.nodes import Nodes, RecordExchange
+from ddplint.runtime.rankoutput import OutputReader, RankOutput
 from ddplint.runtime.rundir import LAUNCHER_PID_ENV, RunDir
 
 POLL_S = 0.1
 STACK_WAIT_S = 30.0  # the ranks' stack dumps: usually within a second, but a loaded machine is slow
+_MAIN_DONE = "in _run_module_as_main"  # the last frame faulthandler writes for the main thread
 SANDBOX_STOP_S = 20.0  # for the sandbox's init to stop the job and write what it saw
 
 
@@ -66,6 +68,7 @@ class LaunchResult:
     log_tail: str
     command: list[str] = field(default_factory=list)
     sandbox: sbx.Outcome | None = None  # what the sandbox's init saw, when there was one
+    outputs: dict[int, RankOutput] = field(default_factory=dict)  # each rank's stdout and stderr
 
 
 def torchrun_command(rundir: RunDir, script: Path, script_args: tuple[str, ...], nproc: int,
@@ -79,6 +82,8 @@ def torchrun_command(rundir: RunDir, script: Path, script_args: tuple[str, ...],
     else:  # static rendezvous: fails fast when the port is taken
         cmd += ["--node-rank", str(node_rank), "--master-addr", master_addr,
                 "--master-port", str(master_port)]
+    # each rank's stdout and stderr into files of the run directory (see rankoutput)
+    cmd += ["--log-dir", str(rundir.logs_path()), "--redirects", "3"]
     return cmd + ["-m", "ddplint.runtime.probe", str(rundir.path), str(script), *script_args]
 
 
@@ -136,7 +141,7 @@ def processes_naming(text: str) -> set[int]:
 class Launch:
     def __init__(self, rundir: RunDir, command: list[str], world_local: int, timeout: float,
                  rdzv_timeout: float, progress: Callable[[str], None], nodes: Nodes | None = None,
-                 sandbox: sbx.Plan | None = None):
+                 sandbox: sbx.Plan | None = None, first_rank: int = 0, verbose: bool = False):
         self.rundir = rundir
         # several nodes: node 0 gathers every node's records, and each node reports them all
         self.exchange = RecordExchange(nodes, progress) if nodes and nodes.nnodes > 1 else None
@@ -149,6 +154,8 @@ class Launch:
         self.rank_pids: set[int] = set()
         self._shown: tuple | None = None
         self.sandbox = sandbox
+        self.output = OutputReader(rundir.logs_path(), first_rank, sys.stderr if verbose else None)
+        self._spawned = False  # torchrun has started the ranks: its rendezvous is over
 
     def run(self) -> LaunchResult:
         start = time.monotonic()
@@ -166,6 +173,7 @@ class Launch:
                 if self.sandbox is None:
                     self.rank_pids |= _children(self.proc.pid)
                 phases = self.rundir.read_phases()
+                self.output.poll()
                 self._show(phases, time.monotonic() - start)
                 hang = self._stalled(phases, time.monotonic() - start)
                 if hang is not None:
@@ -174,6 +182,8 @@ class Launch:
         finally:
             with signals_deferred():
                 self._kill_all()
+                self.output.poll(final=True)
+        outputs = self.output.collect()
         records = self.rundir.read_records()
         if self.exchange is not None and not (hang and hang.reason == "rendezvous"):
             records = self.exchange.merge(records)  # (no node got past rendezvous: nothing to merge)
@@ -183,21 +193,34 @@ class Launch:
             phases=self.rundir.read_phases(),
             hang=hang,
             elapsed_s=time.monotonic() - start,
-            log_tail=_tail(self.rundir.log_path()),
+            # torchrun's own lines, then the end of every rank's stderr (NCCL's complaints)
+            log_tail=_tail(self.rundir.log_path()) + "".join(
+                o.stderr[-2000:] for _, o in sorted(outputs.items())),
             command=self.command,
             sandbox=sbx.Outcome.read(self.rundir.path) if self.sandbox is not None else None,
+            outputs=outputs,
         )
 
     def _stalled(self, phases: dict[int, dict], elapsed: float) -> Hang | None:
         if elapsed >= self.timeout:
             return Hang("timeout", elapsed, self.timeout, phases, {})
-        if elapsed >= self.rdzv_timeout and len(self.rundir.read_pids()) < self.world_local:
+        if elapsed >= self.rdzv_timeout and len(self.rundir.read_pids()) < self.world_local \
+                and not self._ranks_started():
             return Hang("rendezvous", elapsed, self.rdzv_timeout, phases, {})
         now = time.time()
         for p in phases.values():
             if p.get("phase") == "init" and now - p.get("since", now) >= self.rdzv_timeout:
                 return Hang("init", elapsed, self.rdzv_timeout, phases, {})
         return None
+
+    def _ranks_started(self) -> bool:
+        """torchrun has spawned rank processes (they may still be importing on a slow machine):
+        rendezvous is over, whatever the ranks' own pid files say yet."""
+        if not self._spawned:
+            marker = f"ddplint.runtime.probe {self.rundir.path}"
+            self._spawned = any("torch.distributed.run" not in (_proc_cmdline(pid) or "torch.distributed.run")
+                                for pid in processes_naming(marker))
+        return self._spawned
 
     def _show(self, phases: dict[int, dict], elapsed: float) -> None:
         key = tuple(sorted((r, p.get("phase"), p.get("epoch")) for r, p in phases.items()))
@@ -228,9 +251,11 @@ class Launch:
         sizes = None
         while time.monotonic() < deadline:
             time.sleep(POLL_S * 2)
-            now = {r: len(s) for r, s in self.rundir.read_stacks().items() if r in pids}
-            if now == sizes and len(now) == len(pids) and all(now.values()):
-                break  # every rank has written its dump and stopped writing
+            stacks = {r: s for r, s in self.rundir.read_stacks().items() if r in pids}
+            now = {r: len(s) for r, s in stacks.items()}
+            # complete: the main thread's outermost frame is written, and nothing more comes
+            if now == sizes and len(now) == len(pids) and all(_MAIN_DONE in s for s in stacks.values()):
+                break
             sizes = now
         return self.rundir.read_stacks()
 

@@ -52,6 +52,10 @@ class RunDir:
     def log_path(self) -> Path:
         return self.path / "torchrun.log"
 
+    def logs_path(self) -> Path:
+        """torchrun's --log-dir: each rank's stdout and stderr (see rankoutput)."""
+        return self.path / "logs"
+
     # -- written by the probe, with the interpreter's own open (never the patched one) --
 
     def write_small(self, path: Path, text: str) -> None:

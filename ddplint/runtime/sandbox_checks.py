@@ -38,11 +38,14 @@ class Containment:
         return not self.disabled and self.unavailable is None
 
 
-def probe_writes(records: dict[int, dict]) -> dict[str, dict]:
-    """path -> {"ranks", "ops", "sites"} of every write the probes recorded, directories too."""
+def probe_writes(records: dict[int, dict], libraries: bool) -> dict[str, dict]:
+    """path -> {"ranks", "ops", "sites"} of every write the probes recorded, directories too;
+    with `libraries`, also a library's own writes to the temp directory or ~/.cache."""
     seen: dict[str, dict] = {}
     for rank, rec in sorted(records.items()):
         for w in rec.get("writes") or []:
+            if w.get("library") and not libraries:
+                continue
             entry = seen.setdefault(w["path"], {"ranks": [], "ops": [], "sites": []})
             for key, value in (("ranks", rank), ("ops", w["op"]), ("sites", w.get("site"))):
                 if value is not None and value not in entry[key]:
@@ -53,11 +56,12 @@ def probe_writes(records: dict[int, dict]) -> dict[str, dict]:
 def writes_report(changes: list[Change] | None, records: dict[int, dict]) -> list[dict]:
     """The report's `writes`: every change of the layers with its ranks where the probe saw it,
     then what the probe saw that left no trace (a temporary file removed again). Without the
-    sandbox (changes is None): what the probe saw."""
-    seen = probe_writes(records)
+    sandbox (changes is None): what the probe saw. A library's temp-directory writes only name
+    the ranks of a change; alone they are its plumbing (sockets, caches), not the script's."""
+    seen, libraries = probe_writes(records, libraries=False), probe_writes(records, libraries=True)
     out = []
     for c in changes or []:
-        entry = seen.pop(c.path, None)
+        entry = seen.pop(c.path, None) or libraries.get(c.path)
         out.append({"path": c.path, "change": c.kind.value, "type": c.type, "detail": list(c.detail),
                     **(entry or {"ranks": [], "ops": [], "sites": []}), "seen_by_probe": entry is not None})
     for path, entry in sorted(seen.items()):
