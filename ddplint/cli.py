@@ -93,7 +93,8 @@ def _fail(message: str) -> None:
 @click.option("--no-sandbox", "no_sandbox", is_flag=True,
               help="[runtime] Run the job without its own namespaces and copy-on-write layer (only "
               "Python's file calls are redirected then; see io.sandbox).")
-@click.option("--verbose", "-v", is_flag=True, help="Show more detail.")
+@click.option("--verbose", "-v", is_flag=True,
+              help="Show more detail; under --runtime, stream the ranks' output, each line prefixed by its rank.")
 @click.option("--quiet", "-q", is_flag=True,
               help="Lint: the findings only, no summary or warnings. Runtime text report: only the checks "
               "that did not PASS.")
