@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -10,18 +9,10 @@ from pathlib import Path
 import libcst as cst
 
 from ddplint.config import Config
-from ddplint.lint import constants
-from ddplint.lint.facts import (
-    INIT_PG,
-    CallSite,
-    ModuleFacts,
-    single_process_init,
-    spawn_targets,
-)
+from ddplint.lint.facts import INIT_PG, CallSite, ModuleFacts, spawn_targets
 from ddplint.lint.guards import Guards
 from ddplint.lint.project import ProjectIndex
-
-FOLLOW_DEPTH = 4  # how many project function calls deep `reaches` looks (DINOv2 binds its GPU 4 deep)
+from ddplint.lint.summaries import Effect, Summaries
 
 
 @dataclass
@@ -31,8 +22,8 @@ class LintContext:
     facts: ModuleFacts
     project: ProjectIndex
     config: Config
-    _reach_cache: dict = field(default_factory=dict)
     _resolve_cache: dict = field(default_factory=dict)
+    memo: dict = field(default_factory=dict)  # answers a rule computes once per module and reuses
 
     @cached_property
     def is_distributed(self) -> bool:
@@ -40,11 +31,7 @@ class LintContext:
         (`dist_util.setup_dist()`) without the script naming torch.distributed itself."""
         if self.facts.is_distributed or not self.facts.is_script:
             return self.facts.is_distributed
-
-        def starts_group(site: CallSite, facts: ModuleFacts, path: Path) -> bool:
-            return site.name == INIT_PG and not single_process_init(site.node)
-
-        return any(site.name != INIT_PG for site in self.anywhere_if("multi-process init", starts_group))
+        return any(site.name != INIT_PG for site in self.summaries.sites_with(Effect.STARTS_GROUP))
 
     def function_body_calls(self, facts: ModuleFacts, function: str) -> list[CallSite]:
         return facts.calls_within(function)
@@ -84,41 +71,6 @@ class LintContext:
             return self.resolve_function(module_facts, module_path, reexport, hops - 1)
         return None
 
-    def reaches(self, site: CallSite, targets: frozenset[str], facts: ModuleFacts | None = None,
-                path: Path | None = None, depth: int = FOLLOW_DEPTH) -> bool:
-        """A call to a project function that (transitively) calls one of `targets`."""
-        return self.reaches_if(site, targets, lambda s, f, p: s.name in targets, facts, path, depth)
-
-    def reaches_if(self, site: CallSite, key: object, found: Callable[[CallSite, ModuleFacts, Path], bool],
-                   facts: ModuleFacts | None = None, path: Path | None = None, depth: int = FOLLOW_DEPTH,
-                   bindings: constants.Bindings | None = None) -> bool:
-        """The site, or a project function it calls (transitively), is a call that `found` accepts.
-
-        `found(site, facts, path)` judges one call in the module it belongs to; `key` names the
-        question for the cache. Branches that the call's constant arguments switch off inside
-        the function (`if local_rank not in [-1, 0]:` with rank=-1) are not followed.
-        """
-        facts = facts or self.facts
-        path = path or self.path
-        if found(site, facts, path):
-            return True
-        if depth == 0:
-            return False
-        resolved = self.resolve_function(facts, path, self.method_target(facts, site))
-        if resolved is None:
-            return False
-        inner_facts, inner_path, function = resolved
-        inner_bindings = constants.bind_call(site.node, inner_facts, function, bindings or {})
-        cache_key = (id(inner_facts), function, key, constants.key(inner_bindings))
-        if cache_key not in self._reach_cache:
-            self._reach_cache[cache_key] = False  # recursion guard
-            self._reach_cache[cache_key] = any(
-                self.reaches_if(inner, key, found, inner_facts, inner_path, depth - 1, inner_bindings)
-                for inner in self.function_body_calls(inner_facts, function)
-                if not constants.dark(inner.conditions, inner_bindings)
-            )
-        return self._reach_cache[cache_key]
-
     @staticmethod
     def method_target(facts: ModuleFacts, site: CallSite) -> str | None:
         """`self._save(...)` inside a method names `Class._save`; other names stay as they are."""
@@ -152,20 +104,13 @@ class LintContext:
     def guards(self) -> Guards:
         return Guards(self)
 
+    @cached_property
+    def summaries(self) -> Summaries:
+        return Summaries(self)
+
     def spawn_targets(self, facts: ModuleFacts) -> set[str]:
         """Functions that mp.spawn starts: every rank runs them."""
         key = (id(facts), "spawn")
         if key not in self._resolve_cache:
             self._resolve_cache[key] = spawn_targets(facts)
         return self._resolve_cache[key]
-
-    def anywhere(self, targets: frozenset[str]) -> list[CallSite]:
-        """Call sites of this module that are, or lead through project helpers to, `targets`."""
-        return self.anywhere_if(targets, lambda s, f, p: s.name in targets)
-
-    def anywhere_if(self, key: object, found: Callable[[CallSite, ModuleFacts, Path], bool]) -> list[CallSite]:
-        """Call sites of this module that are, or lead to, a call `found` accepts (`key` names it)."""
-        cache_key = ("anywhere", key)
-        if cache_key not in self._resolve_cache:
-            self._resolve_cache[cache_key] = [c for c in self.facts.calls if self.reaches_if(c, key, found)]
-        return self._resolve_cache[cache_key]

@@ -11,30 +11,18 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
 import libcst as cst
 
 from ddplint.lint.context import LintContext
-from ddplint.lint.facts import DDP, INIT_PG, SET_DEVICE, CallSite, ModuleFacts
+from ddplint.lint.facts import DDP, CallSite
 from ddplint.lint.guards import DIST
 from ddplint.lint.names import arg, call_parameters, int_value, reference, string_value
 from ddplint.lint.paths import dominates
 from ddplint.lint.roles import PER_NODE, DeviceKind, Role
+from ddplint.lint.summaries import BINDING_METHODS, SET_DEVICE_CALLS, Effect
 
 CUDA_INDEX = re.compile(r"^cuda:(\d+)$")
-# Calls that bind the process to the device they are given.
-SET_DEVICE_CALLS = frozenset({SET_DEVICE, "torch.accelerator.set_device_index", "torch.xpu.set_device"})
-# Launchers of other libraries that bind the device of the process they start, and the device
-# mesh, which binds rank % devices-per-host when nothing is bound yet.
-BINDING = SET_DEVICE_CALLS | frozenset({
-    "mmcv.runner.init_dist", "mmcv.runner.dist_utils.init_dist", "mmengine.dist.init_dist",
-    "mmengine.dist.utils.init_dist", "detectron2.engine.launch", "detectron2.engine.launch.launch",
-    "classy_vision.generic.distributed_util.set_cuda_device_index",
-    "torch.distributed.device_mesh.init_device_mesh", "torch.cuda.device", "torch.cuda.device_of",
-})
-# `torch_device = getattr(torch, device_type); torch_device.set_device(device)` (a device module)
-BINDING_METHODS = frozenset({"set_device", "set_device_index"})
 # Expressions that name the current device without an index.
 CURRENT_DEVICE_CALLS = frozenset({"torch.accelerator.current_accelerator"})
 FOLLOW = 4  # how many variables deep a device value is followed
@@ -178,14 +166,9 @@ def _contains(tree: cst.CSTNode, node: cst.CSTNode) -> bool:
     return tree is node or any(_contains(child, node) for child in tree.children)
 
 
-def _binds(site: CallSite, facts: ModuleFacts, path: Path) -> bool:
-    return site.name in BINDING or site.method in BINDING_METHODS
-
-
 def binding_sites(ctx: LintContext) -> list[CallSite]:
     """Calls that bind the process to its GPU: set_device, directly or inside a project helper."""
-    return [*ctx.anywhere_if("binds a device", _binds),
-            *(s for s in ctx.facts.calls_to(INIT_PG) if arg(s.node, None, "device_id") is not None)]
+    return ctx.summaries.sites_with(Effect.BINDS_DEVICE)
 
 
 def bound_before(ctx: LintContext, use: CallSite, bindings: list[CallSite]) -> bool:

@@ -39,6 +39,7 @@ from ddplint.lint.roles import (
     Role,
     last_part,
 )
+from ddplint.lint.summaries import Effect
 
 if TYPE_CHECKING:
     from ddplint.lint.context import LintContext
@@ -57,7 +58,6 @@ KIND_WORLDS = {
 BARRIER = "torch.distributed.barrier"
 # Calls that every rank of the group makes, or the job hangs.
 EVERY_RANK_CALLS = COLLECTIVES | {INIT_PG}
-CALLER_DEPTH = 4  # how many callers up a guard is looked for
 
 
 class Guards:
@@ -69,6 +69,8 @@ class Guards:
         self._single_branches: dict[int, list[Assert]] = {}
         self._group_flags: dict[int, frozenset[str]] = {}
         self._every_rank: dict[tuple[int, str], bool] = {}
+        self._main_functions: dict[tuple[int, str, bool], bool] = {}
+        self._ranks: dict[tuple[int, str], bool] = {}
         self._helpers = set(ctx.config.main_process_helpers)
         self._extra_predicates = set(ctx.config.main_process_predicates)
 
@@ -164,7 +166,7 @@ class Guards:
         if key not in self._group_flags:
             self._group_flags[key] = frozenset()  # recursion guard
             starts = [s for s in facts.calls if s.name == INIT_PG] or [
-                s for s in self.ctx.anywhere(frozenset({INIT_PG})) if facts is self.ctx.facts
+                s for s in self.ctx.summaries.sites_with(Effect.INIT_GROUP) if facts is self.ctx.facts
             ]
             self._group_flags[key] = frozenset(
                 name for site in starts for c in site.conditions
@@ -213,11 +215,9 @@ class Guards:
             return _atom(MAIN)
         if last in DIST_FLAGS:
             return _atom(DIST)
-        if depth > 0:
-            return self._project_predicate(facts, path, name, depth - 1)
-        return ALL, ALL
+        return self._project_predicate(facts, path, name)
 
-    def _project_predicate(self, facts, path, name, depth) -> tuple[frozenset[str], frozenset[str]]:
+    def _project_predicate(self, facts, path, name) -> tuple[frozenset[str], frozenset[str]]:
         """A project function answers where its returns do (`return get_rank() == 0`).
 
         An outright `return True` is the answer without a process group (`if not
@@ -239,7 +239,7 @@ class Guards:
                     else:
                         false |= ALL
                     continue
-                t, f = self.worlds(value, inner_facts, inner_path, function, depth)
+                t, f = self.worlds(value, inner_facts, inner_path, function)
                 true, false = true | t, false | f
             self._predicates[key] = (true, false) if returns else (ALL, ALL)
         return self._predicates[key]
@@ -298,29 +298,36 @@ class Guards:
             for a in real
         )
 
-    def _rankish(self, expr, facts: ModuleFacts, path: Path, function: str, depth: int = 2) -> bool:
+    def _rankish(self, expr, facts: ModuleFacts, path: Path, function: str) -> bool:
         if isinstance(expr, cst.NamedExpr):
             expr = expr.value
         if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Modulo):
-            return self._rankish(expr.left, facts, path, function, depth)
+            return self._rankish(expr.left, facts, path, function)
         if isinstance(expr, cst.Call):
             name = facts.qualify(dotted(expr.func)) or ""
             if name.rsplit(".", 1)[-1] in RANK_CALLS:
                 return True
             if name in {"int", "str"} and expr.args:
-                return self._rankish(expr.args[0].value, facts, path, function, depth)
-            if depth > 0 and facts.role_of(expr, function) is None:
-                return self._project_rank(facts, path, name, depth - 1)
+                return self._rankish(expr.args[0].value, facts, path, function)
+            if facts.role_of(expr, function) is None:
+                return self._project_rank(facts, path, name)
         return facts.holds_rank(expr, function)
 
-    def _project_rank(self, facts, path, name, depth) -> bool:
-        """A project function that returns the rank (`def process_index(): return int(os.environ["RANK"])`)."""
+    def _project_rank(self, facts, path, name) -> bool:
+        """A project function that returns the rank (`def process_index(): return int(os.environ["RANK"])`);
+        memoised, a recursive cycle returns no rank."""
         resolved = self.ctx.resolve_function(facts, path, name)
         if resolved is None:
             return False
         inner_facts, inner_path, function = resolved
-        returns = inner_facts.functions[function].returns
-        return bool(returns) and all(self._rankish(r, inner_facts, inner_path, function, depth) for r in returns)
+        key = (id(inner_facts), function)
+        if key not in self._ranks:
+            self._ranks[key] = False
+            returns = inner_facts.functions[function].returns
+            self._ranks[key] = bool(returns) and all(
+                self._rankish(r, inner_facts, inner_path, function) for r in returns
+            )
+        return self._ranks[key]
 
     # -- statements --------------------------------------------------------------------
 
@@ -342,7 +349,7 @@ class Guards:
         return info is not None and any(self._main_decorator(d) for d in info.decorators)
 
     def main_only(self, site: CallSite, facts: ModuleFacts | None = None, path: Path | None = None,
-                  depth: int = CALLER_DEPTH, main_first: bool = False) -> bool:
+                  main_first: bool = False) -> bool:
         """No rank but the main one reaches the site: by its guards, or because every caller is guarded.
 
         A function of this module that nothing here calls is taken as guarded: its callers live
@@ -353,14 +360,22 @@ class Guards:
         if self.guarded_here(site, facts, path) or main_first and (site.locked or self.rank_zero_first(site, facts, path)):
             return True
         info = _enclosing_function(facts, site.function)
-        if info is None or depth == 0:
-            return False
-        if info.name in self.ctx.spawn_targets(facts):
-            return False
-        callers = self.callers(facts).get(info.name, [])
-        if not callers:
-            return not self.every_rank(info.name, facts)
-        return all(self.main_only(c, facts, path, depth - 1, main_first) for c in callers if c.function != info.name)
+        return info is not None and self._called_on_main_only(info.name, facts, path, main_first)
+
+    def _called_on_main_only(self, function: str, facts: ModuleFacts, path: Path, main_first: bool) -> bool:
+        """Every call of the function in its module is main-only (memoised; a caller in a
+        recursive cycle adds nothing)."""
+        key = (id(facts), function, main_first)
+        if key not in self._main_functions:
+            self._main_functions[key] = True
+            if function in self.ctx.spawn_targets(facts):
+                answer = False
+            else:
+                callers = self.callers(facts).get(function, [])
+                answer = all(self.main_only(c, facts, path, main_first) for c in callers) if callers \
+                    else not self.every_rank(function, facts)
+            self._main_functions[key] = answer
+        return self._main_functions[key]
 
     def every_rank(self, function: str, facts: ModuleFacts) -> bool:
         """The function starts or uses the process group on every path through it, so every

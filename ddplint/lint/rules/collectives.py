@@ -13,35 +13,11 @@ from collections.abc import Iterator
 import libcst as cst
 
 from ddplint.lint.context import LintContext
-from ddplint.lint.facts import COLLECTIVES, DDP, DIST, CallSite
+from ddplint.lint.facts import CallSite
 from ddplint.lint.guards import MAIN, NOTMAIN, OPPOSITE
 from ddplint.lint.names import dotted
 from ddplint.lint.rules.base import Finding, Rule
-
-POINT_TO_POINT = {f"{DIST}.{name}" for name in ("send", "recv", "isend", "irecv")}
-FSDP = "torch.distributed.fsdp.FullyShardedDataParallel"
-DCP = "torch.distributed.checkpoint"
-# Saves and state-dict gathers that every rank has to take part in.
-COLLECTIVE_SAVES = frozenset({
-    f"{DCP}.save", f"{DCP}.save_state_dict", f"{DCP}.async_save", f"{DCP}.state_dict_saver.save",
-    f"{DCP}.state_dict.get_model_state_dict", f"{DCP}.state_dict.get_optimizer_state_dict",
-    f"{DCP}.state_dict.get_state_dict", f"{FSDP}.state_dict_type", f"{FSDP}.full_optim_state_dict",
-    f"{FSDP}.optim_state_dict", f"{FSDP}.sharded_optim_state_dict", f"{FSDP}.summon_full_params",
-})
-BLOCKING = (COLLECTIVES - POINT_TO_POINT) | COLLECTIVE_SAVES
-# mpi4py's collective methods of a communicator (`MPI.COMM_WORLD.Barrier()`, `comm.allreduce(x)`).
-MPI = "mpi4py.MPI."
-MPI_COLLECTIVES = frozenset({
-    "barrier", "Barrier", "bcast", "Bcast", "allreduce", "Allreduce", "reduce", "Reduce", "gather", "Gather",
-    "allgather", "Allgather", "scatter", "Scatter", "alltoall", "Alltoall", "reduce_scatter", "Reduce_scatter",
-})
-
-
-def _blocking(site: CallSite, facts=None, path=None) -> bool:
-    """A call that every rank must reach: a torch.distributed collective or an MPI one."""
-    name = site.name or ""
-    return name in BLOCKING or name.startswith(MPI) and site.method in MPI_COLLECTIVES
-WRAPPERS = {DDP, FSDP, "torch.distributed.fsdp.fully_shard", "torch.distributed._composable.fsdp.fully_shard"}
+from ddplint.lint.summaries import WRAPPERS, Effect, direct_effects
 
 
 def _wrapped_models(ctx: LintContext) -> dict[str, tuple[str, int]]:
@@ -76,8 +52,9 @@ class CollectiveUnderRankGuard(Rule):
         for site in ctx.facts.calls:
             if _is_wrapped_forward(site, models):
                 communicating.append((site, f"forward pass of the wrapped model '{site.name}'"))
-            elif ctx.reaches_if(site, "blocking collective", _blocking):
-                what = (site.name or "") if _blocking(site) else f"{dotted(site.node.func)}() (it runs a collective)"
+            elif Effect.COLLECTIVE in ctx.summaries.effects(site):
+                direct = Effect.COLLECTIVE in direct_effects(site)
+                what = (site.name or "") if direct else f"{dotted(site.node.func)}() (it runs a collective)"
                 communicating.append((site, what))
         sides = {id(site): self._side(ctx, site) for site, _ in communicating}
         for site, what in communicating:

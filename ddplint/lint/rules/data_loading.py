@@ -9,10 +9,11 @@ import libcst as cst
 
 from ddplint.diagnostics import Severity
 from ddplint.lint.context import LintContext
-from ddplint.lint.facts import DDP, INIT_PG, CallSite, Loop, ModuleFacts
+from ddplint.lint.facts import CallSite, Loop, ModuleFacts
 from ddplint.lint.names import arg, dotted, has_keyword, is_constant, names_in
 from ddplint.lint.roles import RANK_CALLS, RANKS
 from ddplint.lint.rules.base import Finding, Rule
+from ddplint.lint.summaries import Effect
 
 LOADER = "torch.utils.data.DataLoader"
 SAMPLER = "torch.utils.data.DistributedSampler"
@@ -22,8 +23,6 @@ PLAIN_SAMPLERS = {
 }
 BATCH_SAMPLER = "torch.utils.data.BatchSampler"
 YES, NO, UNKNOWN = "yes", "no", "unknown"
-DATA_PARALLEL = frozenset({INIT_PG, DDP, "torch.distributed.fsdp.FullyShardedDataParallel",
-                           "torch.distributed.fsdp.fully_shard"})
 EVAL_WORDS = re.compile(r"val|test|eval|dev\b|holdout", re.IGNORECASE)
 SHARD_WORDS = re.compile(r"shard|split_by_node|split_dataset_by_node|nodesplitter|rank", re.IGNORECASE)
 
@@ -142,7 +141,7 @@ class UnshardedDataLoader(Rule):
 
     def check(self, ctx: LintContext) -> Iterator[Finding]:
         facts = ctx.facts
-        if not ctx.anywhere(DATA_PARALLEL):
+        if not ctx.summaries.sites_with(Effect.DATA_PARALLEL):
             return  # rpc or custom schemes: no data-parallel training here
         backward = any(c.method == "backward" for c in facts.calls)
         for site in loaders(facts):
@@ -346,11 +345,11 @@ class SamplerBeforeInit(Rule):
         facts = ctx.facts
         creates = [
             c for c in facts.calls
-            if ctx.reaches_if(c, "bare_sampler", lambda s, f, p: _bare_sampler(s))
+            if Effect.BARE_SAMPLER in ctx.summaries.effects(c)
         ]
         if not creates:
             return
-        inits = ctx.anywhere(frozenset({INIT_PG}))
+        inits = ctx.summaries.sites_with(Effect.INIT_GROUP)
         for site in creates:
             here = [i for i in inits if i.function == site.function]
             if here and all(i.order > site.order for i in here):
@@ -360,9 +359,3 @@ class SamplerBeforeInit(Rule):
                     "for rank and world size and raises RuntimeError (default process group not "
                     "initialized); initialize the process group first or pass num_replicas= and rank=",
                 )
-
-
-def _bare_sampler(site: CallSite) -> bool:
-    if _data_name(site.name) != SAMPLER:
-        return False
-    return arg(site.node, 1, "num_replicas") is None or arg(site.node, 2, "rank") is None

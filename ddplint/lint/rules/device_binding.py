@@ -12,11 +12,12 @@ from ddplint.lint.devices import (
     device_uses,
     visible_devices_per_rank,
 )
-from ddplint.lint.facts import COLLECTIVES, INIT_PG, SET_DEVICE
+from ddplint.lint.facts import INIT_PG, SET_DEVICE
 from ddplint.lint.names import arg, string_value
 from ddplint.lint.paths import never_runs
 from ddplint.lint.roles import DeviceKind
 from ddplint.lint.rules.base import Finding, Rule
+from ddplint.lint.summaries import Effect
 
 
 class HardCodedCudaIndex(Rule):
@@ -46,7 +47,7 @@ class BareCudaBeforeSetDevice(Rule):
             return
         bindings = binding_sites(ctx)
         # model or utility code (no entry point, no process group of its own): its caller binds
-        library = not bindings and not ctx.facts.is_script and not ctx.anywhere(frozenset({INIT_PG}))
+        library = not bindings and not ctx.facts.is_script and not ctx.summaries.sites_with(Effect.INIT_GROUP)
         reported: set[str] = set()  # one finding per function: the first use that nothing binds
         for use in device_uses(ctx):
             if use.kind is not DeviceKind.BARE or library and use.site.function or use.site.function in reported:
@@ -91,17 +92,9 @@ class NoDeviceBinding(Rule):
             resolved = ctx.resolve_function(ctx.facts, ctx.path, ctx.method_target(ctx.facts, site))
             if resolved is None or resolved[0] is ctx.facts:
                 return False  # a function of this module is reported at its own init call
-        return ctx.reaches_if(site, "nccl init", _nccl_init)
+        return Effect.STARTS_NCCL in ctx.summaries.effects(site)
 
 
-def _nccl_init(site, facts, path) -> bool:
-    backend = string_value(arg(site.node, 0, "backend"))
-    return site.name == INIT_PG and backend is not None and "nccl" in backend
-
-
-# Collectives that run an NCCL operation on the current GPU; new_group only meets at the store,
-# and monitored_barrier is gloo's.
-ON_DEVICE = COLLECTIVES - {"torch.distributed.new_group", "torch.distributed.monitored_barrier"}
 
 
 class SetDeviceAfterCollective(Rule):
@@ -117,7 +110,7 @@ class SetDeviceAfterCollective(Rule):
         ]
         if not inits:
             return
-        communicating = ctx.anywhere(ON_DEVICE)
+        communicating = ctx.summaries.sites_with(Effect.DEVICE_COLLECTIVE)
         for site in ctx.facts.calls_to(SET_DEVICE):
             for init in inits:
                 if init.function != site.function or init.order > site.order or _exclusive(init, site):

@@ -11,8 +11,8 @@ from ddplint.lint.context import LintContext
 from ddplint.lint.facts import INIT_PG, SPAWN
 from ddplint.lint.names import dotted, int_value, names_in, string_value
 from ddplint.lint.rules.base import Finding, Rule
+from ddplint.lint.summaries import Effect
 
-DESTROY_PG = "torch.distributed.destroy_process_group"
 RENDEZVOUS = ("MASTER_PORT", "MASTER_ADDR")
 
 
@@ -23,8 +23,8 @@ class NoDestroyProcessGroup(Rule):
 
     def check(self, ctx: LintContext) -> Iterator[Finding]:
         facts = ctx.facts
-        inits = [s for s in ctx.anywhere(frozenset({INIT_PG})) if not self._through_other_script(ctx, s)]
-        if not inits or ctx.anywhere(frozenset({DESTROY_PG})):
+        inits = [s for s in ctx.summaries.sites_with(Effect.INIT_GROUP) if not self._through_other_script(ctx, s)]
+        if not inits or ctx.summaries.sites_with(Effect.DESTROYS_GROUP):
             return
         if not facts.is_script and not any(s.function == "" for s in inits):
             return  # a library module: whoever calls it decides when to tear down

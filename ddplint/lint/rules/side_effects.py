@@ -16,7 +16,7 @@ import libcst as cst
 
 from ddplint.diagnostics import Severity
 from ddplint.lint import constants
-from ddplint.lint.context import FOLLOW_DEPTH, LintContext
+from ddplint.lint.context import LintContext
 from ddplint.lint.facts import TRAINER, CallSite, ModuleFacts
 from ddplint.lint.names import (
     arg,
@@ -162,7 +162,7 @@ def unguarded_writes(ctx: LintContext, kind: str) -> Iterator[tuple[CallSite, st
             continue
         if effect_of(site, ctx.facts) == kind:
             helper = None
-        elif _helper_writes(ctx, site, kind, ctx.facts, ctx.path, FOLLOW_DEPTH) \
+        elif _helper_writes(ctx, site, kind, ctx.facts, ctx.path, top=True) \
                 and not _per_rank_call(site.node, ctx.facts, site.function):
             helper = dotted(site.node.func)  # (a helper given a per-rank path writes per rank)
         else:
@@ -172,12 +172,12 @@ def unguarded_writes(ctx: LintContext, kind: str) -> Iterator[tuple[CallSite, st
             yield site, helper
 
 
-def _helper_writes(ctx: LintContext, site: CallSite, kind: str, facts: ModuleFacts, path: Path, depth: int) -> bool:
-    """The site calls a function of another project module that writes `kind` without a guard."""
-    if depth == 0:
-        return False
+def _helper_writes(ctx: LintContext, site: CallSite, kind: str, facts: ModuleFacts, path: Path,
+                   top: bool = False) -> bool:
+    """The site calls a function of another project module that writes `kind` without a guard
+    (memoised per function and arguments; a recursive call adds nothing)."""
     resolved = ctx.resolve_function(facts, path, ctx.method_target(facts, site))
-    if resolved is None or resolved[0] is ctx.facts and depth == FOLLOW_DEPTH:
+    if resolved is None or resolved[0] is ctx.facts and top:
         return False  # functions of the linted module are judged where they write
     inner_facts, inner_path, function = resolved
     definition = inner_facts.functions[function].node
@@ -185,7 +185,7 @@ def _helper_writes(ctx: LintContext, site: CallSite, kind: str, facts: ModuleFac
     bindings = constants.bind_call(site.node, inner_facts, function, {})
     off = _main_only_arguments(ctx, site, definition, facts, path)
     key = (id(inner_facts), function, "writes", kind, off, constants.key(bindings))
-    cache = ctx._reach_cache
+    cache = ctx.memo
     if key not in cache:
         cache[key] = False  # recursion guard
         cache[key] = any(
@@ -194,7 +194,7 @@ def _helper_writes(ctx: LintContext, site: CallSite, kind: str, facts: ModuleFac
             and not constants.dark(inner.conditions, bindings)
             and not any(not c.negated and dotted(c.test) in off for c in inner.conditions)
             and (effect_of(inner, inner_facts, bindings) == kind
-                 or _helper_writes(ctx, inner, kind, inner_facts, inner_path, depth - 1))
+                 or _helper_writes(ctx, inner, kind, inner_facts, inner_path))
             for inner in ctx.function_body_calls(inner_facts, function)
         )
     return cache[key]

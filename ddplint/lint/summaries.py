@@ -1,0 +1,151 @@
+"""What calling a function does, summarised once per function and reused by every rule.
+
+A call's effects are those of the call itself (`dist.init_process_group("nccl")` starts an
+NCCL group) and, for a function of the user's project, the effects of every call in its body
+that the call's constant arguments do not switch off. Summaries are memoised per function and
+set of constant arguments; a recursive cycle is cut once, here, so no rule keeps a depth limit
+of its own.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ddplint.lint import constants
+from ddplint.lint.facts import (
+    COLLECTIVES,
+    DDP,
+    DIST,
+    INIT_PG,
+    SET_DEVICE,
+    CallSite,
+    ModuleFacts,
+    single_process_init,
+)
+from ddplint.lint.names import arg, string_value
+
+if TYPE_CHECKING:
+    from ddplint.lint.context import LintContext
+
+
+class Effect(Enum):
+    INIT_GROUP = "calls init_process_group"
+    STARTS_GROUP = "starts a process group that several processes join"
+    STARTS_NCCL = "starts an NCCL process group"
+    DESTROYS_GROUP = "destroys the process group"
+    BINDS_DEVICE = "binds the process to a GPU"
+    COLLECTIVE = "runs a collective that every rank must join"
+    DEVICE_COLLECTIVE = "runs an NCCL operation on the current GPU"
+    DATA_PARALLEL = "starts data-parallel training"
+    BARE_SAMPLER = "builds a DistributedSampler that asks the process group for its rank"
+
+
+DESTROY_PG = f"{DIST}.destroy_process_group"
+POINT_TO_POINT = frozenset(f"{DIST}.{name}" for name in ("send", "recv", "isend", "irecv"))
+FSDP = f"{DIST}.fsdp.FullyShardedDataParallel"
+DCP = f"{DIST}.checkpoint"
+# Saves and state-dict gathers that every rank has to take part in.
+COLLECTIVE_SAVES = frozenset({
+    f"{DCP}.save", f"{DCP}.save_state_dict", f"{DCP}.async_save", f"{DCP}.state_dict_saver.save",
+    f"{DCP}.state_dict.get_model_state_dict", f"{DCP}.state_dict.get_optimizer_state_dict",
+    f"{DCP}.state_dict.get_state_dict", f"{FSDP}.state_dict_type", f"{FSDP}.full_optim_state_dict",
+    f"{FSDP}.optim_state_dict", f"{FSDP}.sharded_optim_state_dict", f"{FSDP}.summon_full_params",
+})
+BLOCKING = (COLLECTIVES - POINT_TO_POINT) | COLLECTIVE_SAVES
+# mpi4py's collective methods of a communicator (`MPI.COMM_WORLD.Barrier()`, `comm.allreduce(x)`).
+MPI = "mpi4py.MPI."
+MPI_COLLECTIVES = frozenset({
+    "barrier", "Barrier", "bcast", "Bcast", "allreduce", "Allreduce", "reduce", "Reduce", "gather", "Gather",
+    "allgather", "Allgather", "scatter", "Scatter", "alltoall", "Alltoall", "reduce_scatter", "Reduce_scatter",
+})
+# Collectives that run an NCCL operation on the current GPU; new_group only meets at the store,
+# and monitored_barrier is gloo's.
+ON_DEVICE = COLLECTIVES - {f"{DIST}.new_group", f"{DIST}.monitored_barrier"}
+WRAPPERS = frozenset({DDP, FSDP, f"{DIST}.fsdp.fully_shard", f"{DIST}._composable.fsdp.fully_shard"})
+# Calls that bind the process to the device they are given.
+SET_DEVICE_CALLS = frozenset({SET_DEVICE, "torch.accelerator.set_device_index", "torch.xpu.set_device"})
+# Launchers of other libraries that bind the device of the process they start, the device mesh
+# (it binds rank % devices-per-host when nothing is bound yet), and the device context manager.
+BINDING = SET_DEVICE_CALLS | frozenset({
+    "mmcv.runner.init_dist", "mmcv.runner.dist_utils.init_dist", "mmengine.dist.init_dist",
+    "mmengine.dist.utils.init_dist", "detectron2.engine.launch", "detectron2.engine.launch.launch",
+    "classy_vision.generic.distributed_util.set_cuda_device_index",
+    "torch.distributed.device_mesh.init_device_mesh", "torch.cuda.device", "torch.cuda.device_of",
+})
+# `torch_device = getattr(torch, device_type); torch_device.set_device(device)` (a device module)
+BINDING_METHODS = frozenset({"set_device", "set_device_index"})
+SAMPLER = "torch.utils.data.DistributedSampler"
+
+
+def direct_effects(site: CallSite) -> frozenset[Effect]:
+    """What the call itself does, before looking into any function it names."""
+    name, effects = site.name or "", set()
+    if name == INIT_PG:
+        effects.add(Effect.INIT_GROUP)
+        if not single_process_init(site.node):
+            effects |= {Effect.STARTS_GROUP, Effect.DATA_PARALLEL}
+            backend = string_value(arg(site.node, 0, "backend"))
+            if backend is not None and "nccl" in backend:
+                effects.add(Effect.STARTS_NCCL)
+        if arg(site.node, None, "device_id") is not None:
+            effects.add(Effect.BINDS_DEVICE)
+    elif name == DESTROY_PG:
+        effects.add(Effect.DESTROYS_GROUP)
+    if name in BINDING or site.method in BINDING_METHODS:
+        effects.add(Effect.BINDS_DEVICE)
+    if name in BLOCKING or name.startswith(MPI) and site.method in MPI_COLLECTIVES:
+        effects.add(Effect.COLLECTIVE)
+    if name in ON_DEVICE:
+        effects.add(Effect.DEVICE_COLLECTIVE)
+    if name in WRAPPERS:
+        effects.add(Effect.DATA_PARALLEL)
+    if _data_name(name) == SAMPLER and (arg(site.node, 1, "num_replicas") is None or arg(site.node, 2, "rank") is None):
+        effects.add(Effect.BARE_SAMPLER)
+    return frozenset(effects)
+
+
+def _data_name(name: str) -> str:
+    """torch.utils.data.distributed.DistributedSampler -> torch.utils.data.DistributedSampler."""
+    return "torch.utils.data." + name.rsplit(".", 1)[-1] if name.startswith("torch.utils.data.") else name
+
+
+class Summaries:
+    def __init__(self, ctx: LintContext) -> None:
+        self.ctx = ctx
+        self._functions: dict[tuple, frozenset[Effect]] = {}
+        self._sites: dict[int, frozenset[Effect]] = {}
+
+    def effects(self, site: CallSite, facts: ModuleFacts | None = None, path: Path | None = None,
+                bindings: constants.Bindings | None = None) -> frozenset[Effect]:
+        """What the call does, directly or through the project functions it calls."""
+        own = facts is None and bindings is None
+        if own and id(site.node) in self._sites:
+            return self._sites[id(site.node)]
+        facts, path = facts or self.ctx.facts, path or self.ctx.path
+        found = direct_effects(site)
+        resolved = self.ctx.resolve_function(facts, path, self.ctx.method_target(facts, site))
+        if resolved is not None:
+            inner_facts, inner_path, function = resolved
+            inner_bindings = constants.bind_call(site.node, inner_facts, function, bindings or {})
+            found |= self.of_function(inner_facts, inner_path, function, inner_bindings)
+        if own:
+            self._sites[id(site.node)] = found
+        return found
+
+    def of_function(self, facts: ModuleFacts, path: Path, function: str,
+                    bindings: constants.Bindings) -> frozenset[Effect]:
+        key = (id(facts), function, constants.key(bindings))
+        if key not in self._functions:
+            self._functions[key] = frozenset()  # a recursive call adds nothing new
+            found: frozenset[Effect] = frozenset()
+            for inner in facts.calls_within(function):
+                if not constants.dark(inner.conditions, bindings):
+                    found |= self.effects(inner, facts, path, bindings)
+            self._functions[key] = found
+        return self._functions[key]
+
+    def sites_with(self, effect: Effect) -> list[CallSite]:
+        """Call sites of the linted module that have `effect`, directly or through helpers."""
+        return [site for site in self.ctx.facts.calls if effect in self.effects(site)]
