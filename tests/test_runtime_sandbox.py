@@ -176,3 +176,69 @@ def test_signal_at_any_moment_leaves_no_process_and_no_scratch(tmp_path, sig, mo
     assert "Traceback" not in err and rest_out == ""
     assert processes_naming(str(script)) == []
     assert os.listdir(scratch) == []
+
+
+def test_no_sandbox_says_what_is_not_contained(tmp_path):
+    script = tmp_path / "correct.py"
+    shutil.copy(FIXTURES / "correct.py", script)
+    before = snapshot(tmp_path)
+    out = tmp_path.parent / f"{tmp_path.name}-report.json"
+    proc = subprocess.run([sys.executable, "-m", "ddplint", "--runtime", "--no-sandbox", "--format", "json",
+                           "--output", str(out), "correct.py"],
+                          cwd=tmp_path, env=env(), capture_output=True, text=True, timeout=WAIT_S, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert "not sandboxed (see io.sandbox)" in proc.stderr
+    assert snapshot(tmp_path) == before  # Python's own file calls are still redirected
+    report = json.loads(out.read_text())
+    jsonschema.validate(report, report_schema())
+    checks = {c["check"]: c for c in report["checks"]}
+    sandbox = checks["io.sandbox"]
+    assert sandbox["status"] == "WARN" and sandbox["summary"].startswith("not contained: turned off with --no-sandbox")
+    assert any("subprocesses" in line for line in sandbox["evidence"])
+    assert checks["run.leftover"]["status"] == "SKIP"
+    assert checks["io.single_writer"]["summary"].endswith("(Python's file calls redirected)")
+    assert [(w["path"], w["change"], w["ranks"]) for w in report["writes"]] == [
+        (str(script.parent / "checkpoint.pt"), None, [0])]
+
+
+@pytest.mark.skipif(os.getuid() != 0 or shutil.which("setpriv") is None,
+                    reason="becoming an unprivileged user needs root and setpriv")
+def test_the_sandbox_needs_no_privilege():
+    """The keeper and its init as `nobody`: namespaces, overlay, whiteouts and the process
+    sweep work without any privilege (the sandbox module needs only the standard library)."""
+    from ddplint.runtime.sandbox import ChangeKind, Outcome, layer_changes
+
+    base = Path(tempfile.mkdtemp(prefix="ddplint-unprivileged-"))
+    try:
+        project, rundir = base / "project", base / "run"
+        for d in (base, project, rundir):
+            d.mkdir(exist_ok=True)
+            d.chmod(0o777)
+        import pwd
+
+        nobody = pwd.getpwnam("nobody")
+        for name in ("old.txt", "gone.txt"):  # the user's own files
+            (project / name).write_text(name)
+            os.chown(project / name, nobody.pw_uid, nobody.pw_gid)
+        shutil.copy(ROOT / "ddplint" / "runtime" / "sandbox.py", base / "sandbox.py")
+        marker = f"{uuid.uuid4().int % 10**6}.75"
+        spec = base / "spec.json"
+        spec.write_text(json.dumps({
+            "roots": [str(project)], "rundir": str(rundir), "cwd": str(project), "grace_s": 1,
+            "command": ["sh", "-c", f"echo new > new.txt; echo changed > old.txt; rm gone.txt; setsid sleep {marker} &"]}))
+        before = snapshot(project)
+        proc = subprocess.run(["setpriv", "--reuid", "nobody", "--regid", "nogroup", "--clear-groups",
+                               os.path.realpath(sys.executable), str(base / "sandbox.py"), str(spec)],
+                              cwd=base, capture_output=True, text=True, timeout=WAIT_S, check=False)
+        assert proc.returncode == 0, proc.stderr
+        assert snapshot(project) == before
+        assert processes_naming(f"sleep {marker}") == []
+        outcome = Outcome.read(rundir)
+        assert outcome is not None and [x.command for x in outcome.leftovers] == [f"sleep {marker}"]
+        changes = {(Path(c.path).name, c.kind) for c in layer_changes(rundir / "layers", [str(project)], "/nowhere")}
+        assert changes == {("new.txt", ChangeKind.CREATED), ("old.txt", ChangeKind.MODIFIED),
+                           ("gone.txt", ChangeKind.DELETED)}
+    finally:
+        from ddplint.runtime.sandbox import remove_tree
+
+        remove_tree(base)
