@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
@@ -26,7 +27,7 @@ class Finding:
 
 class Rule:
     code: ClassVar[str]
-    name: ClassVar[str]
+    name: ClassVar[str]  # kebab-case of the class name: MissingSetEpoch -> "missing-set-epoch"
     severity: ClassVar[Severity] = Severity.ERROR
     tags: ClassVar[tuple[str, ...]] = ("distributed", "correctness")
     precision: ClassVar[str] = "high"  # SARIF precision: very-high | high | medium | low
@@ -37,6 +38,11 @@ class Rule:
     # Frameworks that leave this rule's concern to the script: the Hugging Face Trainer owns
     # devices, samplers and its own saving, not what the script writes around trainer.train().
     beside_frameworks: ClassVar[frozenset[str]] = frozenset()
+
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        words = re.findall(r"[A-Z][a-z0-9]*", cls.__name__.removesuffix("Rule"))
+        cls.name = "-".join(word.lower() for word in words)
 
     @classmethod
     def applies(cls, ctx: LintContext) -> bool:

@@ -1,4 +1,4 @@
-"""DDP301-DDP304: file writes that every rank performs when one should.
+"""File writes that every rank performs when one should (DDP301, DDP302, DDP304).
 
 Every rank runs the whole script. A write that is meant to happen once (a checkpoint, a log,
 an output directory) must sit behind a main-process guard (guards.py), or be harmless to
@@ -14,7 +14,6 @@ from pathlib import Path
 
 import libcst as cst
 
-from ddplint.diagnostics import Severity
 from ddplint.lint import constants
 from ddplint.lint.context import LintContext
 from ddplint.lint.facts import TRAINER, CallSite, ModuleFacts
@@ -26,22 +25,29 @@ from ddplint.lint.names import (
     has_star_kwargs,
     names_in,
     string_value,
-    with_argument,
 )
-from ddplint.lint.paths import never_runs
 from ddplint.lint.roles import RANK_CALLS, RANKS
-from ddplint.lint.rules.base import Finding, Rule
 
 CHECKPOINT, LOG, MKDIR = "checkpoint", "log", "mkdir"
+
+
 CHECKPOINT_WRITERS = {"torch.save", "safetensors.torch.save_file", "safetensors.torch.save_model"}
+
+
 LOG_WRITERS = {
     "torch.utils.tensorboard.SummaryWriter", "torch.utils.tensorboard.writer.SummaryWriter",
     "tensorboardX.SummaryWriter", "mlflow.start_run", "logging.FileHandler",
     "logging.handlers.RotatingFileHandler", "logging.handlers.TimedRotatingFileHandler",
 }
+
+
 WRITE_MODES = set("wax")
+
+
 # Catching one of these around a makedirs call handles the race.
 EXISTS_HANDLED = {"FileExistsError", "OSError", "IOError", "EnvironmentError", "Exception", "BaseException"}
+
+
 MODE = re.compile(r"^[rwaxbt+]{1,3}$")
 
 
@@ -98,6 +104,8 @@ def effect_of(site: CallSite, facts: ModuleFacts, bindings: constants.Bindings |
 # The Hugging Face Trainer saves its own checkpoints on the right rank; what the script writes
 # or loads around it runs on every rank torchrun started.
 OUTSIDE_TRAINER = frozenset({TRAINER})
+
+
 # Values that differ between processes as a rank does: a fresh temporary name, the pid.
 UNIQUE_PER_PROCESS = {"uuid.uuid4", "uuid.uuid1", "os.getpid", "tempfile.mktemp", "tempfile.mkstemp",
                       "tempfile.NamedTemporaryFile", "tempfile.mkdtemp"}
@@ -219,103 +227,3 @@ def _main_only_arguments(ctx: LintContext, site: CallSite, definition: cst.Funct
         if param and name and ctx.guards.set_on_main_only(name, facts, path, site.function, 2):
             off.add(param)
     return frozenset(off)
-
-
-class CheckpointOnEveryRank(Rule):
-    code = "DDP301"
-    name = "unguarded-checkpoint-save"
-    beside_frameworks = OUTSIDE_TRAINER
-
-    def check(self, ctx: LintContext) -> Iterator[Finding]:
-        for site, helper in unguarded_writes(ctx, CHECKPOINT):
-            what = f"{helper}() saves a checkpoint" if helper else f"{dotted(site.node.func) or 'save'}() runs"
-            yield Finding(
-                site.node,
-                f"{what} on every rank: all ranks write the same file at once (corrupt or truncated "
-                "checkpoint, N times the I/O); save only on the main process (if rank == 0:)",
-            )
-
-
-class LogWriterOnEveryRank(Rule):
-    code = "DDP302"
-    name = "unguarded-log-writer"
-    beside_frameworks = OUTSIDE_TRAINER
-    severity = Severity.WARNING
-
-    def check(self, ctx: LintContext) -> Iterator[Finding]:
-        for site, helper in unguarded_writes(ctx, LOG):
-            what = f"{helper}() writes to a file" if helper else f"{dotted(site.node.func) or 'this call'}() opens a log/output"
-            yield Finding(
-                site.node,
-                f"{what} on every rank: each process writes the same file or run (interleaved, "
-                "duplicated or clobbered logs); create it only on the main process (if rank == 0:)",
-            )
-
-
-class LoadWithoutMapLocation(Rule):
-    code = "DDP303"
-    name = "load-without-map-location"
-    beside_frameworks = OUTSIDE_TRAINER
-
-    def check(self, ctx: LintContext) -> Iterator[Finding]:
-        facts = ctx.facts
-        restores = _restoring_names(facts)
-        for site in facts.calls_to("torch.load"):
-            call = site.node
-            if arg(call, 1, "map_location") is not None or has_star_kwargs(call):
-                continue
-            if not _restores(site, facts, restores) or ctx.guards.main_only(site) or never_runs(facts, site):
-                continue
-            yield Finding(
-                call,
-                "torch.load without map_location: every rank puts the checkpoint's tensors back on the "
-                "GPU they were saved from (all on GPU 0: out of memory); pass map_location='cpu' or "
-                "map_location=f'cuda:{local_rank}'",
-            )
-
-
-def _restoring_names(facts: ModuleFacts) -> set[str]:
-    """Names mentioned in the arguments of `load_state_dict(...)` calls."""
-    out: set[str] = set()
-    for site in facts.calls:
-        if site.method == "load_state_dict":
-            for a in site.node.args:
-                out |= names_in(a.value)
-    return out
-
-
-def _restores(site: CallSite, facts: ModuleFacts, restores: set[str]) -> bool:
-    """The loaded object is a checkpoint that goes into a model or optimizer."""
-    for outer in facts.calls:
-        if outer.method == "load_state_dict" and any(a.value is site.node for a in outer.node.args):
-            return True
-    targets = {a.target for a in facts.bindings_of(site.node)}
-    targets |= {a.target for a in facts.assignments if isinstance(a.value, cst.Subscript) and a.value.value is site.node}
-    return bool(targets & restores) or any(
-        any(r.startswith(t + ".") for r in restores) for t in targets
-    )
-
-
-class MakedirsRace(Rule):
-    code = "DDP304"
-    name = "makedirs-race"
-    beside_frameworks = OUTSIDE_TRAINER
-
-    def check(self, ctx: LintContext) -> Iterator[Finding]:
-        for site, helper in unguarded_writes(ctx, MKDIR):
-            # os.makedirs and Path.mkdir both take exist_ok as their third parameter; os.mkdir has none
-            mkdir = ctx.facts.qualify(dotted(site.node.func)) == "os.mkdir"
-            if helper:
-                what, remedy = f"{helper}() creates a directory", "pass exist_ok=True"
-            elif mkdir:
-                what, remedy = "os.mkdir() runs", "use os.makedirs(path, exist_ok=True)"
-            else:
-                what, remedy = f"{dotted(site.node.func) or 'mkdir'}() without exist_ok=True runs", "pass exist_ok=True"
-            fixable = helper is None and not mkdir and not any(a.star for a in site.node.args)
-            yield Finding(
-                site.node,
-                f"{what} on every rank: the ranks race and all but the first fail with FileExistsError; "
-                f"{remedy} (or create it only on the main process)",
-                replacement=with_argument(site.node, "exist_ok", 2, cst.Name("True")) if fixable else None,
-                fix_description="pass exist_ok=True",
-            )

@@ -1,4 +1,4 @@
-"""DDP001: the file does not parse, so nothing else in it can be checked."""
+"""DDP001: the file does not parse (reported by the engine, listed here for the catalog)."""
 
 from ddplint.lint.rules.base import Rule
 
@@ -7,7 +7,6 @@ class SyntaxErrorRule(Rule):
     """Reported by the engine itself when parsing fails; it has no check of its own."""
 
     code = "DDP001"
-    name = "syntax-error"
     tags = ("syntax",)
     precision = "very-high"
     needs_distributed = False

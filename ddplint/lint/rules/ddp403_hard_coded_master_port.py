@@ -1,4 +1,4 @@
-"""DDP402-DDP403: the life of the process group, from rendezvous to teardown."""
+"""DDP403: MASTER_PORT or MASTER_ADDR hard-coded in a script that torchrun launches."""
 
 from __future__ import annotations
 
@@ -6,46 +6,16 @@ from collections.abc import Iterator
 
 import libcst as cst
 
-from ddplint.diagnostics import Severity
 from ddplint.lint.context import LintContext
-from ddplint.lint.facts import INIT_PG, SPAWN
+from ddplint.lint.facts import SPAWN
 from ddplint.lint.names import dotted, int_value, names_in, string_value
 from ddplint.lint.rules.base import Finding, Rule
-from ddplint.lint.summaries import Effect
 
 RENDEZVOUS = ("MASTER_PORT", "MASTER_ADDR")
 
 
-class NoDestroyProcessGroup(Rule):
-    code = "DDP402"
-    name = "missing-destroy-process-group"
-    severity = Severity.WARNING
-
-    def check(self, ctx: LintContext) -> Iterator[Finding]:
-        facts = ctx.facts
-        inits = [s for s in ctx.summaries.sites_with(Effect.INIT_GROUP) if not self._through_other_script(ctx, s)]
-        if not inits or ctx.summaries.sites_with(Effect.DESTROYS_GROUP):
-            return
-        if not facts.is_script and not any(s.function == "" for s in inits):
-            return  # a library module: whoever calls it decides when to tear down
-        direct = [s for s in inits if s.name == INIT_PG] or inits
-        site = min(direct, key=lambda s: s.order)
-        yield Finding(
-            site.node,
-            "the process group is never destroyed: at exit NCCL resources leak, PyTorch warns and "
-            "ranks can hang in teardown; call dist.destroy_process_group() at the end of training",
-        )
-
-    @staticmethod
-    def _through_other_script(ctx: LintContext, site) -> bool:
-        """`detection.main(args)` from a launcher wrapper: main.py is a script and answers for itself."""
-        resolved = ctx.resolve_function(ctx.facts, ctx.path, ctx.method_target(ctx.facts, site))
-        return resolved is not None and resolved[0] is not ctx.facts and resolved[0].is_script
-
-
-class HardCodedRendezvous(Rule):
+class HardCodedMasterPort(Rule):
     code = "DDP403"
-    name = "hard-coded-master-port"
 
     def check(self, ctx: LintContext) -> Iterator[Finding]:
         facts = ctx.facts

@@ -41,9 +41,8 @@ def _is_wrapped_forward(site: CallSite, models: dict[str, tuple[str, int]]) -> b
     return site.function != function or site.order > order
 
 
-class CollectiveUnderRankGuard(Rule):
+class CollectiveInRankBranch(Rule):
     code = "DDP401"
-    name = "collective-in-rank-branch"
 
     def check(self, ctx: LintContext) -> Iterator[Finding]:
         guards = ctx.guards

@@ -1,0 +1,168 @@
+"""DataLoaders and samplers: which loader trains, whether a sampler shards the data by rank,
+and where the epoch loop is. Shared by the data rules (DDP201-DDP205).
+"""
+
+from __future__ import annotations
+
+import re
+
+import libcst as cst
+
+from ddplint.lint.context import LintContext
+from ddplint.lint.facts import CallSite, Loop, ModuleFacts
+from ddplint.lint.names import arg, dotted, has_keyword, names_in
+from ddplint.lint.roles import RANK_CALLS, RANKS
+
+LOADER = "torch.utils.data.DataLoader"
+
+
+SAMPLER = "torch.utils.data.DistributedSampler"
+
+
+PLAIN_SAMPLERS = {
+    "torch.utils.data.RandomSampler", "torch.utils.data.SequentialSampler",
+    "torch.utils.data.SubsetRandomSampler", "torch.utils.data.WeightedRandomSampler",
+}
+
+
+BATCH_SAMPLER = "torch.utils.data.BatchSampler"
+
+
+YES, NO, UNKNOWN = "yes", "no", "unknown"
+
+
+EVAL_WORDS = re.compile(r"val|test|eval|dev\b|holdout", re.IGNORECASE)
+
+
+SHARD_WORDS = re.compile(r"shard|split_by_node|split_dataset_by_node|nodesplitter|rank", re.IGNORECASE)
+
+
+def data_name(name: str | None) -> str | None:
+    """torch.utils.data.sampler.RandomSampler -> torch.utils.data.RandomSampler."""
+    if name and name.startswith("torch.utils.data."):
+        return "torch.utils.data." + name.rsplit(".", 1)[-1]
+    return name
+
+
+def loaders(facts: ModuleFacts) -> list[CallSite]:
+    return [c for c in facts.calls if data_name(c.name) == LOADER]
+
+
+def samplers(facts: ModuleFacts) -> list[CallSite]:
+    return [c for c in facts.calls if data_name(c.name) == SAMPLER]
+
+
+def bound_names(facts: ModuleFacts, node: cst.CSTNode) -> list[str]:
+    """Names a value is assigned to: `train_loader = DataLoader(...)` -> ["train_loader"]."""
+    return [a.target for a in facts.bindings_of(node)]
+
+
+def sharding(expr: cst.BaseExpression | None, facts: ModuleFacts, site: CallSite, depth: int = 3) -> str:
+    """Whether a sampler expression splits the data by rank: YES, NO, or UNKNOWN."""
+    if expr is None or isinstance(expr, cst.Name) and expr.value == "None":
+        return NO
+    if isinstance(expr, cst.IfExp):
+        return _either(sharding(expr.body, facts, site, depth), sharding(expr.orelse, facts, site, depth))
+    if isinstance(expr, cst.Call):
+        name = data_name(facts.callee(expr)) or ""
+        if name == SAMPLER or "Distributed" in name.rsplit(".", 1)[-1]:
+            return YES
+        if has_keyword(expr, "num_replicas") or has_keyword(expr, "rank"):
+            return YES
+        if name in PLAIN_SAMPLERS:
+            return NO
+        if name == BATCH_SAMPLER:
+            return sharding(arg(expr, 0, "sampler"), facts, site, depth)
+        return UNKNOWN
+    name = dotted(expr)
+    if name is None or depth == 0:
+        return UNKNOWN
+    values = [a.value for a in facts.reaching(name, site.function, site.order, site.blocks)]
+    if not values:
+        return UNKNOWN
+    verdict = NO
+    for value in values:
+        verdict = _either(verdict, sharding(value, facts, site, depth - 1))
+    return verdict
+
+
+def _either(a: str, b: str) -> str:
+    if YES in (a, b):
+        return YES
+    return UNKNOWN if UNKNOWN in (a, b) else NO
+
+
+def dataset_shards(ctx: LintContext, expr: cst.BaseExpression | None, site: CallSite) -> bool:
+    """The dataset splits itself by rank: a sharded stream, or a dataset class that reads the rank."""
+    if expr is None:
+        return True
+    facts = ctx.facts
+    exprs = [expr]
+    name = dotted(expr)
+    if name is not None:
+        exprs += [a.value for a in facts.reaching(name, site.function, site.order, site.blocks)]
+    for e in exprs:
+        if any(SHARD_WORDS.search(n.rsplit(".", 1)[-1]) for n in names_in(e)):
+            return True
+        if isinstance(e, cst.Call) and _class_reads_rank(ctx, facts.callee(e)):
+            return True
+    return False
+
+
+def _class_reads_rank(ctx: LintContext, name: str | None) -> bool:
+    if not name:
+        return False
+    found = (ctx.facts, name) if ctx.facts.has_members(name) else None
+    if found is None:
+        resolved = ctx.project.resolve(ctx.path, name)
+        if resolved is None or not resolved[2]:
+            return False
+        found = (resolved[1], resolved[2])
+    facts, cls = found
+    prefix = cls + "."
+    for site in facts.calls_within(cls):
+        if (site.name or "").rsplit(".", 1)[-1] in RANK_CALLS:
+            return True
+    for a in facts.assignments_within(cls):
+        if facts.role_of(a.value, a.function) in RANKS:
+            return True
+    return any(
+        {"rank", "num_replicas", "world_size"} & set(info.params)
+        for fname, info in facts.functions.items() if fname.startswith(prefix)
+    )
+
+
+def is_training(facts: ModuleFacts, site: CallSite, dataset: cst.BaseExpression | None, backward: bool) -> bool:
+    shuffle = arg(site.node, 2, "shuffle")
+    if isinstance(shuffle, cst.Name) and shuffle.value == "True":
+        return True
+    words = " ".join([*bound_names(facts, site.node), *(names_in(dataset) if dataset is not None else ())])
+    if "train" in words.lower():
+        return True
+    if EVAL_WORDS.search(words):
+        return False
+    return backward  # the module trains: a loader with no name to say otherwise feeds it
+
+
+def epoch_loops(facts: ModuleFacts, function: str, after: int = 0) -> list[Loop]:
+    """The epoch loops of a function (after a position in it)."""
+    return [loop for loop in facts.loops if loop.function == function and loop.order > after and epoch_loop(loop.node)]
+
+
+def is_false(expr: cst.BaseExpression | None) -> bool:
+    return isinstance(expr, cst.Name) and expr.value == "False"
+
+
+def epoch_loop(loop: cst.For | cst.While) -> bool:
+    """A loop that can run once per epoch: `while`, `for ... in range(...)`, or an `epoch` target.
+
+    `for sampler in samplers: sampler.set_epoch(2)` is setting up, not training.
+    """
+    if isinstance(loop, cst.While):
+        return True
+    if any("epoch" in n.lower() for n in names_in(loop.target)):
+        return True
+    iterated = loop.iter
+    if isinstance(iterated, cst.Call) and dotted(iterated.func) in {"enumerate", "tqdm", "tqdm.tqdm", "trange"}:
+        iterated = iterated.args[0].value if iterated.args else iterated
+    return isinstance(iterated, cst.Call) and dotted(iterated.func) in {"range", "trange"}

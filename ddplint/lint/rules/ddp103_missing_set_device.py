@@ -1,0 +1,46 @@
+"""DDP103: an NCCL process group with no rank bound to its GPU."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from ddplint.lint.context import LintContext
+from ddplint.lint.devices import (
+    binding_sites,
+    device_uses,
+    visible_devices_per_rank,
+)
+from ddplint.lint.facts import INIT_PG
+from ddplint.lint.roles import DeviceKind
+from ddplint.lint.rules.base import Finding, Rule
+from ddplint.lint.summaries import Effect
+
+
+class MissingSetDevice(Rule):
+    code = "DDP103"
+    data_parallel = True
+
+    def check(self, ctx: LintContext) -> Iterator[Finding]:
+        if visible_devices_per_rank(ctx) or binding_sites(ctx):
+            return
+        if any(use.kind in {DeviceKind.LOCAL, DeviceKind.INDEX} for use in device_uses(ctx)):
+            return  # each rank picks its device explicitly, or a hard-coded index is the problem (DDP101)
+        library = not ctx.facts.is_script  # a helper module: its callers bind the device, or are reported
+        for site in ctx.facts.calls:
+            if library and site.function or not self._starts_nccl(ctx, site):
+                continue
+            yield Finding(
+                site.node,
+                "NCCL process group but no rank is bound to its GPU: all ranks share GPU 0 and "
+                "collectives hang or run out of memory; call torch.cuda.set_device(local_rank) "
+                "before init_process_group",
+            )
+
+    @staticmethod
+    def _starts_nccl(ctx: LintContext, site) -> bool:
+        """init_process_group("nccl") here, or in a helper of another project module."""
+        if site.name != INIT_PG:
+            resolved = ctx.resolve_function(ctx.facts, ctx.path, ctx.method_target(ctx.facts, site))
+            if resolved is None or resolved[0] is ctx.facts:
+                return False  # a function of this module is reported at its own init call
+        return Effect.STARTS_NCCL in ctx.summaries.effects(site)

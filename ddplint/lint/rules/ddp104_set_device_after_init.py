@@ -1,0 +1,51 @@
+"""DDP104: set_device after the process group already ran a collective on GPU 0."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from ddplint.diagnostics import Severity
+from ddplint.lint.context import LintContext
+from ddplint.lint.facts import INIT_PG, SET_DEVICE
+from ddplint.lint.names import arg, string_value
+from ddplint.lint.rules.base import Finding, Rule
+from ddplint.lint.summaries import Effect
+
+
+class SetDeviceAfterInit(Rule):
+    code = "DDP104"
+    data_parallel = True
+    severity = Severity.WARNING
+
+    def check(self, ctx: LintContext) -> Iterator[Finding]:
+        inits = [
+            s for s in ctx.facts.calls_to(INIT_PG)
+            if string_value(arg(s.node, 0, "backend")) != "gloo" and arg(s.node, None, "device_id") is None
+        ]
+        if not inits:
+            return
+        communicating = ctx.summaries.sites_with(Effect.DEVICE_COLLECTIVE)
+        for site in ctx.facts.calls_to(SET_DEVICE):
+            for init in inits:
+                if init.function != site.function or init.order > site.order or _exclusive(init, site):
+                    continue
+                between = [
+                    c for c in communicating
+                    if c.function == site.function and init.order < c.order < site.order and not _exclusive(c, site)
+                ]
+                if between:
+                    yield Finding(
+                        site.node,
+                        "torch.cuda.set_device after init_process_group and a collective: that collective "
+                        "already ran on GPU 0 for every rank (hang or extra memory on GPU 0); bind the "
+                        "device before init_process_group",
+                    )
+                    break
+
+
+def _exclusive(a, b) -> bool:
+    """The two sites sit in opposite branches of the same test (`if args.distributed:` ... `else:`)."""
+    return any(
+        ca.negated != cb.negated and (ca.test is cb.test or ca.test.deep_equals(cb.test))
+        for ca in a.conditions for cb in b.conditions
+    )

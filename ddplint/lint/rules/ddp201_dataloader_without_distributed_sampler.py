@@ -1,0 +1,47 @@
+"""DDP201: a training DataLoader that every rank reads whole."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from ddplint.lint.context import LintContext
+from ddplint.lint.loaders import (
+    NO,
+    bound_names,
+    dataset_shards,
+    is_training,
+    loaders,
+    sharding,
+)
+from ddplint.lint.names import arg
+from ddplint.lint.rules.base import Finding, Rule
+from ddplint.lint.summaries import Effect
+
+
+class DataloaderWithoutDistributedSampler(Rule):
+    code = "DDP201"
+    data_parallel = True
+
+    def check(self, ctx: LintContext) -> Iterator[Finding]:
+        facts = ctx.facts
+        if not ctx.summaries.sites_with(Effect.DATA_PARALLEL):
+            return  # rpc or custom schemes: no data-parallel training here
+        backward = any(c.method == "backward" for c in facts.calls)
+        for site in loaders(facts):
+            call = site.node
+            dataset = arg(call, 0, "dataset")
+            chosen = arg(call, 4, "batch_sampler") or arg(call, 3, "sampler")
+            if chosen is not None:
+                if sharding(chosen, facts, site) != NO:
+                    continue
+            elif dataset_shards(ctx, dataset, site) or any(a.star for a in call.args):
+                continue
+            if not is_training(facts, site, dataset, backward) or ctx.guards.main_only(site):
+                continue
+            label = (bound_names(facts, call) or ["DataLoader"])[0]
+            yield Finding(
+                call,
+                f"training loader '{label}' has no DistributedSampler: every rank reads the whole "
+                "dataset in the same order (duplicated batches, no speed-up); pass "
+                "sampler=DistributedSampler(dataset) and call sampler.set_epoch(epoch) each epoch",
+            )

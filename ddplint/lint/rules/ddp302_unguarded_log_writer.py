@@ -1,0 +1,28 @@
+"""DDP302: logs, trackers and output files opened by every rank."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from ddplint.diagnostics import Severity
+from ddplint.lint.context import LintContext
+from ddplint.lint.names import (
+    dotted,
+)
+from ddplint.lint.rules.base import Finding, Rule
+from ddplint.lint.writes import LOG, OUTSIDE_TRAINER, unguarded_writes
+
+
+class UnguardedLogWriter(Rule):
+    code = "DDP302"
+    beside_frameworks = OUTSIDE_TRAINER
+    severity = Severity.WARNING
+
+    def check(self, ctx: LintContext) -> Iterator[Finding]:
+        for site, helper in unguarded_writes(ctx, LOG):
+            what = f"{helper}() writes to a file" if helper else f"{dotted(site.node.func) or 'this call'}() opens a log/output"
+            yield Finding(
+                site.node,
+                f"{what} on every rank: each process writes the same file or run (interleaved, "
+                "duplicated or clobbered logs); create it only on the main process (if rank == 0:)",
+            )

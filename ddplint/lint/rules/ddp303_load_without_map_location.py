@@ -1,0 +1,61 @@
+"""DDP303: torch.load without map_location puts every rank's copy on the GPU it was saved from."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import libcst as cst
+
+from ddplint.lint.context import LintContext
+from ddplint.lint.facts import CallSite, ModuleFacts
+from ddplint.lint.names import (
+    arg,
+    has_star_kwargs,
+    names_in,
+)
+from ddplint.lint.paths import never_runs
+from ddplint.lint.rules.base import Finding, Rule
+from ddplint.lint.writes import OUTSIDE_TRAINER
+
+
+class LoadWithoutMapLocation(Rule):
+    code = "DDP303"
+    beside_frameworks = OUTSIDE_TRAINER
+
+    def check(self, ctx: LintContext) -> Iterator[Finding]:
+        facts = ctx.facts
+        restores = _restoring_names(facts)
+        for site in facts.calls_to("torch.load"):
+            call = site.node
+            if arg(call, 1, "map_location") is not None or has_star_kwargs(call):
+                continue
+            if not _restores(site, facts, restores) or ctx.guards.main_only(site) or never_runs(facts, site):
+                continue
+            yield Finding(
+                call,
+                "torch.load without map_location: every rank puts the checkpoint's tensors back on the "
+                "GPU they were saved from (all on GPU 0: out of memory); pass map_location='cpu' or "
+                "map_location=f'cuda:{local_rank}'",
+            )
+
+
+def _restoring_names(facts: ModuleFacts) -> set[str]:
+    """Names mentioned in the arguments of `load_state_dict(...)` calls."""
+    out: set[str] = set()
+    for site in facts.calls:
+        if site.method == "load_state_dict":
+            for a in site.node.args:
+                out |= names_in(a.value)
+    return out
+
+
+def _restores(site: CallSite, facts: ModuleFacts, restores: set[str]) -> bool:
+    """The loaded object is a checkpoint that goes into a model or optimizer."""
+    for outer in facts.calls:
+        if outer.method == "load_state_dict" and any(a.value is site.node for a in outer.node.args):
+            return True
+    targets = {a.target for a in facts.bindings_of(site.node)}
+    targets |= {a.target for a in facts.assignments if isinstance(a.value, cst.Subscript) and a.value.value is site.node}
+    return bool(targets & restores) or any(
+        any(r.startswith(t + ".") for r in restores) for t in targets
+    )

@@ -1,0 +1,37 @@
+"""DDP402: a process group never destroyed."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from ddplint.diagnostics import Severity
+from ddplint.lint.context import LintContext
+from ddplint.lint.facts import INIT_PG
+from ddplint.lint.rules.base import Finding, Rule
+from ddplint.lint.summaries import Effect
+
+
+class MissingDestroyProcessGroup(Rule):
+    code = "DDP402"
+    severity = Severity.WARNING
+
+    def check(self, ctx: LintContext) -> Iterator[Finding]:
+        facts = ctx.facts
+        inits = [s for s in ctx.summaries.sites_with(Effect.INIT_GROUP) if not self._through_other_script(ctx, s)]
+        if not inits or ctx.summaries.sites_with(Effect.DESTROYS_GROUP):
+            return
+        if not facts.is_script and not any(s.function == "" for s in inits):
+            return  # a library module: whoever calls it decides when to tear down
+        direct = [s for s in inits if s.name == INIT_PG] or inits
+        site = min(direct, key=lambda s: s.order)
+        yield Finding(
+            site.node,
+            "the process group is never destroyed: at exit NCCL resources leak, PyTorch warns and "
+            "ranks can hang in teardown; call dist.destroy_process_group() at the end of training",
+        )
+
+    @staticmethod
+    def _through_other_script(ctx: LintContext, site) -> bool:
+        """`detection.main(args)` from a launcher wrapper: main.py is a script and answers for itself."""
+        resolved = ctx.resolve_function(ctx.facts, ctx.path, ctx.method_target(ctx.facts, site))
+        return resolved is not None and resolved[0] is not ctx.facts and resolved[0].is_script
