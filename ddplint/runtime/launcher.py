@@ -3,15 +3,23 @@
 The launcher never imports torch. It picks or checks the master port (a stale listener makes
 a c10d rendezvous hang for over a minute, so it is probed first), starts
 `python -m torch.distributed.run ... -m ddplint.runtime.probe RUNDIR SCRIPT ARGS` in its own
-session with its output captured in the run directory, and polls the ranks' phase files for
-live progress. torchrun starts every rank in a session of its own, so the processes are
-tracked by pid (torchrun's children and the ranks' pid files) and killed by process group.
+session with its output captured in the run directory (each rank's stdout and stderr in files
+of their own, see rankoutput), and polls the ranks' phase files for live progress.
+
+In the sandbox (ddplint.runtime.sandbox) torchrun runs under the sandbox's keeper, in a PID
+namespace: stopping the job is a SIGTERM to the keeper, whose init kills every process of the
+namespace, and the kernel does the same should the keeper die. The ranks' pid files hold pids
+of that namespace; they are translated to this side's pids for the stack dumps.
+
+Without the sandbox, torchrun starts every rank in a session of its own, so the processes are
+tracked by pid (torchrun's children and the ranks' pid files) and killed by process group; a
+final sweep kills any process whose command line still names the run directory. Should
+ddplint itself be SIGKILLed, torchrun dies with it (PR_SET_PDEATHSIG) and every rank exits once
+ddplint is gone (the probe watches its pid).
 
 On a timeout (the whole audit, or --rdzv-timeout spent in rendezvous or process-group init)
 every rank dumps its Python stacks through faulthandler (SIGUSR1), then everything is killed.
-SIGINT and SIGTERM to ddplint do the same cleanup. A final sweep kills any process whose
-command line still names the run directory. Should ddplint itself be SIGKILLed, torchrun dies
-with it (PR_SET_PDEATHSIG) and every rank exits once ddplint is gone (the probe watches its pid).
+SIGINT and SIGTERM to ddplint do the same cleanup (InterruptGuard, signals_deferred).
 """
 
 from __future__ import annotations
