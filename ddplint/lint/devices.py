@@ -97,14 +97,19 @@ def device_uses(ctx: LintContext) -> Iterator[DeviceUse]:
     for site in ctx.facts.calls:
         if site.in_default and not _default_used(ctx, site):
             continue
-        for target, int_is_index, placement in _device_arguments(site):
+        binder = Effect.BINDS_DEVICE in ctx.summaries.effects(site)
+        for target, int_is_index, placement in _device_arguments(site, binder):
             device = classify(ctx, target, site, int_is_index)
             report = device.origin if device.kind is DeviceKind.INDEX and device.origin is not None else target
             yield DeviceUse(site, report if report is not None else site.node, device.kind, device.index, placement)
 
 
-def _device_arguments(site: CallSite) -> Iterator[tuple[cst.BaseExpression | None, bool, bool]]:
-    """(device expression, whether a bare int is an index, whether it places or binds) per call."""
+def _device_arguments(site: CallSite, binder: bool) -> Iterator[tuple[cst.BaseExpression | None, bool, bool]]:
+    """(device expression, whether a bare int is an index, whether it places or binds) per call.
+
+    A helper that binds the device itself (`utils.get_device(device="cuda")` choosing the local
+    rank's GPU) takes its `device=` as a device type to resolve, not as a place to put tensors.
+    """
     call = site.node
     if site.name == "torch.device":
         if arg(call, 1, "index") is not None or string_value(arg(call, 0, "type")) is not None:
@@ -127,7 +132,7 @@ def _device_arguments(site: CallSite) -> Iterator[tuple[cst.BaseExpression | Non
             yield ids.elements[0].value, True, True
     for keyword in ("device", "map_location"):
         target = arg(call, None, keyword)
-        if target is None or site.method == "to" and keyword == "device":
+        if target is None or site.method == "to" and keyword == "device" or binder and keyword == "device":
             continue
         if keyword == "map_location" and string_value(target) == "cuda":
             continue  # map_location="cuda" maps onto the current device
