@@ -47,6 +47,21 @@ def snapshot(path: Path) -> dict[str, tuple]:
     return out
 
 
+def processes_with_env(assignment: str) -> list[int]:
+    """Live processes whose environment holds `assignment` (NAME=value): every process the job
+    started inherits the one the test gave ddplint."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                environ = Path(f"/proc/{entry}/environ").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if assignment.encode() in environ:
+                found.append(int(entry))
+    return found
+
+
 def make_project(base: Path) -> tuple[Path, Path, Path]:
     project, home, out = base / "project", base / "home", base / "out"
     for d in (project / "outputs" / "sub", project / "emptydir", home, out):
@@ -83,11 +98,13 @@ def test_every_write_is_contained_listed_and_no_process_survives(base):
     report_path = base / "report.json"
     e = env()
     e["HOME"] = str(home)
+    e["DDPLINT_TEST_JOB"] = marker  # inherited by every process of the job
     proc = subprocess.run([sys.executable, "-m", "ddplint", "--runtime", "--format", "json", "--output",
                            str(report_path), "writes_everywhere.py", "--out", str(out), "--marker", marker],
                           cwd=project, env=e, capture_output=True, text=True, timeout=WAIT_S, check=False)
     assert {d: snapshot(d) for d in (project, home, out)} == before, "a file of the user's changed"
     assert processes_naming(f"sleep {marker}") == []
+    assert processes_with_env(f"DDPLINT_TEST_JOB={marker}") == []
     assert processes_naming(str(project)) == []
     report = json.loads(report_path.read_text())
     jsonschema.validate(report, report_schema())
@@ -129,13 +146,17 @@ def test_every_write_is_contained_listed_and_no_process_survives(base):
     assert writes["times.txt"]["detail"] == ["times"]
     assert "content" in writes["data.txt"]["detail"] and "mode" in writes["copied_onto.txt"]["detail"]
     assert writes["checkpoint.pt"]["ranks"] == [0]
-    assert writes["checkpoint.pt"]["sites"] == [f"{project / 'writes_everywhere.py'}:53"]
+    source = (project / "writes_everywhere.py").read_text().splitlines()
+    line = next(i for i, text in enumerate(source, 1) if 'open("checkpoint.pt"' in text)
+    assert writes["checkpoint.pt"]["sites"] == [f"{project / 'writes_everywhere.py'}:{line}"]
     assert any(line.endswith("from_system.txt: written outside Python's file calls, rank unknown")
                for line in checks["io.sandbox"]["evidence"])
 
     leftover = checks["run.leftover"]
     assert leftover["status"] == "FAIL" and proc.returncode == 1
-    assert sorted(p["command"] for p in leftover["data"]["processes"]) == [f"sleep {marker}"] * 2
+    commands = [p["command"] for p in leftover["data"]["processes"]]
+    assert commands.count(f"sleep {marker}") == 2, commands  # the daemon and the new session
+    assert any("multiprocessing.spawn" in c for c in commands), commands  # the mp.spawn worker
 
 
 def _watch(proc: subprocess.Popen, wanted: str, lines: list[str]) -> bool:
@@ -242,3 +263,16 @@ def test_the_sandbox_needs_no_privilege():
         from ddplint.runtime.sandbox import remove_tree
 
         remove_tree(base)
+
+
+def test_a_daemonic_worker_ends_with_its_rank(tmp_path):
+    """Python's exit terminates daemonic multiprocessing children; the audit must too, or it
+    would report as left running what plain torchrun would not leave."""
+    shutil.copy(FIXTURES / "daemonic_worker.py", tmp_path)
+    out = tmp_path.parent / f"{tmp_path.name}-report.json"
+    proc = subprocess.run([sys.executable, "-m", "ddplint", "--runtime", "--format", "json", "--output",
+                           str(out), "daemonic_worker.py"],
+                          cwd=tmp_path, env=env(), capture_output=True, text=True, timeout=WAIT_S, check=False)
+    assert proc.returncode == 0, proc.stderr
+    checks = {c["check"]: c for c in json.loads(out.read_text())["checks"]}
+    assert checks["run.leftover"]["status"] == "PASS", checks["run.leftover"]

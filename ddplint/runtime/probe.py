@@ -273,6 +273,16 @@ def _rank_hooks() -> dict:
     return {name: getattr(rank_checks, name) for name in _HOOKS if hasattr(rank_checks, name)}
 
 
+def _stop_daemonic_children() -> None:
+    """What interpreter exit does for multiprocessing's daemonic children, which os._exit skips:
+    without it they would outlive the rank here and nowhere else (a false run.leftover)."""
+    import multiprocessing
+
+    for child in multiprocessing.active_children():
+        if child.daemon:
+            child.terminate()
+
+
 def _exit_when_orphaned(launcher: int) -> None:
     """ddplint gone (even SIGKILLed): nothing will ever collect this rank; leave."""
     while True:
@@ -296,6 +306,7 @@ def main() -> None:
     code = Probe(rundir, sys.argv[2], sys.argv[3:]).run()
     sys.stdout.flush()
     sys.stderr.flush()
+    _stop_daemonic_children()
     os._exit(code)
 
 
