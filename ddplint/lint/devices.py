@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import libcst as cst
 
@@ -84,13 +84,19 @@ def classify(ctx: LintContext, expr: cst.BaseExpression | None, site: CallSite, 
 
 
 def _torch_device(ctx: LintContext, call: cst.Call, site: CallSite, depth: int) -> Device:
+    """`torch.device("cuda", 0)` or `torch.device("cuda:0")`; a literal index is reported on the
+    whole `torch.device(...)` expression."""
     first = arg(call, 0, "type")
     index = arg(call, 1, "index")
     if index is None:
-        return classify(ctx, first, site, True, depth)
-    if string_value(first) != "cuda":
+        device = classify(ctx, first, site, True, depth)
+    elif string_value(first) != "cuda":
         return Device(DeviceKind.OTHER)
-    return classify(ctx, index, site, True, depth)
+    else:
+        device = classify(ctx, index, site, True, depth)
+    if device.origin is not None and device.origin in (first, index):
+        return replace(device, origin=call)
+    return device
 
 
 def device_uses(ctx: LintContext) -> Iterator[DeviceUse]:

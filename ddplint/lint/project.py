@@ -69,6 +69,9 @@ class ProjectIndex:
         else:
             here = importer.resolve().parent
             bases = [here, *list(here.parents)[:SEARCH_PARENTS]]
+            root = _package_root(here)
+            if root not in bases:
+                bases.append(root)  # `from torchtune import utils` deep inside torchtune/
         for base in bases:
             for split in range(len(parts), 0, -1):
                 module_path = _module_file(base, parts[:split])
@@ -83,3 +86,10 @@ def _module_file(base: Path, parts: list[str]) -> Path | None:
         if path.is_file():
             return path
     return None
+
+
+def _package_root(directory: Path) -> Path:
+    """The directory that holds the outermost package around `directory` (what is on sys.path)."""
+    while (directory / "__init__.py").is_file() and directory.parent != directory:
+        directory = directory.parent
+    return directory
