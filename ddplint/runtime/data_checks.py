@@ -215,9 +215,16 @@ def _known(a: np.ndarray | None) -> np.ndarray:
 Verdict = tuple[Status, str, list[str], "str | None", "str | None"]  # status, summary, evidence, rule, fix
 
 
-def _padding(meta: LoaderRecord, world: int) -> int:
-    """Duplicates a distributed sampler adds to even out ranks (drop_last=False)."""
-    return meta.padding if meta.num_replicas == world else 0
+def _padding(loader: Loader, world: int) -> int:
+    """Repeats a distributed sampler adds to even out ranks (drop_last=False); for one that
+    evens them out by whatever it yields, the samples yielded beyond those the loader reaches."""
+    meta = loader.meta
+    if meta.num_replicas != world:
+        return 0
+    if meta.padding is not None:
+        return meta.padding
+    b = loader.basis
+    return max(0, sum(a.size for a in b.lists.values()) - b.n) if b.by_index else 0
 
 
 def _documented_drops(loader: Loader, world: int, n: int) -> tuple[int, list[str]]:
@@ -309,25 +316,32 @@ def check_disjoint(loaders: list[Loader], world: int, base: str) -> CheckResult:
             audit = audit_indices(b.lists, b.n)
             within = sum(repeats(a) for a in b.lists.values())
             across = audit.duplicates - within
-            pad = _padding(meta, world)
+            pad = _padding(loader, world)
             item.update(duplicates=across, padding=pad, pairs=[list(p) for p in audit.pairs])
             if across == 0:
                 out.append((Status.PASS, f"{name}: ranks read disjoint samples ({b.tag})", [], None, None))
             elif across <= pad:
-                out.append((Status.WARN,
-                            (f"{name}: {across} padding duplicate(s) per epoch (len {meta.dataset_len} % "
-                            f"{world} ranks; {meta.sampler} repeats samples to even out ranks)"), [b.tag], None,
-                            ("use drop_last=True in the DistributedSampler, or a dataset length "
-                            "divisible by the world size, if the repeats matter")))
+                out.append(_padded(meta, name, across, world, b))
             else:
                 lines = [_pair_line(p, "sample indices") for p in audit.pairs[:3]]
                 out.append(_overlap(loader, name, lines, audit.pairs[0][3] if audit.pairs else 1.0, b))
         else:
             pairs = _fingerprint_pairs(_fingerprints(loader))
             item["pairs"] = [list(p) for p in pairs]
-            out.append(_by_content(loader, name, pairs, _padding(meta, world), "", b))
+            out.append(_by_content(loader, name, pairs, _padding(loader, world), "", b))
         data.append(item)
     return _result("data.disjoint", out, "fewer than two ranks iterated any DataLoader", data)
+
+
+def _padded(meta: LoaderRecord, name: str, repeats: int, world: int, b: Basis) -> Verdict:
+    if meta.padding is None:  # a shard of batches per process
+        why = f"{meta.sampler} evens out the ranks' batches with samples from the start"
+        fix = "even_batches=False (accelerate), or a dataset length divisible by world size x batch size"
+    else:
+        why = f"len {meta.dataset_len} % {world} ranks; {meta.sampler} repeats samples to even out ranks"
+        fix = "use drop_last=True in the DistributedSampler, or a dataset length divisible by the world size"
+    return (Status.WARN, f"{name}: {repeats} padding duplicate(s) per epoch ({why})", [b.tag], None,
+            f"{fix}, if the repeats matter")
 
 
 def _by_content(loader: Loader, name: str, pairs, allowed: int, window: str, b: Basis,
@@ -364,7 +378,7 @@ def check_duplicates(loaders: list[Loader], world: int, base: str) -> CheckResul
             else:
                 fps = [fp for batch in e.fingerprints for fp in batch]
                 by_rank[rank] = (len(fps) - len(set(fps)), len(fps))
-        allowed = _padding(meta, world) if indexed else 0
+        allowed = _padding(loader, world) if indexed else 0
         rank, (worst_repeats, samples) = max(by_rank.items(), key=lambda kv: kv[1][0] / max(1, kv[1][1]))
         data.append({"site": loader.site, "level": "indices" if indexed else "fingerprints",
                      "ranks": [{"rank": k, "repeats": v[0], "samples": v[1]} for k, v in sorted(by_rank.items())],
@@ -473,9 +487,9 @@ def check_content(loaders: list[Loader], world: int, base: str, batches: int) ->
         disjoint = False
         if b.by_index:  # the indices decide; identical content at distinct indices is in the data
             audit = audit_indices(b.lists, b.n)
-            disjoint = audit.duplicates - sum(repeats(a) for a in b.lists.values()) <= _padding(loader.meta, world)
+            disjoint = audit.duplicates - sum(repeats(a) for a in b.lists.values()) <= _padding(loader, world)
         data.append({"site": loader.site, "batches": batches, "pairs": [list(p) for p in pairs]})
-        out.append(_by_content(loader, name, pairs, _padding(loader.meta, world),
+        out.append(_by_content(loader, name, pairs, _padding(loader, world),
                                f" in the first {batches} batches", b, disjoint))
     return _result("data.content", out, "fewer than two ranks iterated any DataLoader", data)
 

@@ -26,6 +26,7 @@ shuffles, the first iterated with autograd enabled.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import itertools
 import operator
@@ -33,6 +34,7 @@ import random
 import sys
 from collections.abc import Callable
 from dataclasses import asdict, replace
+from types import FrameType
 
 from ddplint.runtime.datarecords import (
     EpochRecord,
@@ -49,15 +51,20 @@ class AuditStop(BaseException):
     so the script's own `except Exception` handlers do not swallow it)."""
 
 
-_RANDOM_SAMPLERS = ("RandomSampler", "SubsetRandomSampler", "WeightedRandomSampler")
 _ANCHORS = 5  # samples read per root dataset to compare the ranks' data
 _MAX_DEPTH = 16  # wrapper levels followed, in the sampler and the dataset chain
 
 
 def _shuffles(obj) -> bool | None:
+    from torch.utils.data import (
+        RandomSampler,
+        SubsetRandomSampler,
+        WeightedRandomSampler,
+    )
+
     if obj is None:
         return None
-    if type(obj).__name__ in _RANDOM_SAMPLERS:
+    if isinstance(obj, (RandomSampler, SubsetRandomSampler, WeightedRandomSampler)):
         return True
     value = getattr(obj, "shuffle", None)
     return value if isinstance(value, bool) else None
@@ -80,7 +87,10 @@ def _qualname(obj) -> str:
 
 class SamplerChain:
     """The samplers that decide a loader's indices, outermost first: a batch sampler the script
-    passed (`batch_sampler=`, or a sampler that yields lists), then each `.sampler` inside."""
+    (or a framework) passed (`batch_sampler=`, or a sampler that yields lists), then each
+    `.sampler` or `.batch_sampler` inside. The distributed one is a DistributedSampler (or any
+    sampler with `num_replicas` and `rank`) or a shard of batches per process (accelerate's
+    BatchSamplerShard: `num_processes` and `process_index`)."""
 
     def __init__(self, loader):
         bs = loader.batch_sampler
@@ -88,15 +98,18 @@ class SamplerChain:
         top = bs if given else loader.sampler
         self.objects = [top]
         while len(self.objects) < _MAX_DEPTH:
-            inner = getattr(self.objects[-1], "sampler", None)
+            obj = self.objects[-1]
+            inner = getattr(obj, "sampler", None)
+            if inner is None:
+                inner = getattr(obj, "batch_sampler", None)
             if inner is None or any(inner is o for o in self.objects):
                 break
             self.objects.append(inner)
         self.batching = _is_batch_sampler(top)
         self.batch_sampler = top if self.batching else None
-        # the per-sample sampler: the one inside the batch sampler, else the top one
-        self.element = self.objects[1] if self.batching and len(self.objects) > 1 else top
-        self.distributed = next((o for o in self.objects if getattr(o, "num_replicas", None) is not None), None)
+        # the per-sample sampler: the first one inside every batch sampler
+        self.element = next((o for o in self.objects if not _is_batch_sampler(o)), self.objects[-1])
+        self.distributed = next((o for o in self.objects if _replicas(o) is not None), None)
         loader_batches = bs is not None and not given
         self.drop_last = bool(loader.drop_last) if loader_batches else bool(getattr(top, "drop_last", False)
                                                                             and self.batching)
@@ -106,14 +119,26 @@ class SamplerChain:
         """The sampler whose order decides the data: the distributed one, else the innermost."""
         return self.distributed if self.distributed is not None else self.objects[-1]
 
+    @property
+    def num_replicas(self) -> int | None:
+        return _replicas(self.distributed)
+
+    @property
+    def rank(self) -> int | None:
+        d = self.distributed
+        return getattr(d, "rank", getattr(d, "process_index", None))
+
     def shuffle(self) -> bool | None:
         return next((s for s in map(_shuffles, self.objects) if s is not None), None)
 
-    def padding(self, dataset_len: int | None) -> int:
-        """Samples a distributed sampler repeats to give every rank the same count."""
+    def padding(self, dataset_len: int | None) -> int | None:
+        """Samples the distributed sampler repeats to give every rank the same count; None when
+        it evens the ranks out by an amount known only from what it yields (a batch shard)."""
         d = self.distributed
         if d is None or getattr(d, "drop_last", False):
             return 0
+        if getattr(d, "num_replicas", None) is None:
+            return None if getattr(d, "even_batches", False) else 0
         total = getattr(d, "total_size", None)
         n = _length(getattr(d, "dataset", None))
         n = dataset_len if n is None else n
@@ -125,10 +150,16 @@ class SamplerChain:
         return max(0, total - n)
 
 
+def _replicas(obj) -> int | None:
+    value = getattr(obj, "num_replicas", getattr(obj, "num_processes", None))
+    return value if isinstance(value, int) else None
+
+
 def _is_batch_sampler(obj) -> bool:
     from torch.utils.data import BatchSampler
 
-    return isinstance(obj, BatchSampler) or (hasattr(obj, "batch_size") and hasattr(obj, "sampler"))
+    return isinstance(obj, BatchSampler) or (
+        hasattr(obj, "batch_size") and (hasattr(obj, "sampler") or hasattr(obj, "batch_sampler")))
 
 
 # -- the dataset chain ---------------------------------------------------------------------
@@ -230,18 +261,35 @@ class LoaderTracker:
         self.training_site: str | None = None
         self._last_loader: dict[str, object] = {}  # per site, to drain its last set_epoch calls
         self._chains: dict[str, DatasetChain] = {}  # per site, of its last loader
+        self._site_of_dataset: dict[int, tuple[object, str]] = {}  # loaders the script made itself
         self._orig: dict[str, object] = {}
 
     # -- creation --
 
-    def _site(self) -> str:
-        f = sys._getframe(2)
-        while f is not None:
+    def _site(self, dataset) -> str:
+        """The script's line that made this loader: its innermost frame outside every library.
+        A loader a framework builds from one of the script's (Lightning adding a
+        DistributedSampler, accelerate's prepare) is the same loader: same dataset, same site."""
+        from ddplint.runtime.sites import library_dirs
+
+        libraries = library_dirs()
+        caller = site = None
+        f: FrameType | None = sys._getframe(2)
+        while f is not None and site is None:
             fn = f.f_code.co_filename
-            if not fn.startswith(self.skip_dirs) and not fn.startswith("<frozen"):
-                return f"{fn}:{f.f_lineno}"
+            if not fn.startswith(("<frozen", "<string>")):
+                if caller is None and not fn.startswith(self.skip_dirs):
+                    caller = fn  # the code that called DataLoader(...)
+                if not fn.startswith(libraries):
+                    site = f"{fn}:{f.f_lineno}"
             f = f.f_back
-        return "<unknown>"
+        earlier = self._site_of_dataset.get(id(dataset))
+        if caller is not None and caller.startswith(libraries) and earlier is not None and earlier[0] is dataset:
+            return earlier[1]
+        site = site or "<unknown>"
+        if caller is not None and not caller.startswith(libraries):
+            self._site_of_dataset[id(dataset)] = (dataset, site)
+        return site
 
     @staticmethod
     def _owners(loader) -> list[tuple[str, object]]:
@@ -258,7 +306,7 @@ class LoaderTracker:
     def _created(self, loader) -> None:
         from torch.utils.data import IterableDataset
 
-        site = self._site()
+        site = self._site(loader.dataset)
         loader._ddplint_site = site
         chain = SamplerChain(loader)
         datasets = DatasetChain(loader.dataset)
@@ -276,8 +324,8 @@ class LoaderTracker:
             batch_sampler=type(chain.batch_sampler).__name__ if chain.batch_sampler is not None else None,
             shuffle=None if iterable else chain.shuffle(),
             replacement=any(getattr(o, "replacement", False) is True for o in chain.objects),
-            num_replicas=getattr(chain.distributed, "num_replicas", None),
-            sampler_rank=getattr(chain.distributed, "rank", None),
+            num_replicas=chain.num_replicas,
+            sampler_rank=chain.rank,
             sampler_drop_last=getattr(chain.distributed, "drop_last", None),
             padding=0 if iterable else chain.padding(dataset_len),
             sampler_len=None if iterable else _length(chain.element),
@@ -448,6 +496,7 @@ class LoaderTracker:
                       "next": _BaseDataLoaderIter.__next__, "next_index": _BaseDataLoaderIter._next_index}
         tracker = self
 
+        @functools.wraps(orig_init)  # the signature stays DataLoader's: frameworks read it to re-create loaders
         def __init__(loader, *args, **kwargs):
             orig_init(loader, *args, **kwargs)
             tracker._created(loader)

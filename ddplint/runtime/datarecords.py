@@ -71,7 +71,8 @@ class LoaderRecord:
     num_replicas: int | None
     sampler_rank: int | None
     sampler_drop_last: bool | None
-    padding: int  # repeats the distributed sampler adds to even out the ranks (drop_last=False)
+    padding: int | None  # repeats the distributed sampler adds to even out ranks; None: all it yields beyond
+    #                      the dataset (a shard of batches that evens out the ranks)
     sampler_len: int | None  # length of the per-sample sampler (inside any batch sampler)
     batch_size: int | None
     batch_drop_last: bool  # a batch sampler (or the loader) drops the last partial batch

@@ -152,6 +152,7 @@ class Probe:
         tracker.install()
         writes = WriteRedirector(self.rundir.scratch(self.rank), redirect=not self.config.get("sandbox"))
 
+        _frameworks_on_cpu(self.record["world_size"])
         sys.argv = [self.script, *self.args]
         sys.path[0] = os.path.dirname(self.script)
         sys.dont_write_bytecode = True  # no __pycache__ in the user's tree
@@ -259,6 +260,16 @@ class Terminated(BaseException):
 
 def _terminated(signum, frame):
     raise Terminated
+
+
+def _frameworks_on_cpu(world_size: int) -> None:
+    """A job audited on CPU must still run distributed the way it will on GPUs: accelerate's
+    Accelerator() takes torchrun's environment as multi-process on GPUs, but on CPU only when
+    told (what `accelerate launch --cpu` sets); without it every rank trains alone as main."""
+    import torch
+
+    if world_size > 1 and not torch.cuda.is_available():
+        os.environ.setdefault("ACCELERATE_USE_CPU", "true")
 
 
 def _rank_hooks() -> dict:
