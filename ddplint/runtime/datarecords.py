@@ -45,10 +45,6 @@ class EpochRecord:
     yielded: int = 0  # batches yielded
     exhausted: bool = False  # the loader ended the epoch by itself (not cut at --steps)
 
-    @property
-    def samples(self) -> int:
-        return sum(len(b) for b in self.fingerprints)
-
 
 @dataclass
 class SetEpochCall:
@@ -83,11 +79,6 @@ class LoaderRecord:
     epochs: list[EpochRecord] = field(default_factory=list)
     set_epoch: list[SetEpochCall] = field(default_factory=list)
     training: bool = False
-
-    @property
-    def mapped(self) -> bool:
-        """Every index of the epoch could be traced to a root."""
-        return bool(self.epochs) and self.epochs[0].keys is not None
 
     @classmethod
     def from_plain(cls, d: dict) -> LoaderRecord:
