@@ -92,3 +92,23 @@ def test_hook_with_fix_rewrites_the_staged_file(tmp_path):
     again = subprocess.run([PRE_COMMIT, "run", "--all-files"], cwd=project, capture_output=True, text=True,
                            timeout=600)
     assert "files were modified" not in again.stdout and (project / "train.py").read_text() == after
+
+
+def test_the_documented_local_hook_installs_from_a_clone_and_runs(tmp_path):
+    """docs/code-scanning.md's `repo: local` hook, with its dependency pointed at this checkout."""
+    import re
+
+    import yaml
+
+    doc = (ROOT / "docs" / "code-scanning.md").read_text(encoding="utf-8")
+    config = next(yaml.safe_load(block) for block in re.findall(r"```yaml\n(.*?)```", doc, re.DOTALL)
+                  if "repos" in (yaml.safe_load(block) or {}))
+    (hook,) = config["repos"][0]["hooks"]
+    hook["additional_dependencies"] = [f"ddplint @ {ROOT.as_uri()}"]
+    project = new_project(tmp_path, FIXTURES / "lint" / "device" / "hardcoded_to_cuda0.py")
+    (project / ".pre-commit-config.yaml").write_text(yaml.safe_dump(config))
+    git(project, "add", "-A")
+    proc = subprocess.run([PRE_COMMIT, "run", "--all-files"], cwd=project, capture_output=True, text=True,
+                          timeout=900, check=False)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "train.py:" in proc.stdout and "DDP101" in proc.stdout

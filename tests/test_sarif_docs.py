@@ -25,22 +25,31 @@ def run_step(command: str, cwd) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "ddplint", *args], cwd=cwd, capture_output=True, text=True, timeout=120)
 
 
-def test_the_workflow_lints_then_uploads_the_file_it_wrote(tmp_path):
-    workflow, annotate, _ = yaml_blocks()
+def test_the_workflow_checks_out_ddplint_and_runs_its_action():
+    workflow, _, _, _ = yaml_blocks()
     assert workflow["permissions"]["security-events"] == "write"
     steps = workflow["jobs"]["ddplint"]["steps"]
+    assert [s["uses"].split("@")[0] for s in steps] == [
+        "actions/checkout", "actions/setup-python", "actions/checkout", "./.ddplint"]
+    assert steps[2]["with"]["path"] == ".ddplint" and steps[2]["with"]["repository"] == "ddplint/ddplint"
+    action = yaml.safe_load((ROOT / "action.yml").read_text(encoding="utf-8"))
+    assert set(steps[3]["with"]) <= set(action["inputs"])
+
+
+def test_the_steps_without_the_action_lint_then_upload_the_file_they_wrote(tmp_path):
+    _, steps, annotate, _ = yaml_blocks()
     assert [s.get("uses", s.get("run")).split("@")[0] for s in steps] == [
-        "actions/checkout", "actions/setup-python", "pip install ddplint",
-        "ddplint --format sarif --output ddplint.sarif --exit-zero .", "github/codeql-action/upload-sarif",
+        'pip install "ddplint ', "ddplint --output-format sarif --output ddplint.sarif --exit-zero .",
+        "github/codeql-action/upload-sarif",
     ]
     subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
     (tmp_path / "train").mkdir()
     (tmp_path / "train" / "main.py").write_text(BAD, encoding="utf-8")
-    lint = run_step(steps[3]["run"], tmp_path)
+    lint = run_step(steps[1]["run"], tmp_path)
     assert lint.returncode == 0, lint.stderr  # findings do not stop the job before the upload
-    log = json.loads((tmp_path / steps[4]["with"]["sarif_file"]).read_text(encoding="utf-8"))
+    log = json.loads((tmp_path / steps[2]["with"]["sarif_file"]).read_text(encoding="utf-8"))
     results = log["runs"][0]["results"]
-    assert {"DDP101", "DDP103"} <= {r["ruleId"] for r in results}
+    assert "DDP101" in {r["ruleId"] for r in results}
     assert {r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] for r in results} == {"train/main.py"}
 
     annotations = run_step(annotate[0]["run"], tmp_path)
@@ -48,9 +57,12 @@ def test_the_workflow_lints_then_uploads_the_file_it_wrote(tmp_path):
     assert [line.split(" ", 1)[0] for line in annotations.stdout.splitlines()] == [f"::{r['level']}" for r in results]
 
 
-def test_the_pre_commit_snippet_names_the_shipped_hook():
-    _, _, precommit = yaml_blocks()
-    hooks = yaml.safe_load((ROOT / ".pre-commit-hooks.yaml").read_text(encoding="utf-8"))
+def test_the_pre_commit_snippet_is_a_local_hook_like_the_shipped_one():
+    _, _, _, precommit = yaml_blocks()
+    (shipped,) = yaml.safe_load((ROOT / ".pre-commit-hooks.yaml").read_text(encoding="utf-8"))
     (repo,) = precommit["repos"]
-    assert [h["id"] for h in repo["hooks"]] == ["ddplint"]
-    assert "ddplint" in {h["id"] for h in hooks}
+    (hook,) = repo["hooks"]
+    assert repo["repo"] == "local"
+    assert {k: hook[k] for k in ("id", "entry", "language", "types_or")} == \
+        {k: shipped[k] for k in ("id", "entry", "language", "types_or")}
+    assert hook["additional_dependencies"][0].startswith("ddplint @ git+https://")

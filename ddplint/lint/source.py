@@ -12,9 +12,9 @@ import stat
 import tokenize
 from pathlib import Path
 
-# What lints in a few seconds: plain code runs at about 250 KB/s, a dense data literal at
-# about 85 KB/s (bench/lint_limits.py). Larger .py files are generated data, not training scripts.
-MAX_BYTES = 512 * 1024
+# What lints in a few seconds, whatever its shape: a dense data literal or a finding on every
+# line takes about 5 s at this size (bench/lint_limits.py). Larger .py files are generated data.
+MAX_BYTES = 256 * 1024
 
 FILE_KINDS = {
     stat.S_IFIFO: "a FIFO", stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device",
