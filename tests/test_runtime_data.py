@@ -240,3 +240,31 @@ def test_anchors_agree_under_random_augmentation_and_leave_the_rng_alone():
     assert torch.equal(torch.get_rng_state(), before)
     torch.manual_seed(7)  # another rank's seed
     assert read_anchors(ds, 10) == first and len(first) == 5
+
+
+def test_a_loader_the_probe_cannot_read_still_runs(tmp_path):
+    """The probe observes; a batch sampler whose attributes raise is left unaudited, not broken."""
+    import subprocess
+    import sys
+
+    from test_runtime_audit import env
+
+    script = tmp_path / "hostile.py"
+    script.write_text(
+        "import torch\n"
+        "from torch.utils.data import DataLoader, TensorDataset\n"
+        "from ddplint.runtime.dataprobe import LoaderTracker\n"
+        "LoaderTracker(8, 2, (), lambda *a, **k: None, lambda: None).install()\n"
+        "class Batches:\n"
+        "    @property\n"
+        "    def sampler(self):\n"
+        "        raise RuntimeError('no sampler here')\n"
+        "    def __iter__(self):\n"
+        "        return iter([[0, 1], [2, 3]])\n"
+        "    def __len__(self):\n"
+        "        return 2\n"
+        "loader = DataLoader(TensorDataset(torch.arange(4)), batch_sampler=Batches())\n"
+        "print([b[0].tolist() for b in loader])\n")
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env(), timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[[0, 1], [2, 3]]"

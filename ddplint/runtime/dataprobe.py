@@ -499,7 +499,10 @@ class LoaderTracker:
         @functools.wraps(orig_init)  # the signature stays DataLoader's: frameworks read it to re-create loaders
         def __init__(loader, *args, **kwargs):
             orig_init(loader, *args, **kwargs)
-            tracker._created(loader)
+            try:
+                tracker._created(loader)
+            except Exception:  # a loader the probe cannot read is left unaudited, never broken
+                loader.__dict__.pop("_ddplint_site", None)
 
         def set_epoch(sampler, epoch):
             if id(sampler) not in _inside_set_epoch:
