@@ -77,6 +77,20 @@ def test_the_same_subset_on_every_rank_fails(runs):
     assert run.proc.returncode == 1
 
 
+def test_concat_of_per_rank_subsets_is_disjoint_by_root_index(runs):
+    run = runs("data_subset_by_rank.py", "--concat")
+    assert data_status(run) == dict.fromkeys(DATA, "PASS")
+    assert "(by root index: same TensorDataset of 256 + TensorDataset of 64 on every rank" \
+           in run.check("data.disjoint")["summary"]
+    assert loader_data(run, "data.coverage")["covered"] == 320  # both roots, through the offsets
+
+
+def test_concat_of_the_same_subsets_on_every_rank_fails(runs):
+    run = runs("data_subset_by_rank.py", "--concat", "--same-subset")
+    c = run.check("data.disjoint")
+    assert c["status"] == "FAIL" and "read the same 100% of sample indices (160 shared)" in c["summary"]
+
+
 # -- random_split twice (a nested Subset), then DistributedSampler ----------------------------
 
 
