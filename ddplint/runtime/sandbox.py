@@ -458,7 +458,18 @@ def _others() -> list[Leftover] | None:
     return sorted(found, key=lambda x: x.pid)
 
 
-def _init(spec: dict) -> int:
+def _distinct_pids(keeper: int) -> None:
+    """Start this namespace's pids after the keeper's host pid: torchrun's c10d rendezvous tells
+    agents apart by host name and pid, and two sandboxed agents on one host would otherwise
+    both be pid 2 and count as one node (best effort: without it, pids start at 2)."""
+    try:
+        with open("/proc/sys/kernel/ns_last_pid", "w") as f:
+            f.write(str(keeper))
+    except OSError:
+        pass
+
+
+def _init(spec: dict, keeper: int) -> int:
     """PID 1 of the job's namespace."""
     _libc().prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # the keeper gone: the namespace goes
     rundir = Path(spec["rundir"])
@@ -477,6 +488,8 @@ def _init(spec: dict) -> int:
                 _mount(f"/proc/self/fd/{keep}", str(rundir), None, MS_BIND)
         os.close(keep)
         os.chdir(spec["cwd"])  # the working directory, seen through its overlay
+        if outcome.processes_visible:
+            _distinct_pids(keeper)
         job = subprocess.Popen(spec["command"])
         while True:
             pid, status = os.waitpid(-1, 0)
@@ -520,11 +533,12 @@ def main() -> None:
     except OSError as exc:
         print(f"ddplint: sandbox: {exc}", file=sys.stderr, flush=True)
         os._exit(125)
+    keeper = os.getpid()  # (a host pid: the keeper itself stays in the host's PID namespace)
     child = os.fork()
     if child == 0:
         code = 125
         try:
-            code = _init(spec)
+            code = _init(spec, keeper)
         except BaseException:  # noqa: BLE001 - told in the job's log, the keeper exits 125
             import traceback
 
