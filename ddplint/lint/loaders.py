@@ -14,26 +14,14 @@ from ddplint.lint.names import arg, dotted, has_keyword, names_in
 from ddplint.lint.roles import RANK_CALLS, RANKS
 
 LOADER = "torch.utils.data.DataLoader"
-
-
 SAMPLER = "torch.utils.data.DistributedSampler"
-
-
 PLAIN_SAMPLERS = {
     "torch.utils.data.RandomSampler", "torch.utils.data.SequentialSampler",
     "torch.utils.data.SubsetRandomSampler", "torch.utils.data.WeightedRandomSampler",
 }
-
-
 BATCH_SAMPLER = "torch.utils.data.BatchSampler"
-
-
 YES, NO, UNKNOWN = "yes", "no", "unknown"
-
-
 EVAL_WORDS = re.compile(r"val|test|eval|dev\b|holdout", re.IGNORECASE)
-
-
 SHARD_WORDS = re.compile(r"shard|split_by_node|split_dataset_by_node|nodesplitter|rank", re.IGNORECASE)
 
 

@@ -29,25 +29,22 @@ from ddplint.lint.names import (
 from ddplint.lint.roles import RANK_CALLS, RANKS
 
 CHECKPOINT, LOG, MKDIR = "checkpoint", "log", "mkdir"
-
-
 CHECKPOINT_WRITERS = {"torch.save", "safetensors.torch.save_file", "safetensors.torch.save_model"}
-
-
 LOG_WRITERS = {
     "torch.utils.tensorboard.SummaryWriter", "torch.utils.tensorboard.writer.SummaryWriter",
     "tensorboardX.SummaryWriter", "mlflow.start_run", "logging.FileHandler",
     "logging.handlers.RotatingFileHandler", "logging.handlers.TimedRotatingFileHandler",
 }
-
-
+# Library calls that write an output file, by the position of the path they write.
+OUTPUT_WRITERS = {
+    "numpy.save": 0, "numpy.savez": 0, "numpy.savez_compressed": 0, "numpy.savetxt": 0,
+    "shutil.copy": 1, "shutil.copyfile": 1, "shutil.copy2": 1,
+}
+# Methods that write the object to the path they are given (pandas, matplotlib).
+OUTPUT_METHODS = frozenset({"to_csv", "to_parquet", "to_pickle", "to_json", "to_excel", "savefig"})
 WRITE_MODES = set("wax")
-
-
 # Catching one of these around a makedirs call handles the race.
 EXISTS_HANDLED = {"FileExistsError", "OSError", "IOError", "EnvironmentError", "Exception", "BaseException"}
-
-
 MODE = re.compile(r"^[rwaxbt+]{1,3}$")
 
 
@@ -79,6 +76,11 @@ def effect_of(site: CallSite, facts: ModuleFacts, bindings: constants.Bindings |
         if id(call) in facts.idle_with_calls:
             return None  # `with open(log, "w"): pass` only empties the file; nothing races
         return None if _is_devnull(target, facts) else LOG
+    if name in OUTPUT_WRITERS or site.method in OUTPUT_METHODS:
+        target = arg(call, OUTPUT_WRITERS.get(name, 0), None)
+        if target is None or _is_buffer(target, facts) or _per_rank(target, facts, site.function):
+            return None  # `cfg.to_json()` returns a string; a buffer or a per-rank path is no race
+        return LOG
     if site.method in {"write_text", "write_bytes"} and isinstance(call.func, cst.Attribute):
         return None if _per_rank(call.func.value, facts, site.function) else LOG
     if name == "logging.basicConfig" and has_keyword(call, "filename"):
