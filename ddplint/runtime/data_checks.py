@@ -111,6 +111,11 @@ class Loader:
     def basis(self) -> Basis:
         return identify(self)
 
+    @cached_property
+    def audit(self) -> IndexAudit:
+        """The index audit of epoch 0 (only where the basis compares indices), shared by the checks."""
+        return audit_indices(self.basis.lists, self.basis.n)
+
     def name(self, base: str) -> str:
         m = self.meta
         what = m.chain if len(m.chain) <= 60 else m.chain[:57] + "..."
@@ -313,7 +318,7 @@ def check_disjoint(loaders: list[Loader], world: int, base: str) -> CheckResult:
         meta, name, b = loader.meta, loader.name(base), loader.basis
         item: dict[str, object] = {"site": loader.site, "level": b.level.value, "basis": b.why}
         if b.by_index:
-            audit = audit_indices(b.lists, b.n)
+            audit = loader.audit
             within = sum(repeats(a) for a in b.lists.values())
             across = audit.duplicates - within
             pad = _padding(loader, world)
@@ -425,7 +430,7 @@ def check_coverage(loaders: list[Loader], world: int, base: str, steps: int) -> 
             continue
         b = loader.basis
         if b.by_index:
-            audit = audit_indices(b.lists, b.n, pairs=False)
+            audit = loader.audit
             drops, why = _documented_drops(loader, world, b.n)
             covered, n = audit.covered, audit.n
         else:
@@ -486,7 +491,7 @@ def check_content(loaders: list[Loader], world: int, base: str, batches: int) ->
         pairs = _fingerprint_pairs(_fingerprints(loader, batches))
         disjoint = False
         if b.by_index:  # the indices decide; identical content at distinct indices is in the data
-            audit = audit_indices(b.lists, b.n)
+            audit = loader.audit
             disjoint = audit.duplicates - sum(repeats(a) for a in b.lists.values()) <= _padding(loader, world)
         data.append({"site": loader.site, "batches": batches, "pairs": [list(p) for p in pairs]})
         out.append(_by_content(loader, name, pairs, _padding(loader, world),
