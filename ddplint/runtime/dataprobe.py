@@ -295,11 +295,9 @@ class LoaderTracker:
     def _owners(loader) -> list[tuple[str, object]]:
         """Every object whose set_epoch may reorder the data."""
         owners: list[tuple[str, object]] = [("sampler", loader.sampler)]
-        chain = SamplerChain(loader)
-        for depth, obj in enumerate(chain.objects):
+        for obj in SamplerChain(loader).objects:
             if all(obj is not o for _, o in owners):
-                label = "batch_sampler" if depth == 0 and chain.batching else "sampler"
-                owners.append((label if depth < 2 else f"{label}.sampler", obj))
+                owners.append(("batch_sampler" if _is_batch_sampler(obj) else "sampler", obj))
         owners.append(("dataset", loader.dataset))
         return owners
 
