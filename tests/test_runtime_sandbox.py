@@ -256,7 +256,7 @@ def test_the_sandbox_needs_no_privilege():
         assert processes_naming(f"sleep {marker}") == []
         outcome = Outcome.read(rundir)
         assert outcome is not None and [x.command for x in outcome.leftovers] == [f"sleep {marker}"]
-        changes = {(Path(c.path).name, c.kind) for c in layer_changes(rundir / "layers", [str(project)], "/nowhere")}
+        changes = {(Path(c.path).name, c.kind) for c in layer_changes(rundir / "layers", "/nowhere")}
         assert changes == {("new.txt", ChangeKind.CREATED), ("old.txt", ChangeKind.MODIFIED),
                            ("gone.txt", ChangeKind.DELETED)}
     finally:
@@ -276,3 +276,24 @@ def test_a_daemonic_worker_ends_with_its_rank(tmp_path):
     assert proc.returncode == 0, proc.stderr
     checks = {c["check"]: c for c in json.loads(out.read_text())["checks"]}
     assert checks["run.leftover"]["status"] == "PASS", checks["run.leftover"]
+
+
+@pytest.mark.skipif(os.getuid() != 0 or shutil.which("unshare") is None,
+                    reason="mounting a file system of its own needs root and unshare")
+def test_a_mount_below_the_project_stays_visible_and_contained(tmp_path):
+    """An overlay does not cross mount points: a data directory mounted inside the project must
+    be put back, under a copy-on-write layer of its own."""
+    project, report, listing = tmp_path / "project", tmp_path / "report.json", tmp_path / "listing"
+    (project / "data").mkdir(parents=True)
+    shutil.copy(FIXTURES / "reads_mounted_data.py", project)
+    shell = (f"mount -t tmpfs none data && echo hello > data/in.txt && {sys.executable} -m ddplint --runtime "
+             f"--format json --output {report} reads_mounted_data.py; rc=$?; ls data > {listing}; exit $rc")
+    proc = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c", shell], cwd=project,
+                          env=env(), capture_output=True, text=True, timeout=WAIT_S, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert listing.read_text() == "in.txt\n"  # the mounted file system is untouched
+    checks = {c["check"]: c for c in json.loads(report.read_text())["checks"]}
+    assert checks["run.failure"]["status"] == "PASS"  # the script read data/in.txt
+    assert checks["io.sandbox"]["status"] == "PASS"
+    writes = json.loads(report.read_text())["writes"]
+    assert [(w["path"], w["change"], w["ranks"]) for w in writes] == [(str(project / "data" / "out.txt"), "created", [0])]

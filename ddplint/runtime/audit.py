@@ -183,7 +183,7 @@ def run_audit(options: RuntimeOptions) -> int:
             result = Launch(rundir, command, nproc, options.timeout, options.rdzv_timeout, _progress,
                             Nodes.of(options, port), plan, first_rank=options.node_rank * nproc,
                             verbose=options.verbose).run()
-            changes = layer_changes(plan.layers, list(plan.roots), tempfile.gettempdir()) if plan else None
+            changes = layer_changes(plan.layers, tempfile.gettempdir()) if plan else None
             report = _merge(options, script, host, result, nproc, world, backend, port,
                             time.monotonic() - started, containment, changes, preflight)
         except Interrupted as exc:
@@ -231,6 +231,8 @@ def _merge(options, script, host, result, nproc, world, backend, port, elapsed, 
     checks.append(_with_output(check_failure(result, world, base), result.outputs))
     checks.append(check_hang(result, world, base, options.timeout))
     writes = writes_report(changes, records)
+    if result.sandbox is not None and result.sandbox.uncontained:  # mounts below an overlaid one
+        containment = replace(containment, skipped=(*containment.skipped, *result.sandbox.uncontained))
     if not preflight:
         checks.append(check_sandbox(containment, writes, base))
         checks.append(check_leftovers(result.sandbox, records))

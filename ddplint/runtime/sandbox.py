@@ -30,6 +30,7 @@ import ctypes
 import enum
 import json
 import os
+import re
 import signal
 import stat
 import subprocess
@@ -42,11 +43,13 @@ CLONE_NEWNS = 0x00020000
 CLONE_NEWUSER = 0x10000000
 CLONE_NEWPID = 0x20000000
 MS_NOSUID, MS_NODEV, MS_NOEXEC = 2, 4, 8
+MS_RDONLY, MS_REMOUNT = 1, 32
 MS_BIND, MS_REC, MS_PRIVATE = 4096, 16384, 1 << 18
 PR_SET_PDEATHSIG = 1
 
 OUTCOME = "sandbox.json"
 LAYERS = "layers"
+MAP = "layers.json"  # [[path, layer name]]: which directory each upper layer covers
 GRACE_S = 10.0  # how long processes may outlive torchrun before they count as left running
 _NEVER = ("/", "/proc", "/sys", "/dev")  # never overlaid: the host's own
 MACHINERY = ("torchelastic_", "torchinductor_", "pymp-")  # torch's own scratch in the temp directory
@@ -98,6 +101,7 @@ class Outcome:
     stopped_by: str | None = None  # the signal that stopped the job early
     leftovers: list[Leftover] = field(default_factory=list)
     processes_visible: bool = True  # /proc of the namespace could be mounted
+    uncontained: list[str] = field(default_factory=list)  # mounts below a root bound as they are
 
     @classmethod
     def read(cls, rundir: Path) -> Outcome | None:
@@ -184,10 +188,16 @@ def _mount(source: str, target: str, fstype: str | None, flags: int, data: str |
 
 
 def _enter_namespaces() -> None:
-    """User + mount namespace with the caller's uid/gid mapped to themselves, then a PID
-    namespace for the children (the next fork is its init)."""
-    uid, gid = os.getuid(), os.getgid()
+    """A mount namespace (inside a user namespace of its own, with the caller's uid/gid mapped
+    to themselves, unless we are root already), then a PID namespace for the children (the
+    next fork is its init). Root skips the user namespace where it can: mounts seen from one
+    are locked, and an overlay cannot be put over a directory with a locked mount below it."""
     libc = _libc()
+    if os.geteuid() == 0 and libc.unshare(CLONE_NEWNS) == 0:
+        _check(libc.unshare(CLONE_NEWPID), "unshare(pid)")
+        _mount("none", "/", None, MS_REC | MS_PRIVATE)
+        return
+    uid, gid = os.getuid(), os.getgid()
     _check(libc.unshare(CLONE_NEWUSER | CLONE_NEWNS), "unshare(user, mount)")
     with open("/proc/self/setgroups", "w") as f:
         f.write("deny")
@@ -203,14 +213,72 @@ def _escape(path: str) -> str:
     return path.replace("\\", "\\\\").replace(",", "\\,").replace(":", "\\:")
 
 
-def _overlay(root: str, layer: Path) -> None:
+def _overlay(root: str, layer: Path, lower: str | None = None) -> None:
     (layer / "upper").mkdir(parents=True, exist_ok=True)
     (layer / "work").mkdir(parents=True, exist_ok=True)
     # userxattr: whiteouts and opaque directories marked with user.* xattrs, which a user
     # namespace may set (with trusted.* a deletion inside a lower directory fails with EIO)
     _mount("overlay", root, "overlay", 0,
-           f"lowerdir={_escape(root)},upperdir={_escape(str(layer / 'upper'))},"
+           f"lowerdir={_escape(lower or root)},upperdir={_escape(str(layer / 'upper'))},"
            f"workdir={_escape(str(layer / 'work'))},userxattr")
+
+
+def _unescape(field: str) -> str:
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
+
+
+def _mounts_below(root: str) -> list[tuple[str, bool]]:
+    """(mount point, read-only) of every mount strictly below `root`, outermost first: an
+    overlay on `root` would hide them (overlayfs does not cross mount points)."""
+    found: dict[str, bool] = {}
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            fields = line.split()
+            point = _unescape(fields[4])
+            if point != root and _in(point, root):
+                found[point] = "ro" in fields[5].split(",")  # the last (topmost) one wins
+    return sorted(found.items(), key=lambda m: m[0].count(os.sep))
+
+
+def _cover(root: str, name: str, rundir: Path, keep: int) -> tuple[list[tuple[str, str]], list[str]]:
+    """Overlay `root`, bind the real run directory (`keep`, an fd) back over its overlaid view
+    when it lies below, then put back each mount below `root`: read-only ones as they are, the
+    others under overlays of their own (or, where that fails, bound as they are and named
+    uncontained). Returns ([(path, layer name)], [uncontained paths])."""
+    layers = rundir / LAYERS
+    below = []
+    for point, read_only in _mounts_below(root):
+        try:
+            below.append((point, read_only, os.open(point, os.O_PATH | os.O_DIRECTORY)))
+        except OSError:
+            continue  # not ours to see: it stays hidden under the overlay
+    try:
+        _overlay(root, layers / name)
+    except OSError:  # a mount locked below it (user namespace): the directory stays as it is
+        for _, _, fd in below:
+            os.close(fd)
+        return [], [root]
+    if _in(str(rundir), root):  # the layers below must be made on the real file system
+        _mount(f"/proc/self/fd/{keep}", str(rundir), None, MS_BIND)
+    covered, uncontained = [(root, name)], []
+    for k, (point, read_only, fd) in enumerate(below, 1):
+        source = f"/proc/self/fd/{fd}"
+        try:
+            if read_only:
+                _mount(source, point, None, MS_BIND | MS_REC)
+                _mount("none", point, None, MS_BIND | MS_REMOUNT | MS_RDONLY)
+            else:
+                try:
+                    _overlay(point, layers / f"{name}.{k}", lower=source)
+                    covered.append((point, f"{name}.{k}"))
+                except OSError:
+                    _mount(source, point, None, MS_BIND | MS_REC)
+                    uncontained.append(point)
+        except OSError:
+            uncontained.append(point)  # hidden rather than exposed
+        finally:
+            os.close(fd)
+    return covered, uncontained
 
 
 def unavailable_reason() -> str | None:
@@ -379,12 +447,16 @@ def _machinery(path: str, tempdir: str) -> bool:
     return os.path.relpath(path, tempdir).split(os.sep)[0].startswith(MACHINERY)
 
 
-def layer_changes(layers: Path, roots: list[str], tempdir: str) -> list[Change]:
+def layer_changes(layers: Path, tempdir: str) -> list[Change]:
     """Every path the job created, modified or deleted, from the upper layers."""
     tempdir = os.path.realpath(tempdir)
     changes: list[Change] = []
-    for index, root in enumerate(roots):
-        upper = layers / str(index) / "upper"
+    try:
+        covered = json.loads((layers / MAP).read_text())
+    except (OSError, ValueError):
+        return changes  # the job never started: nothing written
+    for root, name in covered:
+        upper = layers / name / "upper"
         if not upper.is_dir():
             continue
         for dirpath, dirnames, filenames in os.walk(upper):
@@ -482,11 +554,13 @@ def _init(spec: dict, keeper: int) -> int:
         except OSError:
             outcome.processes_visible = False
         keep = os.open(rundir, os.O_PATH | os.O_DIRECTORY)
+        covered: list[tuple[str, str]] = []
         for index, root in enumerate(spec["roots"]):
-            _overlay(root, rundir / LAYERS / str(index))
-            if _in(str(rundir), root):  # the real run directory again, over its overlaid view
-                _mount(f"/proc/self/fd/{keep}", str(rundir), None, MS_BIND)
+            layers, uncontained = _cover(root, str(index), rundir, keep)
+            covered += layers
+            outcome.uncontained += uncontained
         os.close(keep)
+        (rundir / LAYERS / MAP).write_text(json.dumps(covered))
         os.chdir(spec["cwd"])  # the working directory, seen through its overlay
         if outcome.processes_visible:
             _distinct_pids(keeper)
