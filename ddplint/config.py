@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import fnmatch
 import os
+import re
 import sys
 from dataclasses import dataclass, field, replace
+from functools import cache
 from pathlib import Path, PurePosixPath
 
 if sys.version_info >= (3, 11):
@@ -66,27 +68,58 @@ class Config:
         return out
 
     def is_excluded(self, path: Path) -> bool:
-        rel = self.relative(path)
-        return any(_path_matches(rel, p) for p in (*self.exclude, *self.extend_exclude))
+        return self.is_excluded_relative(self.relative(path))
 
-    def relative(self, path: Path) -> str:
-        resolved = Path(os.path.realpath(path))
-        try:
-            return resolved.relative_to(os.path.realpath(self.root)).as_posix()
-        except ValueError:
-            return resolved.as_posix()
+    def is_excluded_relative(self, rel: str) -> bool:
+        """`is_excluded` for a path already made relative to the root (POSIX, symlinks resolved)."""
+        whole, part = _excludes((*self.exclude, *self.extend_exclude))
+        return bool(whole.match(rel)) or (part is not None and any(part.match(p) for p in rel.split("/")))
+
+    def relative(self, path: Path | str) -> str:
+        return relative_to_root(os.path.realpath(path), self.root)
+
+
+@cache
+def _real_root(root: Path) -> str:
+    return os.path.realpath(root)
+
+
+def relative_to_root(resolved: str, root: Path) -> str:
+    """A resolved path relative to the root, POSIX; the resolved path itself when outside it."""
+    base = _real_root(root)
+    if resolved == base:
+        return "."
+    if resolved.startswith(base.rstrip(os.sep) + os.sep):
+        return PurePosixPath(*Path(resolved[len(base.rstrip(os.sep)) + 1:]).parts).as_posix()
+    return Path(resolved).as_posix()
 
 
 def _matches(selector: str, code: str) -> bool:
     return selector == "ALL" or code.startswith(selector)
 
 
-def _path_matches(rel: str, pattern: str) -> bool:
+@cache
+def _pattern(pattern: str) -> tuple[str, re.Pattern[str], bool]:
     pattern = pattern.rstrip("/")
-    if fnmatch.fnmatch(rel, pattern) or rel == pattern or rel.startswith(pattern + "/"):
+    return pattern, re.compile(fnmatch.translate(pattern)), "/" not in pattern
+
+
+@cache
+def _excludes(patterns: tuple[str, ...]) -> tuple[re.Pattern[str], re.Pattern[str] | None]:
+    """All of `_path_matches` for many patterns in two regexes: the whole path (or a folder
+    above it), and the bare names that match any one component."""
+    stripped = [p.rstrip("/") for p in patterns]
+    whole = "|".join(f"(?:{fnmatch.translate(p)[:-2]}|{re.escape(p)}(?:/.*)?)" for p in stripped) or "(?!)"
+    bare = "|".join(f"(?:{fnmatch.translate(p)[:-2]})" for p in stripped if "/" not in p)
+    return re.compile(f"(?s:{whole})\\Z"), re.compile(f"(?s:{bare})\\Z") if bare else None
+
+
+def _path_matches(rel: str, pattern: str) -> bool:
+    pattern, regex, bare = _pattern(pattern)
+    if regex.match(rel) or rel == pattern or rel.startswith(pattern + "/"):
         return True
     # a bare name ("build", "*_pb2.py") matches any path component
-    return "/" not in pattern and any(fnmatch.fnmatch(part, pattern) for part in PurePosixPath(rel).parts)
+    return bare and any(regex.match(part) for part in rel.split("/"))
 
 
 def find_config(start: Path) -> Path | None:
@@ -149,10 +182,20 @@ def _strings(table: dict, key: str, where: str) -> tuple[str, ...] | None:
     return tuple(value)
 
 
+def _governing(start: Path) -> Path | None:
+    return start if start.name.endswith(".toml") and _is_file(start) else find_config(start)
+
+
+def root_of(start: Path) -> Path:
+    """The project root `load(start, ...)` will use, found without reading the configuration."""
+    found = _governing(start)
+    return found.parent if found is not None else project_root(start)
+
+
 def load(start: Path, codes: frozenset[str]) -> Config:
     """Read the configuration that governs `start` (a file named by --config, or the nearest one
     above); none gives the defaults, rooted at the working directory."""
-    found = start if start.name.endswith(".toml") and _is_file(start) else find_config(start)
+    found = _governing(start)
     if found is None:
         return Config(root=project_root(start), codes=codes)
     try:

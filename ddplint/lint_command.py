@@ -122,17 +122,17 @@ def run(paths: tuple[str, ...], options: LintOptions) -> NoReturn:
 
 def _config(paths: tuple[str, ...], options: LintOptions):
     from ddplint import config as config_mod
-    from ddplint.lint.rules import RULES_BY_CODE
 
-    codes = frozenset(RULES_BY_CODE)
     try:
         if options.config_path is not None:
             if not options.config_path.is_file():
                 fail(f"config file {options.config_path} does not exist")
-            config = config_mod.load(options.config_path, codes)
+            start = options.config_path
         else:
             named = [options.stdin_filename or "." if p == STDIN else p for p in paths]
-            config = config_mod.load(Path(os.path.commonpath([os.path.abspath(p) for p in named])), codes)
+            start = Path(os.path.commonpath([os.path.abspath(p) for p in named]))
+        codes = _codes(config_mod.root_of(start), options)
+        config = config_mod.load(start, codes)
         changes: dict = {"force_exclude": options.force_exclude}
         if not options.respect_gitignore:
             changes["respect_gitignore"] = False
@@ -147,6 +147,16 @@ def _config(paths: tuple[str, ...], options: LintOptions):
         return replace(config, **changes)
     except config_mod.ConfigError as exc:
         fail(str(exc))
+
+
+def _codes(root: Path, options: LintOptions) -> frozenset[str]:
+    if options.cache:
+        from ddplint.lint.cache import known_codes
+
+        return known_codes(root)
+    from ddplint.lint.rules import RULES_BY_CODE
+
+    return frozenset(RULES_BY_CODE)
 
 
 def _lint_files(paths, config, options: LintOptions):

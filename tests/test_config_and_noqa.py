@@ -119,9 +119,10 @@ def test_rule_crash_is_reported_with_file_and_rule_and_others_continue(tmp_path,
     assert (str(crashing), "DDP101") in codes and (str(fine), "DDP103") in codes
 
 
-def test_parallel_and_serial_runs_agree(tmp_path):
+def test_parallel_and_serial_runs_agree(tmp_path, monkeypatch):
     for i in range(20):
         (tmp_path / f"t{i}.py").write_text(SCRIPT)
+    monkeypatch.setattr(engine, "BYTES_PER_WORKER", 1)  # workers for these few bytes too
     config = config_mod.Config(root=tmp_path, codes=frozenset(RULES_BY_CODE))
     serial = engine.lint_paths([tmp_path], config, jobs=1)
     parallel = engine.lint_paths([tmp_path], config, jobs=2)

@@ -9,6 +9,7 @@ configuration-and-ddplint fingerprint, loaded once and written once per run, ato
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -39,6 +40,46 @@ def code_hash() -> str:
         if relative.parts[0] != "runtime":
             digest.update(relative.as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()
+
+
+def known_codes(root: Path) -> frozenset[str]:
+    """The rule codes of this build, as `ddplint.lint.rules` lists them. Importing the rules costs
+    libcst's import (a quarter of a second), so a run keeps them in the cache, keyed by ddplint's
+    code hash, and a run served from the cache never imports them."""
+    path = Path(root) / DIRECTORY / f"codes-{code_hash()[:32]}.json"
+    try:
+        codes = json.loads(path.read_text(encoding="utf-8"))
+        if isinstance(codes, list) and all(isinstance(c, str) for c in codes):
+            return frozenset(codes)
+    except (OSError, ValueError):
+        pass
+    from ddplint.lint.rules import RULES_BY_CODE
+
+    try:
+        _prepare(path.parent)
+        _write_atomically(path, json.dumps(sorted(RULES_BY_CODE)))
+    except OSError:
+        pass
+    return frozenset(RULES_BY_CODE)
+
+
+def _prepare(directory: Path) -> None:
+    directory.mkdir(exist_ok=True)
+    ignore = directory / ".gitignore"
+    if not ignore.exists():
+        ignore.write_text("# Created by ddplint automatically.\n*\n", encoding="utf-8")
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=".", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 def config_fingerprint(config: Config) -> str:
@@ -113,21 +154,15 @@ class ResultCache:
         if not self.changed:
             return
         try:
-            self.directory.mkdir(exist_ok=True)
-            ignore = self.directory / ".gitignore"
-            if not ignore.exists():
-                ignore.write_text("# Created by ddplint automatically.\n*\n", encoding="utf-8")
-            fd, tmp = tempfile.mkstemp(prefix=".", suffix=".tmp", dir=self.directory)
-            with os.fdopen(fd, "w", encoding="utf-8") as out:
-                json.dump(self.entries, out, separators=(",", ":"))
-            os.replace(tmp, self.file)
+            _prepare(self.directory)
+            _write_atomically(self.file, json.dumps(self.entries, separators=(",", ":")))
             self._prune()
         except OSError:
             pass
 
     def _prune(self) -> None:
         now = time.time()
-        for other in self.directory.glob("*.json"):
+        for other in self.directory.glob("*.json"):  # results and code lists of other versions
             try:
                 if other != self.file and now - other.stat().st_mtime > STALE_SECONDS:
                     other.unlink()

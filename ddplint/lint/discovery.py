@@ -69,13 +69,14 @@ def _walk(root: Path, config: Config, errors: list[FileError]) -> Iterable[Sourc
     ignored = git_ignored(root) if config.respect_gitignore else frozenset()
     for directory, dirnames, filenames in os.walk(root, onerror=on_error):
         base = Path(directory)
+        rel_base = config.relative(directory)  # one realpath per directory
         dirnames[:] = sorted(
             d for d in dirnames
-            if not d.startswith(".") and not config.is_excluded(base / d) and (base / d) not in ignored
+            if not d.startswith(".") and not _excluded(config, directory, rel_base, d) and (base / d) not in ignored
         )
         for name in sorted(filenames):
             path = base / name
-            if name.endswith(SUFFIXES) and not config.is_excluded(path) and path not in ignored:
+            if name.endswith(SUFFIXES) and path not in ignored and not _excluded(config, directory, rel_base, name):
                 try:
                     info = path.stat()
                 except OSError as exc:
@@ -86,6 +87,14 @@ def _walk(root: Path, config: Config, errors: list[FileError]) -> Iterable[Sourc
                     errors.append(FileError(str(path), f"{kind}, not a regular file; skipped"))
                     continue
                 yield SourceFile(path, info.st_size)
+
+
+def _excluded(config: Config, directory: str, rel_base: str, name: str) -> bool:
+    """An entry that is not a symlink resolves to its directory's real path plus its name."""
+    path = os.path.join(directory, name)
+    if os.path.islink(path):
+        return config.is_excluded(Path(path))
+    return config.is_excluded_relative(name if rel_base == "." else f"{rel_base}/{name}")
 
 
 def git_ignored(root: Path) -> frozenset[Path]:

@@ -2,6 +2,8 @@
 
 Every file is linted on its own terms: whatever one file does (too large, too deep, too
 slow, a rule's bug) becomes an error for that file, and the other files' findings stand.
+The analysis itself (libcst, facts, rules) is in analysis.py and imported only when a file
+has to be linted: a run served from the cache never pays for importing it.
 """
 
 from __future__ import annotations
@@ -14,21 +16,18 @@ from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-
-import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider
+from typing import TYPE_CHECKING
 
 from ddplint.config import Config
-from ddplint.diagnostics import Diagnostic, Edit, FileError, Fix, Severity
-from ddplint.lint import facts as facts_mod
+from ddplint.diagnostics import Diagnostic, FileError, Severity
 from ddplint.lint import limits
-from ddplint.lint.context import LintContext
 from ddplint.lint.discovery import SourceFile, discover, discover_sources
 from ddplint.lint.notebook import is_notebook, notebook_source
-from ddplint.lint.project import ProjectIndex
-from ddplint.lint.rules import ALL_RULES
-from ddplint.lint.rules.base import Rule
 from ddplint.lint.source import SourceError, decode_source, read_bytes
+
+if TYPE_CHECKING:
+    from ddplint.lint.project import ProjectIndex
+    from ddplint.lint.rules.base import Rule
 
 SYNTAX_ERROR = "DDP001"
 # Every rule needs a distributed script, and every distributed script says one of these
@@ -100,6 +99,8 @@ def lint_paths(paths: Sequence[Path], config: Config, jobs: int = 0, cache=None)
 
 
 def _lint_all(files: list[SourceFile], config: Config, jobs: int) -> list[FileOutcome]:
+    if not files:  # all served from the cache: the analysis is not even imported
+        return []
     workers = planned_workers(files, jobs)
     if workers == 1:
         return _lint_files([f.path for f in files], config)
@@ -120,35 +121,14 @@ def _lint_all(files: list[SourceFile], config: Config, jobs: int) -> list[FileOu
 
 
 def enabled_rules(config: Config) -> list[Rule]:
-    return [rule() for rule in ALL_RULES if config.enabled(rule.code)]
+    from ddplint.lint.analysis import enabled_rules
 
-
-class RecordingIndex(ProjectIndex):
-    """The project index, noting which helper modules each file's analysis read (for the cache),
-    and refusing helpers that are too deep for libcst's parser, as for linted files."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.read: set[Path] = set()
-        self._refused: dict[Path, bool] = {}
-
-    def facts_for(self, path: Path):
-        real = Path(os.path.realpath(path))
-        self.read.add(real)
-        if real not in self._refused:
-            self._refused[real] = _too_complex(real)
-        return None if self._refused[real] else super().facts_for(path)
-
-
-def _too_complex(path: Path) -> bool:
-    try:
-        limits.check_depth(limits.parse_python(decode_source(read_bytes(path)), str(path)))
-    except (SourceError, SyntaxError, limits.TooComplex):
-        return True
-    return False
+    return enabled_rules(config)
 
 
 def _lint_files(files: list[Path], config: Config) -> list[FileOutcome]:
+    from ddplint.lint.analysis import RecordingIndex
+
     project = RecordingIndex()  # one cache of helper modules per worker
     rules = enabled_rules(config)
     outcomes = []
@@ -198,7 +178,9 @@ def lint_text(path: Path, text: str, config: Config, rules: list[Rule], project:
         # No warning becomes an error (PYTHONWARNINGS=error): libcst evaluates literals with ast.
         with limits.cpu_time_limit(), warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            _analyse(path, text, lines, config, rules, project, result)
+            from ddplint.lint.analysis import analyse
+
+            analyse(path, text, lines, config, rules, project, result)
     except limits.TooComplex as exc:
         result.errors.append(FileError(str(path), str(exc)))
     except RecursionError:
@@ -214,79 +196,6 @@ def lint_text(path: Path, text: str, config: Config, rules: list[Rule], project:
     if result.errors:
         result.diagnostics.clear()  # a file cut short reports no partial findings
     return result
-
-
-def _analyse(path, text, lines, config, rules, project, result: LintResult) -> None:
-    cached = project.parsed(path, text)  # a helper module another script imported
-    if cached is not None:
-        module, facts = cached
-    else:
-        try:
-            module = cst.parse_module(text)
-        except cst.ParserSyntaxError as exc:  # Python accepted it, libcst did not
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else "parse error"
-            result.errors.append(FileError(str(path), f"libcst cannot parse this file ({first}); skipped"))
-            return
-        facts = facts_mod.collect(module)
-        project.remember(path, text, module, facts)
-    ctx = LintContext(path, module, facts, project, config)
-    ignored = config.ignored_in(path)
-    found: list[tuple[Rule, object]] = []
-    for rule in rules:
-        if rule.code in ignored:
-            continue
-        if not rule.applies(ctx):
-            continue
-        try:
-            found.extend((rule, finding) for finding in rule.check(ctx))
-        except (RecursionError, MemoryError):
-            raise
-        except Exception as exc:  # one rule's bug must not stop the run
-            result.internal_errors.append(
-                FileError(str(path), f"internal error in {rule.code}: {type(exc).__name__}: {exc}")
-            )
-    if found:
-        positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
-        seen = set()  # one node can match a rule twice (`device=torch.device("cuda")`)
-        for rule, finding in found:
-            diagnostic = _diagnostic(path, rule, finding, positions, module, lines)
-            where = (diagnostic.code, diagnostic.line, diagnostic.col, diagnostic.end_line, diagnostic.end_col)
-            if where not in seen and not _suppressed(diagnostic, lines):
-                seen.add(where)
-                result.diagnostics.append(diagnostic)
-
-
-def _diagnostic(path, rule, finding, positions, module, lines) -> Diagnostic:
-    where = positions[finding.node]
-    start, end = where.start, where.end
-    fix = None
-    if finding.replacement is not None:
-        edit = Edit((start.line, start.column + 1), (end.line, end.column + 1), module.code_for_node(finding.replacement))
-        fix = Fix(finding.fix_description, (edit,), safe=not getattr(finding, "unsafe_fix", False))
-    return Diagnostic(
-        path=str(path),
-        line=start.line,
-        col=start.column + 1,
-        end_line=end.line,
-        end_col=end.column + 1,
-        code=rule.code,
-        message=finding.message,
-        severity=rule.severity,
-        fix=fix,
-        source_line=lines[start.line - 1] if 0 < start.line <= len(lines) else "",
-    )
-
-
-def _suppressed(diagnostic: Diagnostic, lines: list[str]) -> bool:
-    if not 0 < diagnostic.line <= len(lines):
-        return False
-    match = NOQA.search(lines[diagnostic.line - 1])
-    if match is None:
-        return False
-    codes = match.group("codes")
-    if codes is None:
-        return True
-    return diagnostic.code in {c.strip().upper() for c in codes.split(",")}
 
 
 def _unknown_noqa_codes(path: Path, text: str, config: Config) -> list[FileError]:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from ddplint.config import Config
 from ddplint.lint.engine import LintResult
-from ddplint.lint.rules import RULES_BY_CODE
 from ddplint.report.locations import relative_to, repository_root
 from ddplint.report.options import DEFAULTS, ReportOptions
 
@@ -29,6 +28,9 @@ def _command(level: str, message: str, **properties: object) -> str:
 
 
 def render(result: LintResult, config: Config, options: ReportOptions = DEFAULTS) -> str:
+    # Imported on use: the text format never imports the rules (and libcst with them).
+    from ddplint.lint.rules import RULES_BY_CODE
+
     root = repository_root()
 
     def file(path: str) -> str:

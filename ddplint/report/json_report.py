@@ -8,13 +8,15 @@ from ddplint import __version__
 from ddplint.config import Config
 from ddplint.diagnostics import Diagnostic
 from ddplint.lint.engine import LintResult
-from ddplint.lint.rules import RULES_BY_CODE
 from ddplint.report.options import DEFAULTS, ReportOptions, fixable
 
 SCHEMA_VERSION = 1
 
 
 def _diagnostic(d: Diagnostic, options: ReportOptions) -> dict:
+    # Imported on use: the text format never imports the rules (and libcst with them).
+    from ddplint.lint.rules import RULES_BY_CODE
+
     fix = None
     if d.fix is not None:
         fix = {

@@ -1,0 +1,126 @@
+"""The analysis of one parsed module: libcst, the facts pass and the rules, turned into
+positioned diagnostics. This is what engine.py hands a file to; importing it costs libcst's
+import, which a run served from the cache avoids."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import libcst as cst
+from libcst.metadata import MetadataWrapper, PositionProvider
+
+from ddplint.config import Config
+from ddplint.diagnostics import Diagnostic, Edit, FileError, Fix
+from ddplint.lint import facts as facts_mod
+from ddplint.lint import limits
+from ddplint.lint.context import LintContext
+from ddplint.lint.engine import NOQA, LintResult
+from ddplint.lint.project import ProjectIndex
+from ddplint.lint.rules import ALL_RULES
+from ddplint.lint.rules.base import Rule
+from ddplint.lint.source import SourceError, decode_source, read_bytes
+
+
+def enabled_rules(config: Config) -> list[Rule]:
+    return [rule() for rule in ALL_RULES if config.enabled(rule.code)]
+
+
+
+class RecordingIndex(ProjectIndex):
+    """The project index, noting which helper modules each file's analysis read (for the cache),
+    and refusing helpers that are too deep for libcst's parser, as for linted files."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.read: set[Path] = set()
+        self._refused: dict[Path, bool] = {}
+
+    def facts_for(self, path: Path):
+        real = Path(os.path.realpath(path))
+        self.read.add(real)
+        if real not in self._refused:
+            self._refused[real] = _too_complex(real)
+        return None if self._refused[real] else super().facts_for(path)
+
+
+def _too_complex(path: Path) -> bool:
+    try:
+        limits.check_depth(limits.parse_python(decode_source(read_bytes(path)), str(path)))
+    except (SourceError, SyntaxError, limits.TooComplex):
+        return True
+    return False
+
+
+def analyse(path, text, lines, config, rules, project, result: LintResult) -> None:
+    """Parse (or reuse a helper's parse), collect the facts, run the rules, into `result`."""
+    cached = project.parsed(path, text)  # a helper module another script imported
+    if cached is not None:
+        module, facts = cached
+    else:
+        try:
+            module = cst.parse_module(text)
+        except cst.ParserSyntaxError as exc:  # Python accepted it, libcst did not
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else "parse error"
+            result.errors.append(FileError(str(path), f"libcst cannot parse this file ({first}); skipped"))
+            return
+        facts = facts_mod.collect(module)
+        project.remember(path, text, module, facts)
+    ctx = LintContext(path, module, facts, project, config)
+    ignored = config.ignored_in(path)
+    found: list[tuple[Rule, object]] = []
+    for rule in rules:
+        if rule.code in ignored:
+            continue
+        if not rule.applies(ctx):
+            continue
+        try:
+            found.extend((rule, finding) for finding in rule.check(ctx))
+        except (RecursionError, MemoryError):
+            raise
+        except Exception as exc:  # one rule's bug must not stop the run
+            result.internal_errors.append(
+                FileError(str(path), f"internal error in {rule.code}: {type(exc).__name__}: {exc}")
+            )
+    if found:
+        positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+        seen = set()  # one node can match a rule twice (`device=torch.device("cuda")`)
+        for rule, finding in found:
+            diagnostic = _diagnostic(path, rule, finding, positions, module, lines)
+            where = (diagnostic.code, diagnostic.line, diagnostic.col, diagnostic.end_line, diagnostic.end_col)
+            if where not in seen and not _suppressed(diagnostic, lines):
+                seen.add(where)
+                result.diagnostics.append(diagnostic)
+
+
+def _diagnostic(path, rule, finding, positions, module, lines) -> Diagnostic:
+    where = positions[finding.node]
+    start, end = where.start, where.end
+    fix = None
+    if finding.replacement is not None:
+        edit = Edit((start.line, start.column + 1), (end.line, end.column + 1), module.code_for_node(finding.replacement))
+        fix = Fix(finding.fix_description, (edit,), safe=not getattr(finding, "unsafe_fix", False))
+    return Diagnostic(
+        path=str(path),
+        line=start.line,
+        col=start.column + 1,
+        end_line=end.line,
+        end_col=end.column + 1,
+        code=rule.code,
+        message=finding.message,
+        severity=rule.severity,
+        fix=fix,
+        source_line=lines[start.line - 1] if 0 < start.line <= len(lines) else "",
+    )
+
+
+def _suppressed(diagnostic: Diagnostic, lines: list[str]) -> bool:
+    if not 0 < diagnostic.line <= len(lines):
+        return False
+    match = NOQA.search(lines[diagnostic.line - 1])
+    if match is None:
+        return False
+    codes = match.group("codes")
+    if codes is None:
+        return True
+    return diagnostic.code in {c.strip().upper() for c in codes.split(",")}
