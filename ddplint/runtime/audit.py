@@ -251,7 +251,7 @@ def _merge(options, script, host, result, nproc, world, backend, port, elapsed, 
                       "backend": (rec.get("backend") or {}).get("used") if rec else None,
                       "elapsed_s": rec.get("elapsed_s") if rec else None,
                       **_output_fields(result.outputs.get(rank))})
-    loaders = [loader.summary() for loader in loaders_of(records)]
+    loaders = [] if preflight else [loader.summary() for loader in loaders_of(records)]  # (ddplint's own)
     return rpt.build(checks, script=None if preflight else str(script), script_args=options.script_args,
                      launch=launch,
                      elapsed_s=elapsed, ranks=ranks, loaders=loaders, writes=writes)
