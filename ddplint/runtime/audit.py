@@ -27,8 +27,7 @@ from ddplint.runtime.options import RuntimeOptions
 from ddplint.runtime.sandbox import (
     Plan,
     layer_changes,
-    overlay_roots,
-    skipped_roots,
+    plan_roots,
     unavailable_reason,
 )
 from ddplint.runtime.sandbox_checks import (
@@ -203,8 +202,9 @@ def _containment(options: RuntimeOptions, script) -> Containment:
     why = unavailable_reason()
     if why is not None:
         return Containment(unavailable=why)
-    where = (script, options.script_args, os.getcwd(), os.environ.get("HOME"), tempfile.gettempdir())
-    return Containment(tuple(overlay_roots(*where)), tuple(skipped_roots(*where)))
+    roots, skipped = plan_roots(script, options.script_args, os.getcwd(), os.environ.get("HOME"),
+                                tempfile.gettempdir())
+    return Containment(tuple(roots), tuple(skipped))
 
 
 def _merge(options, script, host, result, nproc, world, backend, port, elapsed, containment, changes,

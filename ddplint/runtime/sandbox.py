@@ -128,7 +128,7 @@ def _project_root(start: Path) -> Path:
     return start
 
 
-def _existing_dir(path: str) -> str | None:
+def _existing_dir(path: str) -> str:
     p = os.path.abspath(path)
     while not os.path.isdir(p):
         p = os.path.dirname(p)
@@ -139,33 +139,22 @@ def _in(path: str, parent: str) -> bool:
     return path == parent or path.startswith(parent.rstrip(os.sep) + os.sep)
 
 
-def overlay_roots(script: Path, script_args: tuple[str, ...], cwd: str, home: str | None,
-                  tempdir: str) -> list[str]:
-    """The directories to put under a copy-on-write layer, none inside another."""
-    wanted = [str(_project_root(script.resolve().parent)), cwd, tempdir]
-    if home:
-        wanted.append(home)
+def plan_roots(script: Path, script_args: tuple[str, ...], cwd: str, home: str | None,
+               tempdir: str) -> tuple[list[str], list[str]]:
+    """(the directories to put under a copy-on-write layer, none inside another; those the job
+    may write to that cannot be: / itself, e.g. the nearest existing directory of an output
+    path whose parents do not exist yet). /dev, /proc and /sys stay the host's own."""
+    wanted = [str(_project_root(script.resolve().parent)), cwd, tempdir, home or ""]
     for arg in script_args:
         value = arg.split("=", 1)[1] if arg.startswith("-") and "=" in arg else arg
         if value.startswith(os.sep):
-            wanted.append(_existing_dir(value) or os.sep)
-    real = sorted({os.path.realpath(w) for w in wanted if w})
+            wanted.append(_existing_dir(value))
+    real = {os.path.realpath(w) for w in wanted if w}
     roots: list[str] = []
-    for r in real:
-        if any(_in(r, n) for n in _NEVER if n != os.sep) or r == os.sep:
-            continue
-        if not any(_in(r, kept) for kept in roots):
+    for r in sorted(real - {os.sep}):
+        if not any(_in(r, kept) for kept in [*roots, *_NEVER[1:]]):
             roots.append(r)
-    return roots
-
-
-def skipped_roots(script: Path, script_args: tuple[str, ...], cwd: str, home: str | None,
-                  tempdir: str) -> list[str]:
-    """Directories the job may write to that cannot be overlaid (/ itself, /dev, ...)."""
-    wanted = [str(_project_root(script.resolve().parent)), cwd, tempdir, home or ""]
-    wanted += [a for a in script_args if a.startswith(os.sep)]
-    return sorted({os.path.realpath(w) for w in wanted if w
-                   and (os.path.realpath(w) == os.sep or any(_in(os.path.realpath(w), n) for n in _NEVER[1:]))})
+    return roots, sorted(real & {os.sep})
 
 
 # ---- system calls ---------------------------------------------------------------------------
