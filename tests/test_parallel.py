@@ -19,7 +19,7 @@ def files(*sizes: int) -> list[SourceFile]:
 
 
 @pytest.mark.parametrize("sizes,jobs,expected", [
-    ((4 * KB,) * 93, 0, 1),  # a repository of small files: this process, as -j 1
+    ((2 * KB,) * 93, 0, 1),  # a repository of small files: this process, as -j 1
     ((engine.BYTES_PER_WORKER,), 8, 1),  # one file never needs a pool
     ((engine.BYTES_PER_WORKER // 2,) * 8, 8, 4),  # by bytes, not by file count
     ((engine.BYTES_PER_WORKER,) * 40, 3, 3),  # never more than -j
