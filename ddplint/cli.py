@@ -40,7 +40,8 @@ def _fail(message: str) -> None:
 @click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path),
               help="Write the report to FILE instead of stdout.")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path),
-              help="Read [tool.ddplint] from this pyproject.toml instead of the nearest one.")
+              help="Read the configuration from this file ([tool.ddplint] in a pyproject.toml, or a "
+              "ddplint.toml) instead of the nearest one.")
 @click.option("--force-exclude", is_flag=True,
               help="Apply `exclude` also to files named on the command line (for pre-commit).")
 @click.option("--exit-zero", is_flag=True, help="Exit 0 even when there are findings.")
@@ -104,7 +105,8 @@ def cli(paths: tuple[str, ...], select, ignore, output_format, output, config_pa
     """Find distributed-training mistakes in PyTorch scripts.
 
     \b
-    ddplint train.py src/               lint files and directories (static, no torch needed)
+    ddplint train.py src/ nb.ipynb      lint files, directories, notebooks (static, no torch needed)
+    ddplint --baseline base.json .      only findings not recorded by --write-baseline base.json
     ddplint --explain DDP101            show a rule's documentation
     ddplint --runtime train.py ARGS     run the script under torchrun and audit it
     ddplint --runtime                   the machine checks and an all_reduce, no script
