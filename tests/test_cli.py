@@ -95,7 +95,10 @@ def test_help_documents_every_option():
     for option in ("--select", "--ignore", "--format", "--output", "--config", "--force-exclude", "--exit-zero",
                    "--jobs", "--list-rules", "--explain", "--runtime", "--nproc-per-node", "--backend",
                    "--steps", "--epochs", "--timeout", "--rdzv-timeout", "--nnodes", "--node-rank",
-                   "--master-addr", "--master-port", "--rdzv-backend", "--rdzv-endpoint", "--version"):
+                   "--master-addr", "--master-port", "--rdzv-backend", "--rdzv-endpoint", "--version",
+                   "--output-format", "--extend-select", "--statistics", "--show-fixes", "--unsafe-fixes",
+                   "--color", "--show-source", "--stdin-filename", "--no-respect-gitignore", "--no-cache",
+                   "--baseline", "--write-baseline", "--quiet", "--verbose"):
         assert option in out, option
 
 
