@@ -66,3 +66,16 @@ def test_the_pre_commit_snippet_is_a_local_hook_like_the_shipped_one():
     assert {k: hook[k] for k in ("id", "entry", "language", "types_or")} == \
         {k: shipped[k] for k in ("id", "entry", "language", "types_or")}
     assert hook["additional_dependencies"][0].startswith("ddplint @ git+https://")
+
+
+def test_the_readme_snippets_are_the_tested_ones():
+    """README.md repeats the pre-commit hook and the workflow; they must say what the doc's tested copies say."""
+    readme = [yaml.safe_load(block) for block in
+              re.findall(r"```yaml\n(.*?)```", (ROOT / "README.md").read_text(encoding="utf-8"), re.DOTALL)]
+    workflow, _, _, precommit = yaml_blocks()
+    readme_precommit = next(block for block in readme if "repos" in block)
+    readme_workflow = next(block for block in readme if "jobs" in block)
+    assert readme_precommit == precommit
+    steps = readme_workflow["jobs"]["ddplint"]["steps"]
+    assert [s["uses"] for s in steps] == [s["uses"] for s in workflow["jobs"]["ddplint"]["steps"]]
+    assert readme_workflow["permissions"] == workflow["permissions"]
