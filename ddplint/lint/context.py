@@ -66,9 +66,12 @@ class LintContext:
             return module_facts, module_path, attr
         if constructors and attr and f"{attr}.__init__" in module_facts.functions:
             return module_facts, module_path, f"{attr}.__init__"
-        reexport = module_facts.imports.get(attr) if attr and "." not in attr else None
-        if reexport is not None and hops > 0 and module_facts is not facts:
-            return self.resolve_function(module_facts, module_path, reexport, hops - 1)
+        # re-exported: `from .distributed import is_primary`, or a module imported under a name
+        # (`import megatron.core.parallel_state as mpu`, then `mpu.get_data_parallel_rank`)
+        head = attr.partition(".")[0]
+        named = head in module_facts.imports or head in module_facts.aliases
+        if head and named and hops > 0 and module_facts is not facts:
+            return self.resolve_function(module_facts, module_path, module_facts.qualify(attr), hops - 1)
         return None
 
     @staticmethod

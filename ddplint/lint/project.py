@@ -67,17 +67,25 @@ class ProjectIndex:
         if level:
             bases = [importer.resolve().parents[level - 1]] if level <= len(importer.resolve().parents) else []
         else:
+            # An absolute import resolves from the directory above the outermost package around
+            # the importer (the importer's own directory for a plain script), then, as repos
+            # are often run from a parent directory, from a few directories further up.
             here = importer.resolve().parent
-            bases = [here, *list(here.parents)[:SEARCH_PARENTS]]
             root = _package_root(here)
-            if root not in bases:
-                bases.append(root)  # `from torchtune import utils` deep inside torchtune/
-        for base in bases:
+            bases = [root, *(p for p in list(here.parents)[:SEARCH_PARENTS] if p != root)]
+        # The most specific module wins: `utils.utils.is_rank_0` is utils/utils.py's is_rank_0
+        # from the project root, not an attribute `utils.is_rank_0` of a utils.py next door.
+        found: list[tuple[int, int, Path, str]] = []
+        for rank, base in enumerate(bases):
             for split in range(len(parts), 0, -1):
                 module_path = _module_file(base, parts[:split])
                 if module_path is not None:
-                    return module_path, ".".join(parts[split:])
-        return None
+                    found.append((len(parts) - split, rank, module_path, ".".join(parts[split:])))
+                    break
+        if not found:
+            return None
+        _, _, module_path, attr = min(found, key=lambda candidate: candidate[:2])
+        return module_path, attr
 
 
 def _module_file(base: Path, parts: list[str]) -> Path | None:
