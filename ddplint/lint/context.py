@@ -10,6 +10,7 @@ import libcst as cst
 
 from ddplint.config import Config
 from ddplint.lint.facts import INIT_PG, CallSite, ModuleFacts, spawn_targets
+from ddplint.lint.names import dotted
 from ddplint.lint.guards import Guards
 from ddplint.lint.project import ProjectIndex
 from ddplint.lint.summaries import Effect, Summaries
@@ -52,10 +53,31 @@ class LintContext:
             return facts, path, f"{name}.__init__"
         if name.startswith("torch.") or name.split(".")[0] in {"os", "sys", "torch"}:
             return None
+        receiver, _, member = name.rpartition(".")
+        cls = self.class_of(facts, receiver) if receiver else None
+        if cls is not None and cls != receiver:  # `env.primary` where `env = Env(...)`
+            return self.resolve_function(facts, path, f"{cls}.{member}", hops)
         key = (id(facts), name, hops)
         if key not in self._resolve_cache:
             self._resolve_cache[key] = self._resolve_in_project(facts, path, name, hops, constructors)
         return self._resolve_cache[key]
+
+    def class_of(self, facts: ModuleFacts, name: str) -> str | None:
+        """The class an instance name holds, when every binding of it constructs the same class
+        of the project (`env = Env(cfg)`; a class of this module, or one imported from the project)."""
+        classes = set()
+        for binding in facts.assigned(name):
+            value = binding.value
+            if not isinstance(value, cst.Call) or (callee := dotted(value.func)) is None:
+                return None
+            classes.add(callee)
+        if len(classes) != 1:
+            return None
+        cls = classes.pop()
+        if facts.has_members(cls):
+            return cls
+        found = self.project.resolve(self.path, facts.qualify(cls) or cls) if facts is self.facts else None
+        return cls if found is not None and found[2] and found[1].has_members(found[2]) else None
 
     def _resolve_in_project(self, facts: ModuleFacts, path: Path, name: str, hops: int, constructors: bool):
         found = self.project.resolve(path, name)
@@ -77,9 +99,13 @@ class LintContext:
     @staticmethod
     def method_target(facts: ModuleFacts, site: CallSite) -> str | None:
         """`self._save(...)` inside a method names `Class._save`; other names stay as they are."""
-        name = site.name
-        if name and name.startswith("self.") and name.count(".") == 1 and "." in site.function:
-            candidate = f"{site.function.split('.')[0]}.{name[5:]}"
+        return LintContext.member_name(facts, site.name, site.function)
+
+    @staticmethod
+    def member_name(facts: ModuleFacts, name: str | None, function: str) -> str | None:
+        """`self.x` read inside a method of `Class` names `Class.x` when the class defines it."""
+        if name and name.startswith("self.") and name.count(".") == 1 and "." in function:
+            candidate = f"{function.split('.')[0]}.{name[5:]}"
             if candidate in facts.functions:
                 return candidate
         return name

@@ -127,6 +127,9 @@ class Guards:
             return flag
         if name in self._refused_when_distributed(facts, path):
             return frozenset(SINGLE_WORLD), ALL
+        member = self.ctx.member_name(facts, name, function)
+        if depth > 0 and self._is_property(facts, path, member):  # `if env.primary:`, a property of the project
+            return self._project_predicate(facts, path, member)
         if "rank" in last and facts.holds_rank(expr, function):
             return _atom(NOTMAIN)  # `if rank:` is true off the main process; `if not rank:` on it
         if depth > 0 and self.set_on_main_only(name, facts, path, function, depth):
@@ -215,7 +218,13 @@ class Guards:
             return _atom(MAIN)
         if last in DIST_FLAGS:
             return _atom(DIST)
-        return self._project_predicate(facts, path, name)
+        return self._project_predicate(facts, path, self.ctx.member_name(facts, name, function))
+
+    def _is_property(self, facts: ModuleFacts, path: Path, name: str | None) -> bool:
+        resolved = self.ctx.resolve_function(facts, path, name)
+        return resolved is not None and any(
+            last_part(d) in {"property", "cached_property"} for d in resolved[0].functions[resolved[2]].decorators
+        )
 
     def _project_predicate(self, facts, path, name) -> tuple[frozenset[str], frozenset[str]]:
         """A project function answers where its returns do (`return get_rank() == 0`).
