@@ -173,7 +173,7 @@ def unguarded_writes(ctx: LintContext, kind: str) -> Iterator[tuple[CallSite, st
         if effect_of(site, ctx.facts) == kind:
             helper = None
         elif _helper_writes(ctx, site, kind, ctx.facts, ctx.path, top=True) \
-                and not _per_rank_call(site.node, ctx.facts, site.function):
+                and not _per_rank_path_argument(ctx, site, kind):
             helper = dotted(site.node.func)  # (a helper given a per-rank path writes per rank)
         else:
             continue
@@ -208,6 +208,50 @@ def _helper_writes(ctx: LintContext, site: CallSite, kind: str, facts: ModuleFac
             for inner in ctx.function_body_calls(inner_facts, function)
         )
     return cache[key]
+
+
+def _per_rank_path_argument(ctx: LintContext, site: CallSite, kind: str) -> bool:
+    """The call hands the helper a per-rank value for a parameter that its write's path uses
+    (`save_checkpoint(state, f"ckpt_{rank}.pt")`); a model placed on the rank's GPU is no path."""
+    resolved = ctx.resolve_function(ctx.facts, ctx.path, ctx.method_target(ctx.facts, site))
+    if resolved is None or any(a.star for a in site.node.args):
+        return _per_rank_call(site.node, ctx.facts, site.function)
+    inner_facts, _, function = resolved
+    definition = inner_facts.functions[function].node
+    used: set[str] = set()
+    for inner in inner_facts.calls_within(function):
+        if effect_of(inner, inner_facts) == kind:
+            used |= names_in(write_path(inner, inner_facts) or inner.node)
+        elif inner.name is not None and not inner.name.startswith("torch."):
+            used |= {n for a in inner.node.args for n in names_in(a.value)}  # a path handed further on
+    pending = list(used)
+    while pending:  # through the helper's own bindings: `self.fname = fname`, then open(self.fname)
+        for binding in inner_facts.assigned(pending.pop()):
+            for name in names_in(binding.value) - used:
+                used.add(name)
+                pending.append(name)
+    params = [p.name.value for p in call_parameters(site.node, definition)]
+    for index, argument in enumerate(a for a in site.node.args if a.keyword is None):
+        if index < len(params) and params[index] in used and _per_rank(argument.value, ctx.facts, site.function):
+            return True
+    return any(a.keyword is not None and a.keyword.value in used and _per_rank(a.value, ctx.facts, site.function)
+               for a in site.node.args)
+
+
+def write_path(site: CallSite, facts: ModuleFacts) -> cst.BaseExpression | None:
+    """The path a writing call writes to, where one argument names it."""
+    call, name = site.node, site.name or ""
+    if name == "torch.save":
+        return arg(call, 1, "f")
+    if name in OUTPUT_WRITERS:
+        return arg(call, OUTPUT_WRITERS[name], None)
+    if name in {"open", "io.open"} or name in CHECKPOINT_WRITERS or site.method in OUTPUT_METHODS | {"save_pretrained"}:
+        return arg(call, 0, None)
+    if site.method in {"open", "write_text", "write_bytes", "mkdir"} and isinstance(call.func, cst.Attribute):
+        return call.func.value
+    if name in {"os.makedirs", "os.mkdir"}:
+        return arg(call, 0, None)
+    return None
 
 
 def _main_only_arguments(ctx: LintContext, site: CallSite, definition: cst.FunctionDef,
