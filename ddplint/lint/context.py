@@ -10,8 +10,8 @@ import libcst as cst
 
 from ddplint.config import Config
 from ddplint.lint.facts import INIT_PG, CallSite, ModuleFacts, spawn_targets
-from ddplint.lint.names import dotted
 from ddplint.lint.guards import Guards
+from ddplint.lint.names import dotted
 from ddplint.lint.project import ProjectIndex
 from ddplint.lint.summaries import Effect, Summaries
 

@@ -193,10 +193,13 @@ def _bound_before(ctx: LintContext, use: CallSite, bindings: list[CallSite], cha
     if any(dominates(b, use) or _dominates_when_distributed(ctx, b, use) for b in bindings):
         return True
     chain = chain | {use.function}
-    callers = [c for c in ctx.guards.callers(ctx.facts).get(use.function, []) if c.function not in chain]
+    calls = ctx.guards.callers(ctx.facts)
+    callers = [c for c in calls.get(use.function, []) if c.function not in chain]
     if callers:
         return all(_bound_before(ctx, c, bindings, chain) for c in callers)
-    return any(b.function not in chain for b in bindings)
+    # A binding inside a function that this module calls is judged at those calls (they are
+    # bindings too); one in a function started from elsewhere may run first.
+    return any(b.function not in chain and not calls.get(b.function) for b in bindings)
 
 
 def _dominates_when_distributed(ctx: LintContext, binding: CallSite, use: CallSite) -> bool:

@@ -469,6 +469,9 @@ def _callers(facts: ModuleFacts) -> dict[str, list[CallSite]]:
         if site.name in facts.functions:
             out.setdefault(site.name, []).append(site)
             continue
+        if f"{site.name}.__init__" in facts.functions:  # constructing the class runs __init__
+            out.setdefault(f"{site.name}.__init__", []).append(site)
+            continue
         receiver, _, method = site.name.rpartition(".")
         if not receiver:
             continue
