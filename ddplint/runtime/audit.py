@@ -149,6 +149,9 @@ def run_audit(options: RuntimeOptions) -> int:
     except (UsageError, LayoutError) as exc:
         print(f"ddplint: error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # before anything was started: nothing to stop
+        print("ddplint: error: interrupted", file=sys.stderr)
+        return 2
     from ddplint.runtime.launcher import (
         Interrupted,
         InterruptGuard,
