@@ -78,9 +78,68 @@ def classify(ctx: LintContext, expr: cst.BaseExpression | None, site: CallSite, 
     name = reference(expr) if isinstance(expr, (cst.Name, cst.Attribute, cst.Subscript)) else None
     if name is None or depth == 0:
         return Device(DeviceKind.OTHER)
-    values = [classify(ctx, a.value, site, int_is_index, depth - 1)
-              for a in facts.reaching(name, function, site.order, site.blocks)]
+    return _classify_name(ctx, name, site, int_is_index, depth - 1)
+
+
+def _classify_name(ctx: LintContext, name: str, site: CallSite, int_is_index: bool, depth: int) -> Device:
+    """What a named value holds at `site`: the bindings that reach it there; for a parameter of
+    the enclosing function, the arguments of its calls in this module (or its default); for an
+    argparse option that nothing assigns, its default."""
+    facts = ctx.facts
+    values = [classify(ctx, a.value, site, int_is_index, depth)
+              for a in facts.reaching(name, site.function, site.order, site.blocks)]
+    head, _, rest = name.partition(".")
+    info = facts.functions.get(site.function)
+    if not values and info is not None and head in _parameter_names(info.node) and depth > 0:
+        for caller, argument in _arguments_for(ctx, info.node, site.function, head):
+            if not rest:
+                values.append(classify(ctx, argument, caller, int_is_index, depth - 1))
+            elif (outer := reference(argument)) is not None:
+                values.append(_classify_name(ctx, f"{outer}.{rest}", caller, int_is_index, depth - 1))
+    if not values and rest in facts.options and "." not in rest and _parsed_arguments(ctx, head, site):
+        values.append(classify(ctx, facts.options[rest], site, int_is_index, depth))
     return min(values, key=lambda d: _WORST_FIRST.index(d.kind)) if values else Device(DeviceKind.OTHER)
+
+
+def _parameter_names(definition: cst.FunctionDef) -> set[str]:
+    params = definition.params
+    return {p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)}
+
+
+def _arguments_for(ctx: LintContext, definition: cst.FunctionDef, function: str,
+                   parameter: str) -> Iterator[tuple[CallSite, cst.BaseExpression]]:
+    """(call, the expression it passes for `parameter`, else the parameter's default) per call."""
+    params = definition.params
+    default = next((p.default for p in (*params.posonly_params, *params.params, *params.kwonly_params)
+                    if p.name.value == parameter), None)
+    for caller in ctx.guards.callers(ctx.facts).get(function, []):
+        call = caller.node
+        if any(a.star for a in call.args):
+            continue
+        given = {a.keyword.value: a.value for a in call.args if a.keyword is not None}
+        positional = [a.value for a in call.args if a.keyword is None]
+        given.update(zip((p.name.value for p in call_parameters(call, definition)), positional))
+        argument = given.get(parameter, default)
+        if argument is not None:
+            yield caller, argument
+
+
+def _parsed_arguments(ctx: LintContext, name: str, site: CallSite) -> bool:
+    """`name` holds the result of argparse's parse_args() (here, at module level, or passed in)."""
+    bindings = ctx.facts.reaching(name, site.function, site.order, site.blocks)
+    if any(_parses_arguments(b.value) for b in bindings):
+        return True
+    info = ctx.facts.functions.get(site.function)
+    return info is not None and name in _parameter_names(info.node) and any(
+        _parses_arguments(argument)
+        or (outer := reference(argument)) is not None and _parsed_arguments(ctx, outer, caller)
+        for caller, argument in _arguments_for(ctx, info.node, site.function, name)
+    )
+
+
+def _parses_arguments(expr: cst.BaseExpression) -> bool:
+    return isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and \
+        expr.func.attr.value in {"parse_args", "parse_known_args"}
 
 
 def _torch_device(ctx: LintContext, call: cst.Call, site: CallSite, depth: int) -> Device:

@@ -147,6 +147,7 @@ class ModuleFacts:
     imports: dict[str, str] = field(default_factory=dict)  # alias -> qualified name
     imported_modules: set[str] = field(default_factory=set)
     aliases: dict[str, str] = field(default_factory=dict)  # `comm = MPI.COMM_WORLD` -> qualified name
+    options: dict[str, cst.BaseExpression] = field(default_factory=dict)  # argparse dest -> default=
     calls: list[CallSite] = field(default_factory=list)
     assignments: list[Assignment] = field(default_factory=list)
     loops: list[Loop] = field(default_factory=list)
@@ -326,7 +327,7 @@ class _Collector(Walker):
         self.facts = facts
         self.order = 0
         self.function: list[str] = []
-        self.classes: list[str] = []
+        self.in_class: list[bool] = []  # per open scope: a class body (not a function)
         self.conditions: list[Condition] = []
         self.loops: list[cst.For | cst.While] = []
         self.suite_exits: list[int] = []  # conditions pushed by early exits, per open suite
@@ -379,14 +380,17 @@ class _Collector(Walker):
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         self.function.append(node.name.value)
+        self.in_class.append(True)
 
     def leave_ClassDef(self, original_node: cst.ClassDef) -> None:
         self.function.pop()
+        self.in_class.pop()
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
         for decorator in node.decorators:
             self.walk(decorator)
         self.function.append(node.name.value)
+        self.in_class.append(False)
         params = tuple(p.name.value for p in (*node.params.posonly_params, *node.params.params))
         decorators = tuple(
             self.facts.qualify(dotted(d.decorator.func if isinstance(d.decorator, cst.Call) else d.decorator)) or ""
@@ -401,6 +405,7 @@ class _Collector(Walker):
         self.walk(node.body)
         self.conditions, self.loops, self.suite_exits, self.caught, self.blocks = saved
         self.function.pop()
+        self.in_class.pop()
         return False
 
     # -- control flow ----------------------------------------------------------------
@@ -538,6 +543,8 @@ class _Collector(Walker):
             self.facts.env_reads.add(env)
 
     def visit_Call(self, node: cst.Call) -> None:
+        if isinstance(node.func, cst.Attribute) and node.func.attr.value == "add_argument":
+            _record_option(self.facts, node)
         env = self.facts.env_read(node)
         if env is not None:
             self.facts.env_reads.add(env)
@@ -569,6 +576,8 @@ class _Collector(Walker):
             Assignment(target, value, self.scope, self._next(), tuple(self.conditions), tuple(self.loops),
                        tuple(self.blocks))
         )
+        if self.in_class and self.in_class[-1] and "." not in target:
+            self._record(f"{self.scope}.{target}", value)  # `class Config: device = "cuda:0"`: Config.device
 
     def _assign(self, target: cst.BaseExpression, value: cst.BaseExpression) -> None:
         if isinstance(target, (cst.Tuple, cst.List)) and isinstance(value, (cst.Tuple, cst.List)):
@@ -596,6 +605,18 @@ class _Collector(Walker):
             source = dotted(value) if isinstance(value, (cst.Name, cst.Attribute)) else None
             if source is not None and source.split(".")[0] in self.facts.imports:
                 self.facts.aliases.setdefault(target.value, self.facts.qualify(source) or source)  # `comm = MPI.COMM_WORLD`
+
+
+def _record_option(facts: ModuleFacts, call: cst.Call) -> None:
+    """`parser.add_argument("--device", default="cuda:0")`: args.device holds the default unless given."""
+    default = arg(call, None, "default")
+    dest = string_value(arg(call, None, "dest"))
+    if dest is None:
+        flags = [string_value(a.value) for a in call.args if a.keyword is None]
+        long = [f for f in flags if f and f.startswith("--")] or [f for f in flags if f]
+        dest = long[0].lstrip("-").replace("-", "_") if long else None
+    if default is not None and dest and dest.isidentifier():
+        facts.options.setdefault(dest, default)
 
 
 def _exception_names(expr: cst.BaseExpression | None) -> set[str]:
