@@ -15,7 +15,7 @@ import libcst as cst
 from ddplint.lint.context import LintContext
 from ddplint.lint.facts import CallSite
 from ddplint.lint.guards import MAIN, NOTMAIN, OPPOSITE
-from ddplint.lint.names import dotted
+from ddplint.lint.names import call_parameters, dotted
 from ddplint.lint.rules.base import Finding, Rule
 from ddplint.lint.summaries import WRAPPERS, Effect, direct_effects
 
@@ -34,11 +34,33 @@ def _wrapped_models(ctx: LintContext) -> dict[str, tuple[str, int]]:
     return wrapped
 
 
-def _is_wrapped_forward(site: CallSite, models: dict[str, tuple[str, int]]) -> bool:
-    if site.name not in models:
+def _is_wrapped(name: str | None, site: CallSite, models: dict[str, tuple[str, int]]) -> bool:
+    """`name` holds the wrapped model at `site` (after its wrapping, or in another function)."""
+    if name not in models:
         return False
-    function, order = models[site.name]
+    function, order = models[name]
     return site.function != function or site.order > order
+
+
+def _forwarded_model(ctx: LintContext, site: CallSite, models: dict[str, tuple[str, int]]) -> str | None:
+    """The wrapped model a call hands to a project function that runs its forward pass
+    (`validate(model, loader)` where validate calls `model(x)`)."""
+    handed = [(i, a) for i, a in enumerate(site.node.args) if _is_wrapped(dotted(a.value), site, models)]
+    if not handed or any(a.star for a in site.node.args):
+        return None
+    resolved = ctx.resolve_function(ctx.facts, ctx.path, ctx.method_target(ctx.facts, site))
+    if resolved is None:
+        return None
+    inner_facts, _, function = resolved
+    definition = inner_facts.functions[function].node
+    params = [p.name.value for p in call_parameters(site.node, definition)]
+    called = {inner.name for inner in inner_facts.calls_within(function)}
+    for index, argument in handed:
+        param = argument.keyword.value if argument.keyword is not None else (
+            params[index] if index < len(params) else None)
+        if param is not None and ({param, f"{param}.forward"} & called):
+            return dotted(argument.value)
+    return None
 
 
 class CollectiveInRankBranch(Rule):
@@ -49,15 +71,18 @@ class CollectiveInRankBranch(Rule):
         models = _wrapped_models(ctx)
         communicating = []
         for site in ctx.facts.calls:
-            if _is_wrapped_forward(site, models):
+            if _is_wrapped(site.name, site, models):
                 communicating.append((site, f"forward pass of the wrapped model '{site.name}'"))
+            elif (handed := _forwarded_model(ctx, site, models)) is not None:
+                communicating.append((site, f"{dotted(site.node.func)}() runs the forward pass of the wrapped "
+                                            f"model '{handed}'"))
             elif Effect.COLLECTIVE in ctx.summaries.effects(site):
                 direct = Effect.COLLECTIVE in direct_effects(site)
                 what = (site.name or "") if direct else f"{dotted(site.node.func)}() (it runs a collective)"
                 communicating.append((site, what))
         sides = {id(site): self._side(ctx, site) for site, _ in communicating}
         for site, what in communicating:
-            forward = what.startswith("forward pass")
+            forward = "forward pass" in what
             side = sides[id(site)]
             if side is None or not guards.rank_conditional(site):
                 continue
@@ -69,7 +94,8 @@ class CollectiveInRankBranch(Rule):
             if paired:  # `if rank == 0: barrier()` matched by `if rank != 0: barrier()`
                 continue
             if forward:  # DDP syncs buffers (and, in training, gradients) with the other ranks
-                fix = f"evaluate on one rank with the unwrapped model ('{site.name}.module') or run it on every rank"
+                model = site.name if what.startswith("forward pass") else what.rsplit("'", 2)[-2]
+                fix = f"evaluate on one rank with the unwrapped model ('{model}.module') or run it on every rank"
             else:
                 fix = "call it on every rank, outside the rank check"
             yield Finding(
