@@ -100,6 +100,7 @@ class CallSite:
     locked: bool = False  # inside `with FileLock(...)`: one process at a time
     blocks: tuple[int, ...] = ()  # the branches around it, outermost first (paths.py)
     in_default: bool = False  # part of a parameter's default value: runs only for calls that omit it
+    in_handler: bool = False  # inside an `except` clause: runs only when something failed
 
 
 @dataclass(frozen=True)
@@ -336,6 +337,7 @@ class _Collector(Walker):
         self.locks = 0  # open `with FileLock(...)` blocks
         self.blocks: list[int] = []  # id() of the enclosing branch bodies (paths.py)
         self.in_default = False  # walking a parameter's default value
+        self.handlers = 0  # open `except` clauses
 
     def _next(self) -> int:
         self.order += 1
@@ -397,13 +399,14 @@ class _Collector(Walker):
             for d in node.decorators
         )
         self.facts.functions[self.scope] = FunctionInfo(self.scope, node, params, decorators)
-        saved = (self.conditions, self.loops, self.suite_exits, self.caught, self.blocks)
+        saved = (self.conditions, self.loops, self.suite_exits, self.caught, self.blocks, self.handlers)
         self.conditions, self.loops, self.suite_exits, self.caught, self.blocks = [], [], [], frozenset(), []
+        self.handlers = 0
         self.in_default = True
         self.walk(node.params)
         self.in_default = False
         self.walk(node.body)
-        self.conditions, self.loops, self.suite_exits, self.caught, self.blocks = saved
+        self.conditions, self.loops, self.suite_exits, self.caught, self.blocks, self.handlers = saved
         self.function.pop()
         self.in_class.pop()
         return False
@@ -436,8 +439,10 @@ class _Collector(Walker):
         self.caught = saved | {name for handler in node.handlers for name in _exception_names(handler.type)}
         self.walk(node.body)
         self.caught = saved
+        self.handlers += 1
         for handler in node.handlers:
             self._branch(handler)
+        self.handlers -= 1
         for part in (node.orelse, node.finalbody):
             if part is not None:
                 self.walk(part)
@@ -552,7 +557,7 @@ class _Collector(Walker):
         method = node.func.attr.value if isinstance(node.func, cst.Attribute) else None
         self.facts.calls.append(
             CallSite(node, name, method, self.scope, self._next(), tuple(self.conditions), tuple(self.loops),
-                     self.caught, self.locks > 0, tuple(self.blocks), self.in_default)
+                     self.caught, self.locks > 0, tuple(self.blocks), self.in_default, self.handlers > 0)
         )
 
     def visit_NamedExpr(self, node: cst.NamedExpr) -> None:

@@ -130,6 +130,8 @@ class Summaries:
             inner_facts, inner_path, function = resolved
             inner_bindings = constants.bind_call(site.node, inner_facts, function, bindings or {})
             found |= self.of_function(inner_facts, inner_path, function, inner_bindings)
+        if site.in_handler:  # a teardown only when something failed is no teardown on the way out
+            found -= {Effect.DESTROYS_GROUP}
         if own:
             self._sites[id(site.node)] = found
         return found
