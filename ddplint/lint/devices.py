@@ -279,7 +279,7 @@ def _dominates_when_distributed(ctx: LintContext, binding: CallSite, use: CallSi
 
 def visible_devices_per_rank(ctx: LintContext) -> bool:
     """The script narrows CUDA_VISIBLE_DEVICES per process: then "cuda:0" is that rank's GPU."""
-    write = ctx.facts.env_writes.get("CUDA_VISIBLE_DEVICES")
-    if write is None:
-        return False
-    return ctx.facts.role_of(write.value, write.function) is not None or string_value(write.value) is None
+    return any(
+        ctx.facts.role_of(write.value, write.function) is not None or string_value(write.value) is None
+        for write in ctx.facts.env_writes.get("CUDA_VISIBLE_DEVICES", [])
+    )

@@ -154,7 +154,7 @@ class ModuleFacts:
     loops: list[Loop] = field(default_factory=list)
     functions: dict[str, FunctionInfo] = field(default_factory=dict)
     env_reads: set[str] = field(default_factory=set)  # os.environ["X"], os.getenv("X"), ...
-    env_writes: dict[str, Assignment] = field(default_factory=dict)  # os.environ["X"] = value
+    env_writes: dict[str, list[Assignment]] = field(default_factory=dict)  # os.environ["X"] = value
     env_names: set[str] = field(default_factory=set)  # launcher variables named in any string literal
     roles: dict[tuple[str, str], Role] = field(default_factory=dict)  # (function or "*", name) -> role
     framework: str | None = None
@@ -593,9 +593,9 @@ class _Collector(Walker):
         env = self.facts.env_read(target) if isinstance(target, cst.Subscript) else None
         if env is not None:
             self.env_targets.add(id(target))  # `os.environ["RANK"] = "0"` sets it, reads nothing
-            self.facts.env_writes[env] = Assignment(
-                env, value, self.scope, self._next(), tuple(self.conditions), tuple(self.loops)
-            )
+            self.facts.env_writes.setdefault(env, []).append(Assignment(
+                env, value, self.scope, self._next(), tuple(self.conditions), tuple(self.loops), tuple(self.blocks)
+            ))
             return
         name = reference(target)
         if name is None:

@@ -7,8 +7,8 @@ from collections.abc import Iterator
 import libcst as cst
 
 from ddplint.lint.context import LintContext
-from ddplint.lint.facts import SPAWN
-from ddplint.lint.names import dotted, int_value, names_in, string_value
+from ddplint.lint.facts import SPAWN, Assignment, ModuleFacts
+from ddplint.lint.names import dotted, int_value, names_in, reference, string_value
 from ddplint.lint.rules.base import Finding, Rule
 
 RENDEZVOUS = ("MASTER_PORT", "MASTER_ADDR")
@@ -23,23 +23,29 @@ class HardCodedMasterPort(Rule):
         if not launched_by_torchrun or facts.calls_to(*SPAWN):
             return
         for variable in RENDEZVOUS:
-            write = facts.env_writes.get(variable)
-            if write is None or not _literal(write.value) or any(_about_env(c.test, facts) for c in write.conditions):
-                continue
-            yield Finding(
-                write.value,
-                f"{variable} is hard-coded in a script that torchrun launches: it overrides the "
-                "launcher's rendezvous and collides with other jobs on the node (address in use or "
-                f"a hang); remove it and pass --master-port/--rdzv-endpoint to torchrun",
-            )
+            for write in facts.env_writes.get(variable, []):
+                if not _constant(write.value, facts, write) or any(_about_env(c.test, facts) for c in write.conditions):
+                    continue
+                yield Finding(
+                    write.value,
+                    f"{variable} is hard-coded in a script that torchrun launches: it overrides the "
+                    "launcher's rendezvous and collides with other jobs on the node (address in use or "
+                    f"a hang); remove it and pass --master-port/--rdzv-endpoint to torchrun",
+                )
 
 
-def _literal(expr: cst.BaseExpression) -> bool:
+def _constant(expr: cst.BaseExpression, facts: ModuleFacts, at: Assignment, depth: int = 4) -> bool:
+    """A literal, `str(...)` of one, or a name every binding of which (reaching `at`) is one:
+    `PORT = 29500`, `R = {"addr": "10.0.0.1"}`, then `os.environ["MASTER_PORT"] = str(PORT)`."""
     if string_value(expr) is not None or int_value(expr) is not None:
         return True
     if isinstance(expr, cst.Call) and dotted(expr.func) == "str" and expr.args:
-        return _literal(expr.args[0].value)
-    return False
+        return _constant(expr.args[0].value, facts, at, depth)
+    name = reference(expr) if isinstance(expr, (cst.Name, cst.Attribute, cst.Subscript)) else None
+    if name is None or depth == 0:
+        return False
+    values = facts.reaching(name, at.function, at.order, at.blocks)
+    return bool(values) and all(_constant(v.value, facts, v, depth - 1) for v in values)
 
 
 def _about_env(test: cst.BaseExpression, facts) -> bool:
