@@ -606,6 +606,10 @@ class _Collector(Walker):
                 key = string_value(element.key) if isinstance(element, cst.DictElement) else None
                 if key is not None and key.isidentifier():
                     self._record(f"{name}.{key}", element.value)
+        elif isinstance(value, cst.Call) and dotted(value.func) == "dict":  # and `dict(rank=rank)`
+            for argument in value.args:
+                if argument.keyword is not None:
+                    self._record(f"{name}.{argument.keyword.value}", argument.value)
         if not self.function and isinstance(target, cst.Name):
             source = dotted(value) if isinstance(value, (cst.Name, cst.Attribute)) else None
             if source is not None and source.split(".")[0] in self.facts.imports:

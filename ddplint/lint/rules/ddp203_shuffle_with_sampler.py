@@ -8,7 +8,8 @@ import libcst as cst
 
 from ddplint.lint.context import LintContext
 from ddplint.lint.loaders import loaders
-from ddplint.lint.names import arg
+from ddplint.lint.facts import CallSite
+from ddplint.lint.names import arg, reference
 from ddplint.lint.rules.base import Finding, Rule
 
 
@@ -18,16 +19,30 @@ class ShuffleWithSampler(Rule):
     def check(self, ctx: LintContext) -> Iterator[Finding]:
         for site in loaders(ctx.facts):
             shuffle = arg(site.node, 2, "shuffle")
+            spread = shuffle is None  # `**loader_kwargs` may hold it (no fix: the dict may serve other loaders)
+            if spread:
+                shuffle = _from_keyword_dicts(ctx, site, "shuffle")
             if not (isinstance(shuffle, cst.Name) and shuffle.value == "True"):
                 continue
             for keyword, position in (("sampler", 3), ("batch_sampler", 4)):
-                given = arg(site.node, position, keyword)
+                given = arg(site.node, position, keyword) or _from_keyword_dicts(ctx, site, keyword)
                 if given is not None and not (isinstance(given, cst.Name) and given.value == "None"):
                     yield Finding(
-                        shuffle,
+                        site.node if spread else shuffle,
                         f"shuffle=True together with {keyword}=: DataLoader raises ValueError (sampler "
                         f"option is mutually exclusive with shuffle); drop shuffle=True, the sampler shuffles",
-                        replacement=cst.Name("False"),
+                        replacement=None if spread else cst.Name("False"),
                         fix_description="set shuffle=False: the sampler decides the order",
                     )
                     break
+
+
+def _from_keyword_dicts(ctx: LintContext, site: CallSite, key: str) -> cst.BaseExpression | None:
+    """The value a `**kwargs` dict of the call gives `key` (`LOADER_KW = dict(shuffle=True)`)."""
+    for argument in site.node.args:
+        name = reference(argument.value) if argument.star == "**" else None
+        if name is None:
+            continue
+        for binding in ctx.facts.reaching(f"{name}.{key}", site.function, site.order, site.blocks):
+            return binding.value
+    return None
