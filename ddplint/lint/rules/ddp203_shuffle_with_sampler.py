@@ -7,8 +7,8 @@ from collections.abc import Iterator
 import libcst as cst
 
 from ddplint.lint.context import LintContext
-from ddplint.lint.loaders import loaders
 from ddplint.lint.facts import CallSite
+from ddplint.lint.loaders import loaders
 from ddplint.lint.names import arg, reference
 from ddplint.lint.rules.base import Finding, Rule
 
