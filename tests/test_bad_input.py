@@ -128,9 +128,15 @@ def test_the_cpu_time_limit_skips_a_slow_file(tmp_path, monkeypatch):
 
     path = tmp_path / "slow.py"
     path.write_text(HEAD + "x = [" + ", ".join(str(i) for i in range(20_000)) + "]\n")
-    original = limits.cpu_time_limit
+    original, default = limits.cpu_time_limit, limits.CPU_SECONDS
+    calls: list[int] = []
+
+    def first_file_only():  # the slow file gets 0.05 s; the next one the usual limit
+        calls.append(1)
+        return original(0.05 if len(calls) == 1 else default)
+
     monkeypatch.setattr(limits, "CPU_SECONDS", 0.05)
-    monkeypatch.setattr(limits, "cpu_time_limit", lambda: original(0.05))
+    monkeypatch.setattr(limits, "cpu_time_limit", first_file_only)
     config = config_mod.Config(root=tmp_path, codes=frozenset(RULES_BY_CODE))
     result = engine.lint_paths([path, BAD], config, jobs=1)
     assert [e.message for e in result.errors] == ["took more than 0.05 s of CPU time to lint; skipped"]

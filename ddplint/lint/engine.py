@@ -175,13 +175,13 @@ def lint_text(path: Path, text: str, config: Config, rules: list[Rule], project:
     result.warnings.extend(_unknown_noqa_codes(path, text, config))
     if not MIGHT_BE_DISTRIBUTED.search(text):
         return result
+    from ddplint.lint.analysis import analyse  # before the clock starts: the first file would pay for it
+
     try:
         limits.check_depth(tree)
         # No warning becomes an error (PYTHONWARNINGS=error): libcst evaluates literals with ast.
         with limits.cpu_time_limit(), warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            from ddplint.lint.analysis import analyse
-
             analyse(path, text, lines, config, rules, project, result)
     except limits.TooComplex as exc:
         result.errors.append(FileError(str(path), str(exc)))
