@@ -120,6 +120,8 @@ def _apply(text: str, diagnostics: list[Diagnostic]) -> tuple[str, list[Diagnost
     chosen: list[tuple[int, int, Edit]] = []
     applied: list[Diagnostic] = []
     for d in diagnostics:
+        if d.fix is None:
+            continue
         spans = [(offset(e.start), offset(e.end), e) for e in d.fix.edits]
         if any(s < end and start < e for s, e, _ in spans for start, end in taken):
             continue
