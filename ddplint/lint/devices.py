@@ -17,7 +17,14 @@ import libcst as cst
 from ddplint.lint.context import LintContext
 from ddplint.lint.facts import DDP, CallSite
 from ddplint.lint.guards import DIST
-from ddplint.lint.names import arg, call_parameters, int_value, reference, string_value
+from ddplint.lint.names import (
+    arg,
+    call_parameters,
+    has_keyword,
+    int_value,
+    reference,
+    string_value,
+)
 from ddplint.lint.paths import dominates
 from ddplint.lint.roles import PER_NODE, DeviceKind, Role
 from ddplint.lint.summaries import BINDING_METHODS, SET_DEVICE_CALLS, Effect
@@ -162,7 +169,8 @@ def device_uses(ctx: LintContext) -> Iterator[DeviceUse]:
     for site in ctx.facts.calls:
         if site.in_default and not _default_used(ctx, site):
             continue
-        binder = Effect.BINDS_DEVICE in ctx.summaries.effects(site)
+        # only calls with a device= need to know whether they bind (it follows the call into helpers)
+        binder = has_keyword(site.node, "device") and Effect.BINDS_DEVICE in ctx.summaries.effects(site)
         for target, int_is_index, placement in _device_arguments(site, binder):
             device = classify(ctx, target, site, int_is_index)
             report = device.origin if device.kind is DeviceKind.INDEX and device.origin is not None else target

@@ -23,6 +23,7 @@ class ProjectIndex:
         self._cache: dict[Path, tuple[str, cst.Module, facts_mod.ModuleFacts] | None] = {}
         # (directory of the importer, dotted name) -> where it lives; rules ask about every call
         self._resolved: dict[tuple[Path, int, str], tuple[Path, str] | None] = {}
+        self._files: dict[tuple[Path, tuple[str, ...]], Path | None] = {}  # (base, dotted parts) -> module file
 
     def facts_for(self, path: Path) -> facts_mod.ModuleFacts | None:
         path = path.resolve()
@@ -78,7 +79,7 @@ class ProjectIndex:
         found: list[tuple[int, int, Path, str]] = []
         for rank, base in enumerate(bases):
             for split in range(len(parts), 0, -1):
-                module_path = _module_file(base, parts[:split])
+                module_path = self._module_file(base, tuple(parts[:split]))
                 if module_path is not None:
                     found.append((len(parts) - split, rank, module_path, ".".join(parts[split:])))
                     break
@@ -86,6 +87,13 @@ class ProjectIndex:
             return None
         _, _, module_path, attr = min(found, key=lambda candidate: candidate[:2])
         return module_path, attr
+
+    def _module_file(self, base: Path, parts: tuple[str, ...]) -> Path | None:
+        """The module file for `parts` under `base`, looked up on disk once per run."""
+        key = (base, parts)
+        if key not in self._files:
+            self._files[key] = _module_file(base, list(parts))
+        return self._files[key]
 
 
 def _module_file(base: Path, parts: list[str]) -> Path | None:
