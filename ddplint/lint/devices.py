@@ -93,7 +93,7 @@ def _classify_name(ctx: LintContext, name: str, site: CallSite, int_is_index: bo
     the enclosing function, the arguments of its calls in this module (or its default); for an
     argparse option that nothing assigns, its default."""
     facts = ctx.facts
-    values = [classify(ctx, a.value, site, int_is_index, depth)
+    values = [Device(DeviceKind.OTHER) if a.element else classify(ctx, a.value, site, int_is_index, depth)
               for a in facts.reaching(name, site.function, site.order, site.blocks)]
     head, _, rest = name.partition(".")
     info = facts.functions.get(site.function)

@@ -124,6 +124,7 @@ class Assignment:
     conditions: tuple[Condition, ...]
     loops: tuple[cst.For | cst.While, ...] = ()
     blocks: tuple[int, ...] = ()
+    element: bool = False  # a `for` target: holds one element of `value`, not `value` itself
 
 
 @dataclass(frozen=True)
@@ -455,6 +456,10 @@ class _Collector(Walker):
         self.blocks.pop()
 
     def visit_With(self, node: cst.With) -> bool | None:
+        for item in node.items:  # `with open(path) as f`: f holds what the item gives
+            if item.asname is not None:
+                for name in _target_names(item.asname.name):
+                    self._record(name, item.item)
         body = node.body.body
         idle = len(body) == 1 and isinstance(body[0], cst.SimpleStatementLine) and all(
             isinstance(small, cst.Pass) for small in body[0].body
@@ -510,6 +515,8 @@ class _Collector(Walker):
     def visit_For(self, node: cst.For) -> bool:
         self.walk(node.target)
         self.walk(node.iter)
+        for name in _target_names(node.target):  # rebinds the name: earlier values no longer reach
+            self._record(name, node.iter, element=True)
         self._loop(node)
         return False
 
@@ -576,10 +583,10 @@ class _Collector(Walker):
         if name is not None:
             self._record(name, node.value)
 
-    def _record(self, target: str, value: cst.BaseExpression) -> None:
+    def _record(self, target: str, value: cst.BaseExpression, element: bool = False) -> None:
         self.facts.assignments.append(
             Assignment(target, value, self.scope, self._next(), tuple(self.conditions), tuple(self.loops),
-                       tuple(self.blocks))
+                       tuple(self.blocks), element)
         )
         if self.in_class and self.in_class[-1] and "." not in target:
             self._record(f"{self.scope}.{target}", value)  # `class Config: device = "cuda:0"`: Config.device
@@ -614,6 +621,14 @@ class _Collector(Walker):
             source = dotted(value) if isinstance(value, (cst.Name, cst.Attribute)) else None
             if source is not None and source.split(".")[0] in self.facts.imports:
                 self.facts.aliases.setdefault(target.value, self.facts.qualify(source) or source)  # `comm = MPI.COMM_WORLD`
+
+
+def _target_names(target: cst.BaseExpression) -> list[str]:
+    """The names a `for` or `with ... as` target binds (`for i, (x, y) in ...`)."""
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return [name for element in target.elements for name in _target_names(element.value)]
+    name = reference(target)
+    return [name] if name is not None else []
 
 
 def _record_option(facts: ModuleFacts, call: cst.Call) -> None:
@@ -690,7 +705,7 @@ def _infer_roles(facts: ModuleFacts) -> None:
                 for key, role in _environment_dict(facts, a.value):
                     facts.roles[("*", f"{a.target}.{key}")] = role
                 continue
-            role = facts.role_of(a.value, a.function)
+            role = None if a.element else facts.role_of(a.value, a.function)
             if role is not None:
                 facts.roles[(scope, a.target)] = role
 
