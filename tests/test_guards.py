@@ -35,10 +35,12 @@ MAIN = [
     "utils.is_main_process()", "misc.is_main_process()", "accelerator.is_main_process",
     "accelerator.is_local_main_process", "trainer.is_global_zero", "self.global_rank == 0",
     "epoch % 10 == 0 and rank == 0", "not args.distributed or rank == 0", "not (rank != 0)",
+    "rank == 1", "rank == world_size - 1", "dist.get_rank() == dist.get_world_size() - 1",
 ]
-NOTMAIN = ["rank != 0", "rank > 0", "local_rank not in (-1, 0)", "not is_main_process()", "rank"]
+NOTMAIN = ["rank != 0", "rank > 0", "local_rank not in (-1, 0)", "not is_main_process()", "rank",
+           "rank != world_size - 1"]
 SINGLE = ["not args.distributed", "not dist.is_initialized()", "world_size == 1", "args.local_rank == -1"]
-NEITHER = ["args.gpu is None", "epoch % 10 == 0", "rank == 0 or epoch == 0", "args.output_dir", "rank == 1"]
+NEITHER = ["args.gpu is None", "epoch % 10 == 0", "rank == 0 or epoch == 0", "args.output_dir", "rank == step"]
 
 
 def context(source: str, tmp_path: Path, config: config_mod.Config | None = None) -> LintContext:

@@ -7,7 +7,7 @@ decorators of the enclosing function, and from the callers of that function, fol
 predicates and helpers into the user's own modules (`utils.is_main_process()`).
 
 A test is classified by what it says about the process that passes it:
-    "main"    true only on the main process     rank == 0, is_main_process(), master_process
+    "main"    true on one process only          rank == 0, is_main_process(), rank == world_size - 1
     "notmain" true only off the main process    rank != 0, not is_main_process()
     "single"  true only without distribution   not args.distributed, world_size == 1
     "dist"    true only with distribution       args.distributed, dist.is_initialized()
@@ -29,12 +29,12 @@ from ddplint.lint.facts import (
     Condition,
     ModuleFacts,
 )
-from ddplint.lint.names import dotted, int_value, reference
+from ddplint.lint.names import dotted, int_value, names_in, reference
 from ddplint.lint.roles import (
     DIST_FLAGS,
+    GROUP_RANK_CALL,
     MAIN_DECORATORS,
     MAIN_PREDICATES,
-    RANK_CALLS,
     WORLD_NAMES,
     Role,
     last_part,
@@ -288,7 +288,24 @@ class Guards:
                 return SINGLE
             if isinstance(op, cst.NotEqual):
                 return DIST
+            return None
+        if isinstance(op, (cst.Equal, cst.NotEqual)) and self._one_rank(left, right, facts, path, function):
+            # `rank == world_size - 1`: one process passes, as with rank 0
+            return MAIN if isinstance(op, cst.Equal) else NOTMAIN
         return None
+
+    def _one_rank(self, left, right, facts: ModuleFacts, path: Path, function: str) -> bool:
+        """A rank compared with a value that is the same on every process (a literal, or an
+        expression of the world size and constants)."""
+        for rank, other in ((left, right), (right, left)):
+            if not self._rankish(rank, facts, path, function) or self._rankish(other, facts, path, function):
+                continue
+            names = names_in(other)
+            if int_value(other) is not None or names and all(
+                last_part(n) in WORLD_NAMES or facts.role_of_name(n, function) is Role.WORLD_SIZE for n in names
+            ):
+                return True
+        return False
 
     def set_on_main_only(self, name: str, facts: ModuleFacts, path: Path, function: str, depth: int) -> bool:
         """`name` starts as None and gets a real value only under a main-process guard.
@@ -314,13 +331,20 @@ class Guards:
             return self._rankish(expr.left, facts, path, function)
         if isinstance(expr, cst.Call):
             name = facts.qualify(dotted(expr.func)) or ""
-            if name.rsplit(".", 1)[-1] in RANK_CALLS:
+            if GROUP_RANK_CALL.fullmatch(last_part(name)):
                 return True
             if name in {"int", "str"} and expr.args:
                 return self._rankish(expr.args[0].value, facts, path, function)
             if facts.role_of(expr, function) is None:
                 return self._project_rank(facts, path, name)
-        return facts.holds_rank(expr, function)
+        if facts.holds_rank(expr, function):
+            return True
+        reference_name = reference(expr) if isinstance(expr, (cst.Name, cst.Attribute, cst.Subscript)) else None
+        # `dp_rank = mpu.get_data_parallel_rank()`, then `if dp_rank == 0:`
+        return reference_name is not None and any(
+            isinstance(b.value, cst.Call) and self._rankish(b.value, facts, path, b.function)
+            for b in facts.assigned(reference_name) if b.function in {function, ""} or "." in reference_name
+        )
 
     def _project_rank(self, facts, path, name) -> bool:
         """A project function that returns the rank (`def process_index(): return int(os.environ["RANK"])`);

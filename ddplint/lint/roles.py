@@ -9,6 +9,7 @@ project's own helpers are read from its code instead (guards.py, context.py).
 
 from __future__ import annotations
 
+import re
 from enum import Enum
 
 
@@ -79,6 +80,9 @@ RANK_NAMES = frozenset({"rank", "global_rank", "ddp_rank", "world_rank", "rank_i
                         "gpu", "gpu_id", "device_id"})
 # Calls that return some rank, by the last part of their name (`utils.get_rank()`).
 RANK_CALLS = frozenset({"get_rank", "get_local_rank", "get_global_rank", "get_node_local_rank"})
+# torch.distributed's naming, followed by the model-parallel libraries for the rank within a
+# group: get_data_parallel_rank(), get_tensor_model_parallel_rank(), ...
+GROUP_RANK_CALL = re.compile(r"get_(?:\w+_)?rank")
 WORLD_NAMES = frozenset({"world_size", "ddp_world_size", "num_gpus", "ngpus", "n_gpus", "get_world_size"})
 
 # Predicates by the last part of their name: `utils.is_main_process()`, `accelerator.is_main_process`,
