@@ -20,10 +20,10 @@ def test_findings_are_sorted_lines_with_summary_and_exit_1():
     proc = run_cli(str(BAD), str(GOOD))
     assert proc.returncode == 1
     lines = proc.stdout.splitlines()
-    assert lines[-1] == "Found 3 problems in 1 file."
+    assert lines[-1] == "Found 2 problems in 1 file."
     body = lines[:-1]
     assert body == sorted(body, key=lambda l: (l.split(":")[0], int(l.split(":")[1]), int(l.split(":")[2])))
-    assert body[1].startswith(f"{BAD}:13:39: DDP101 device index 0 is hard-coded")
+    assert body[0].startswith(f"{BAD}:13:39: DDP101 device index 0 is hard-coded")
 
 
 def test_clean_file_exits_0():
@@ -43,9 +43,10 @@ def test_directories_are_walked_recursively_skipping_venvs_and_hidden(tmp_path):
 
 
 def test_select_and_ignore_by_prefix():
-    assert "DDP103" not in run_cli("--select", "DDP101", str(BAD)).stdout
-    out = run_cli("--select", "DDP1", "--ignore", "DDP101", str(BAD)).stdout
-    assert "DDP103" in out and "DDP101" not in out
+    unbound = FIXTURES / "lint" / "device" / "nccl_without_binding.py"  # DDP102 and DDP103
+    assert "DDP103" not in run_cli("--select", "DDP102", str(unbound)).stdout
+    out = run_cli("--select", "DDP1", "--ignore", "DDP102", str(unbound)).stdout
+    assert "DDP103" in out and "DDP102" not in out
 
 
 def test_unknown_rule_code_is_a_usage_error():
@@ -59,18 +60,18 @@ def test_json_output_schema():
     assert proc.returncode == 1
     data = json.loads(proc.stdout)
     assert data["schema_version"] == 1
-    assert data["summary"] == {"files": 1, "problems": 3, "errors": 0, "fixable": 0, "baselined": 0}
+    assert data["summary"] == {"files": 1, "problems": 2, "errors": 0, "fixable": 0, "baselined": 0}
     first = data["diagnostics"][0]
     assert set(first) == {"path", "cell", "line", "column", "end_line", "end_column", "code", "name", "severity",
                           "message", "fix", "fixable"}
-    assert (first["code"], first["name"], first["line"]) == ("DDP103", "missing-set-device", 11)
+    assert (first["code"], first["name"], first["line"]) == ("DDP101", "hard-coded-cuda-index", 13)
 
 
 def test_output_file(tmp_path):
     target = tmp_path / "report.json"
     proc = run_cli("--format", "json", "--output", str(target), str(BAD))
     assert proc.returncode == 1 and proc.stdout == ""
-    assert json.loads(target.read_text())["summary"]["problems"] == 3
+    assert json.loads(target.read_text())["summary"]["problems"] == 2
 
 
 def test_exit_zero():
