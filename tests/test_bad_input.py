@@ -254,3 +254,13 @@ def test_a_fix_killed_by_sigterm_leaves_no_temporary_file(tmp_path, monkeypatch)
         fixes_mod.fix_paths([path], config_mod.Config(root=tmp_path, codes=frozenset(RULES_BY_CODE)), write=True)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["train.py"]
     assert path.read_text() == FIX_ME
+
+
+def test_syntax_newer_than_the_running_python_is_linted_not_a_syntax_error(tmp_path):
+    # PEP 701 (Python 3.12): quotes of the enclosing kind inside an f-string replacement field
+    path = tmp_path / "train.py"
+    path.write_text('import torch.distributed as dist\ncfg = {"a": 1}\ndist.init_process_group("nccl")\n'
+                    'print(f"{cfg["a"]}")\n')
+    proc = run_cli(str(path))
+    assert proc.returncode == 1 and "DDP001" not in proc.stdout
+    assert ":3:1: DDP103" in proc.stdout and ":3:1: DDP402" in proc.stdout

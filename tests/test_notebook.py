@@ -101,3 +101,17 @@ def test_fix_leaves_notebooks_alone_and_offers_no_fix_on_them(tmp_path):
     proc = run_cli("--fix", "train.ipynb", cwd=tmp_path)
     assert (tmp_path / "train.ipynb").read_text() == nb
     assert "DDP304" in proc.stdout and "[*]" not in proc.stdout
+
+
+def test_the_size_cap_applies_to_a_notebooks_code_not_its_outputs(tmp_path):
+    data = json.loads(TRAIN)
+    image = {"output_type": "display_data", "metadata": {}, "data": {"image/png": "iVBOR" * 200_000}}
+    data["cells"][1]["outputs"] = [image]  # about 1 MB of plot output
+    (tmp_path / "plots.ipynb").write_text(json.dumps(data))
+    proc = run_cli("plots.ipynb", cwd=tmp_path)
+    assert proc.returncode == 1, proc.stderr
+    assert "plots.ipynb:cell 4, line 3, col 34: DDP101" in proc.stdout
+    huge = notebook(("code", ["x = 1\n" * 60_000]))  # 360 KB of code
+    (tmp_path / "huge.ipynb").write_text(huge)
+    proc = run_cli("huge.ipynb", cwd=tmp_path)
+    assert proc.returncode == 2 and "the notebook's code is 351 KiB, larger than the 256 KiB" in proc.stderr

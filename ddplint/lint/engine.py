@@ -8,6 +8,7 @@ has to be linted: a run served from the cache never pays for importing it.
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import os
 import re
@@ -23,7 +24,14 @@ from ddplint.diagnostics import Diagnostic, FileError, Severity
 from ddplint.lint import limits
 from ddplint.lint.discovery import SourceFile, discover, discover_sources
 from ddplint.lint.notebook import is_notebook, notebook_source
-from ddplint.lint.source import SourceError, decode_source, read_bytes
+from ddplint.lint.source import (
+    MAX_BYTES,
+    NOTEBOOK_MAX_BYTES,
+    SourceError,
+    decode_source,
+    read_bytes,
+    too_large,
+)
 
 if TYPE_CHECKING:
     from ddplint.lint.project import ProjectIndex
@@ -143,9 +151,10 @@ def _lint_files(files: list[Path], config: Config) -> list[FileOutcome]:
 
 
 def lint_file(path: Path, config: Config, rules: list[Rule], project: ProjectIndex) -> FileOutcome:
+    limit = NOTEBOOK_MAX_BYTES if is_notebook(path.name) else MAX_BYTES
     try:
-        data = read_bytes(path)
-        text = decode_source(data)
+        data = read_bytes(path, limit)
+        text = decode_source(data, limit)
     except SourceError as exc:
         return FileOutcome(path, LintResult(errors=[FileError(str(path), str(exc))], files=1))
     digest = hashlib.sha256(data).hexdigest()
@@ -153,6 +162,8 @@ def lint_file(path: Path, config: Config, rules: list[Rule], project: ProjectInd
         return FileOutcome(path, lint_text(path, text, config, rules, project), digest)
     try:
         notebook = notebook_source(text)
+        if len(notebook.text.encode()) > MAX_BYTES:  # the cap is on code; outputs may be large
+            raise SourceError(too_large("the notebook's code", len(notebook.text.encode())))
     except SourceError as exc:
         return FileOutcome(path, LintResult(errors=[FileError(str(path), str(exc))], files=1), digest)
     result = lint_text(path, notebook.text, config, rules, project)
@@ -164,21 +175,27 @@ def lint_text(path: Path, text: str, config: Config, rules: list[Rule], project:
     """The findings in one module's text. Never raises for anything the text holds."""
     result = LintResult(files=1)
     lines = text.splitlines()
+    tree: ast.Module | None
     try:
         tree = limits.parse_python(text, str(path))
     except SyntaxError as exc:
-        result.diagnostics.append(_syntax_diagnostic(path, (exc.lineno or 1, exc.offset or 1, exc.msg), lines))
-        return result
+        if not limits.newer_python(text):
+            result.diagnostics.append(_syntax_diagnostic(path, (exc.lineno or 1, exc.offset or 1, exc.msg), lines))
+            return result
+        tree = None  # newer syntax than this Python's: libcst reads it, its nesting was bounded
     except limits.TooComplex as exc:
         result.errors.append(FileError(str(path), str(exc)))
         return result
     result.warnings.extend(_unknown_noqa_codes(path, text, config))
     if not MIGHT_BE_DISTRIBUTED.search(text):
         return result
-    from ddplint.lint.analysis import analyse  # before the clock starts: the first file would pay for it
+    from ddplint.lint.analysis import (
+        analyse,  # before the clock starts: the first file would pay for it
+    )
 
     try:
-        limits.check_depth(tree)
+        if tree is not None:
+            limits.check_depth(tree)
         # No warning becomes an error (PYTHONWARNINGS=error): libcst evaluates literals with ast.
         with limits.cpu_time_limit(), warnings.catch_warnings():
             warnings.simplefilter("ignore")

@@ -49,6 +49,33 @@ def parse_python(text: str, filename: str) -> ast.Module:
     return tree
 
 
+def newer_python(text: str) -> bool:
+    """The running Python refused the text but libcst's grammar, which knows newer syntax (PEP
+    701 f-strings with nested quotes, `type` statements), accepts it. The nesting is bounded
+    first, by brackets and runs of unary operators, since the AST cannot measure it here."""
+    depth = deepest = run = 0
+    for char in text:
+        if char in "([{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in ")]}":
+            depth -= 1
+        if char in "-+~":
+            run += 1
+            deepest = max(deepest, run)
+        elif not char.isspace():
+            run = 0
+    if deepest > MAX_DEPTH:
+        return False
+    import libcst as cst  # only for the rare file Python refuses
+
+    try:
+        cst.parse_module(text)
+    except (cst.ParserSyntaxError, RecursionError):
+        return False
+    return True
+
+
 def check_depth(tree: ast.AST) -> None:
     """TooComplex when the tree libcst would build is nested deeper than MAX_DEPTH."""
     stack: list[tuple[ast.AST, int]] = [(tree, 0)]

@@ -15,6 +15,8 @@ from pathlib import Path
 # What lints in a few seconds, whatever its shape: a dense data literal or a finding on every
 # line takes about 5 s at this size (bench/lint_limits.py). Larger .py files are generated data.
 MAX_BYTES = 256 * 1024
+# A notebook's JSON carries its outputs (images, tables): the cap above applies to its code.
+NOTEBOOK_MAX_BYTES = 64 * 1024 * 1024
 
 FILE_KINDS = {
     stat.S_IFIFO: "a FIFO", stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device",
@@ -33,8 +35,8 @@ def not_regular(mode: int) -> str | None:
     return FILE_KINDS.get(stat.S_IFMT(mode), "not a regular file")
 
 
-def read_bytes(path: Path) -> bytes:
-    """The bytes of a regular file of at most MAX_BYTES, or SourceError."""
+def read_bytes(path: Path, limit: int = MAX_BYTES) -> bytes:
+    """The bytes of a regular file of at most `limit` bytes, or SourceError."""
     try:
         # O_NONBLOCK: a FIFO swapped in after a stat must not block the open.
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
@@ -47,28 +49,28 @@ def read_bytes(path: Path) -> bytes:
         kind = not_regular(info.st_mode)
         if kind is not None:
             raise SourceError(f"{kind}, not a regular file; skipped")
-        if info.st_size > MAX_BYTES:
-            raise SourceError(_too_large(info.st_size))
+        if info.st_size > limit:
+            raise SourceError(too_large("file", info.st_size, limit))
         try:
-            data = handle.read(MAX_BYTES + 1)
+            data = handle.read(limit + 1)
         except OSError as exc:
             raise SourceError(f"cannot read file: {exc.strerror or exc}") from None
-    if len(data) > MAX_BYTES:  # it grew after the stat
-        raise SourceError(_too_large(len(data)))
+    if len(data) > limit:  # it grew after the stat
+        raise SourceError(too_large("file", len(data), limit))
     return data
 
 
-def _too_large(size: int) -> str:
-    return f"file is {size // 1024} KiB, larger than the {MAX_BYTES // 1024} KiB ddplint lints; skipped"
+def too_large(what: str, size: int, limit: int = MAX_BYTES) -> str:
+    return f"{what} is {size // 1024} KiB, larger than the {limit // 1024} KiB ddplint lints; skipped"
 
 
 def read_source(path: Path) -> str:
     return decode_source(read_bytes(path))
 
 
-def decode_source(data: bytes) -> str:
-    if len(data) > MAX_BYTES:
-        raise SourceError(_too_large(len(data)))
+def decode_source(data: bytes, limit: int = MAX_BYTES) -> str:
+    if len(data) > limit:
+        raise SourceError(too_large("file", len(data), limit))
     if b"\x00" in data:
         raise SourceError("file contains a NUL byte; not a Python source file")
     try:
