@@ -20,6 +20,7 @@ from ddplint.lint.guards import DIST
 from ddplint.lint.names import (
     arg,
     call_parameters,
+    dotted,
     has_keyword,
     int_value,
     reference,
@@ -134,7 +135,7 @@ def _arguments_for(ctx: LintContext, definition: cst.FunctionDef, function: str,
 def _parsed_arguments(ctx: LintContext, name: str, site: CallSite) -> bool:
     """`name` holds the result of argparse's parse_args() (here, at module level, or passed in)."""
     bindings = ctx.facts.reaching(name, site.function, site.order, site.blocks)
-    if any(_parses_arguments(b.value) for b in bindings):
+    if any(_parses_arguments(b.value) or _returns_parsed_arguments(ctx, b.value) for b in bindings):
         return True
     info = ctx.facts.functions.get(site.function)
     return info is not None and name in _parameter_names(info.node) and any(
@@ -142,6 +143,12 @@ def _parsed_arguments(ctx: LintContext, name: str, site: CallSite) -> bool:
         or (outer := reference(argument)) is not None and _parsed_arguments(ctx, outer, caller)
         for caller, argument in _arguments_for(ctx, info.node, site.function, name)
     )
+
+
+def _returns_parsed_arguments(ctx: LintContext, value: cst.BaseExpression) -> bool:
+    """`args = get_args()` where get_args, in this module, returns parser.parse_args()."""
+    info = ctx.facts.functions.get(dotted(value.func) or "") if isinstance(value, cst.Call) else None
+    return info is not None and any(_parses_arguments(r) for r in info.returns)
 
 
 def _parses_arguments(expr: cst.BaseExpression) -> bool:

@@ -216,14 +216,14 @@ def _per_rank_path_argument(ctx: LintContext, site: CallSite, kind: str) -> bool
     resolved = ctx.resolve_function(ctx.facts, ctx.path, ctx.method_target(ctx.facts, site))
     if resolved is None or any(a.star for a in site.node.args):
         return _per_rank_call(site.node, ctx.facts, site.function)
-    inner_facts, _, function = resolved
+    inner_facts, inner_path, function = resolved
     definition = inner_facts.functions[function].node
     used: set[str] = set()
     for inner in inner_facts.calls_within(function):
         if effect_of(inner, inner_facts) == kind:
             used |= names_in(write_path(inner, inner_facts) or inner.node)
-        elif inner.name is not None and not inner.name.startswith("torch."):
-            used |= {n for a in inner.node.args for n in names_in(a.value)}  # a path handed further on
+        elif ctx.resolve_function(inner_facts, inner_path, ctx.method_target(inner_facts, inner)) is not None:
+            used |= {n for a in inner.node.args for n in names_in(a.value)}  # handed on to another helper
     pending = list(used)
     while pending:  # through the helper's own bindings: `self.fname = fname`, then open(self.fname)
         for binding in inner_facts.assigned(pending.pop()):
