@@ -65,6 +65,12 @@ class LintContext:
     def class_of(self, facts: ModuleFacts, name: str) -> str | None:
         """The class an instance name holds, when every binding of it constructs the same class
         of the project (`env = Env(cfg)`; a class of this module, or one imported from the project)."""
+        key = (id(facts), "class of", name)
+        if key not in self._resolve_cache:
+            self._resolve_cache[key] = self._class_of(facts, name)
+        return self._resolve_cache[key]
+
+    def _class_of(self, facts: ModuleFacts, name: str) -> str | None:
         classes = set()
         for binding in facts.assigned(name):
             value = binding.value

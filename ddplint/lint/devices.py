@@ -259,21 +259,30 @@ def binding_sites(ctx: LintContext) -> list[CallSite]:
 def bound_before(ctx: LintContext, use: CallSite, bindings: list[CallSite]) -> bool:
     """A binding happens on every path to `use`: earlier in its function, or before every call
     of that function in this module. A function nothing here calls is started from elsewhere;
-    a binding in another function of the module may run first, and is taken to."""
-    return _bound_before(ctx, use, bindings, frozenset())
+    a binding in another function of the module that nothing here calls may run first, and is
+    taken to."""
+    key = ("bindings by function", id(bindings))
+    if key not in ctx.memo:
+        calls = ctx.guards.callers(ctx.facts)
+        by_function: dict[str, list[CallSite]] = {}
+        for b in bindings:
+            by_function.setdefault(b.function, []).append(b)
+        ctx.memo[key] = (by_function, {b.function for b in bindings if not calls.get(b.function)}, bindings)
+    by_function, uncalled, _ = ctx.memo[key]
+    return _bound_before(ctx, use, by_function, uncalled, frozenset())
 
 
-def _bound_before(ctx: LintContext, use: CallSite, bindings: list[CallSite], chain: frozenset[str]) -> bool:
-    if any(dominates(b, use) or _dominates_when_distributed(ctx, b, use) for b in bindings):
+def _bound_before(ctx: LintContext, use: CallSite, by_function: dict[str, list[CallSite]], uncalled: set[str],
+                  chain: frozenset[str]) -> bool:
+    if any(dominates(b, use) or _dominates_when_distributed(ctx, b, use) for b in by_function.get(use.function, [])):
         return True
     chain = chain | {use.function}
-    calls = ctx.guards.callers(ctx.facts)
-    callers = [c for c in calls.get(use.function, []) if c.function not in chain]
+    callers = [c for c in ctx.guards.callers(ctx.facts).get(use.function, []) if c.function not in chain]
     if callers:
-        return all(_bound_before(ctx, c, bindings, chain) for c in callers)
+        return all(_bound_before(ctx, c, by_function, uncalled, chain) for c in callers)
     # A binding inside a function that this module calls is judged at those calls (they are
     # bindings too); one in a function started from elsewhere may run first.
-    return any(b.function not in chain and not calls.get(b.function) for b in bindings)
+    return bool(uncalled - chain)
 
 
 def _dominates_when_distributed(ctx: LintContext, binding: CallSite, use: CallSite) -> bool:

@@ -197,7 +197,7 @@ def lint_text(path: Path, text: str, config: Config, rules: list[Rule], project:
         if tree is not None:
             limits.check_depth(tree)
         # No warning becomes an error (PYTHONWARNINGS=error): libcst evaluates literals with ast.
-        with limits.cpu_time_limit(), warnings.catch_warnings():
+        with limits.cpu_time_limit(), limits.no_cycle_collection(), warnings.catch_warnings():
             warnings.simplefilter("ignore")
             analyse(path, text, lines, config, rules, project, result)
     except limits.TooComplex as exc:

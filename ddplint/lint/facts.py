@@ -172,6 +172,7 @@ class ModuleFacts:
     _calls_within: dict[str, list[CallSite]] = field(default_factory=dict)  # function -> its and nested calls
     _assignments_within: dict[str, list[Assignment]] = field(default_factory=dict)
     _outer_scopes: set[str] = field(default_factory=set)  # names that enclose a function
+    _calls_in: dict[str, list[CallSite]] = field(default_factory=dict)  # function ("" module) -> its own calls
 
     # -- name resolution -------------------------------------------------------------
 
@@ -206,6 +207,10 @@ class ModuleFacts:
         """The bindings whose value is this very node (`loader = DataLoader(...)`), or one side
         of it (`sampler = DistributedSampler(ds) if distributed else None`)."""
         return self.by_value.get(id(value), [])
+
+    def calls_in(self, function: str) -> list[CallSite]:
+        """The calls whose innermost enclosing function is `function` ("" for module level)."""
+        return self._calls_in.get(function, [])
 
     def calls_within(self, scope: str) -> list[CallSite]:
         """The calls in a function or class, and in the functions nested in it."""
@@ -760,6 +765,7 @@ def _index(facts: ModuleFacts) -> None:
         for scope in _enclosing_scopes(a.function):
             facts._assignments_within.setdefault(scope, []).append(a)
     for site in facts.calls:
+        facts._calls_in.setdefault(site.function, []).append(site)
         for scope in _enclosing_scopes(site.function):
             facts._calls_within.setdefault(scope, []).append(site)
     facts._outer_scopes = {scope for name in facts.functions for scope in _enclosing_scopes(name)[:-1]}

@@ -422,8 +422,7 @@ class Guards:
         key = (id(facts), function)
         if key not in self._every_rank:
             self._every_rank[key] = any(
-                site.function == function and not site.conditions and site.name in EVERY_RANK_CALLS
-                for site in facts.calls
+                not site.conditions and site.name in EVERY_RANK_CALLS for site in facts.calls_in(function)
             )
         return self._every_rank[key]
 
@@ -431,14 +430,14 @@ class Guards:
     def before_spawn(site: CallSite, facts: ModuleFacts) -> bool:
         """In the launcher process, before it spawns the ranks (`os.makedirs(run_dir)`, then
         `mp.spawn(worker, ...)` in the same function): it runs once."""
-        return any(c.name in SPAWN and c.function == site.function and c.order > site.order for c in facts.calls)
+        return any(c.name in SPAWN and c.order > site.order for c in facts.calls_in(site.function))
 
     def rank_zero_first(self, site: CallSite, facts: ModuleFacts, path: Path) -> bool:
         """Between `if rank != 0: barrier()` and a later `if rank == 0: barrier()`: rank 0 runs
         the site alone, the others only after it is done (filling a download cache)."""
         before = after = False
-        for other in facts.calls:
-            if other.function != site.function or other.name != BARRIER:
+        for other in facts.calls_in(site.function):
+            if other.name != BARRIER:
                 continue
             kinds = {self.condition_kind(c, facts, path, other.function) for c in other.conditions}
             before = before or other.order < site.order and NOTMAIN in kinds

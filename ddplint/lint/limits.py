@@ -12,6 +12,7 @@ any input that is slow for another reason.
 from __future__ import annotations
 
 import ast
+import gc
 import signal
 import threading
 import warnings
@@ -98,6 +99,21 @@ def _flat_in_ast(node: ast.AST) -> int:
     if isinstance(node, ast.JoinedStr):
         return len(node.values) // 2
     return 0
+
+
+@contextmanager
+def no_cycle_collection() -> Iterator[None]:
+    """Pause Python's cycle collector while one file is analysed. A libcst tree is hundreds of
+    thousands of objects without cycles; each collection pass walks them all, which made the
+    cost grow faster than the file (positions of a 10,000-line script: 4.8 s, 2.6 s paused).
+    Whatever cycles the file left are collected when it resumes."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 @contextmanager
