@@ -24,7 +24,7 @@ from ddplint.lint.facts import (
     ModuleFacts,
     single_process_init,
 )
-from ddplint.lint.names import arg, string_value
+from ddplint.lint.names import arg, dotted, string_value
 
 if TYPE_CHECKING:
     from ddplint.lint.context import LintContext
@@ -95,7 +95,9 @@ def direct_effects(site: CallSite) -> frozenset[Effect]:
         effects.add(Effect.DESTROYS_GROUP)
     if name in BINDING or site.method in BINDING_METHODS:
         effects.add(Effect.BINDS_DEVICE)
-    if name in BLOCKING or name.startswith(MPI) and site.method in MPI_COLLECTIVES:
+    # A collective on a group of its own (`group=...`) may involve just the ranks that get there.
+    world = arg(site.node, None, "group") is None or dotted(arg(site.node, None, "group")) == "None"
+    if (name in BLOCKING and world) or name.startswith(MPI) and site.method in MPI_COLLECTIVES:
         effects.add(Effect.COLLECTIVE)
     if name in ON_DEVICE:
         effects.add(Effect.DEVICE_COLLECTIVE)

@@ -5,9 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from ddplint.lint.context import LintContext
-from ddplint.lint.devices import (
-    device_uses,
-)
+from ddplint.lint.devices import device_uses
 from ddplint.lint.roles import DeviceKind
 from ddplint.lint.rules.base import Finding, Rule
 
@@ -17,8 +15,10 @@ class DeviceFromGlobalRank(Rule):
     data_parallel = True
 
     def check(self, ctx: LintContext) -> Iterator[Finding]:
+        reported: set[str] = set()  # one finding per function: the first place the rank picks a GPU
         for use in device_uses(ctx):
-            if use.kind is DeviceKind.GLOBAL:
+            if use.kind is DeviceKind.GLOBAL and use.site.function not in reported:
+                reported.add(use.site.function)
                 yield Finding(
                     use.expr,
                     "device chosen by the global rank: on every node but the first it names a GPU "
