@@ -222,7 +222,7 @@ def test_huge_file_is_refused_with_one_line(tmp_path):
     path = tmp_path / "generated.py"
     path.write_bytes(b"import torch\n" + b"x = 1\n" * 2_000_000)
     proc = run_cli(str(path))
-    assert proc.returncode == 2 and "larger than the 256 KiB ddplint lints; skipped" in proc.stderr
+    assert proc.returncode == 2 and "larger than the 512 KiB ddplint lints; skipped" in proc.stderr
 
 
 def test_no_paths_is_a_usage_error():

@@ -111,7 +111,7 @@ def test_the_size_cap_applies_to_a_notebooks_code_not_its_outputs(tmp_path):
     proc = run_cli("plots.ipynb", cwd=tmp_path)
     assert proc.returncode == 1, proc.stderr
     assert "plots.ipynb:cell 4, line 3, col 34: DDP101" in proc.stdout
-    huge = notebook(("code", ["x = 1\n" * 60_000]))  # 360 KB of code
+    huge = notebook(("code", ["x = 1\n" * 100_000]))  # 600 KB of code
     (tmp_path / "huge.ipynb").write_text(huge)
     proc = run_cli("huge.ipynb", cwd=tmp_path)
-    assert proc.returncode == 2 and "the notebook's code is 351 KiB, larger than the 256 KiB" in proc.stderr
+    assert proc.returncode == 2 and "the notebook's code is 585 KiB, larger than the 512 KiB" in proc.stderr
