@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 import libcst as cst
 
 from ddplint.lint.context import LintContext
-from ddplint.lint.facts import DDP, CallSite
+from ddplint.lint.facts import DDP, DEVICE_CONTEXTS, CallSite
 from ddplint.lint.guards import DIST
 from ddplint.lint.names import (
     arg,
@@ -253,7 +253,8 @@ def _contains(tree: cst.CSTNode, node: cst.CSTNode) -> bool:
 
 def binding_sites(ctx: LintContext) -> list[CallSite]:
     """Calls that bind the process to its GPU: set_device, directly or inside a project helper."""
-    return ctx.summaries.sites_with(Effect.BINDS_DEVICE)
+    contexts = [s for s in ctx.facts.calls if s.name in DEVICE_CONTEXTS]  # bind inside their block
+    return ctx.summaries.sites_with(Effect.BINDS_DEVICE) + contexts
 
 
 def bound_before(ctx: LintContext, use: CallSite, bindings: list[CallSite]) -> bool:

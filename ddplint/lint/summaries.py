@@ -66,13 +66,14 @@ ON_DEVICE = COLLECTIVES - {f"{DIST}.new_group", f"{DIST}.monitored_barrier"}
 WRAPPERS = frozenset({DDP, FSDP, f"{DIST}.fsdp.fully_shard", f"{DIST}._composable.fsdp.fully_shard"})
 # Calls that bind the process to the device they are given.
 SET_DEVICE_CALLS = frozenset({SET_DEVICE, "torch.accelerator.set_device_index", "torch.xpu.set_device"})
-# Launchers of other libraries that bind the device of the process they start, the device mesh
-# (it binds rank % devices-per-host when nothing is bound yet), and the device context manager.
+# Launchers of other libraries that bind the device of the process they start, and the device
+# mesh (it binds rank % devices-per-host when nothing is bound yet). `with torch.cuda.device(i):`
+# binds inside its block only (devices.binding_sites), so it is no effect of the function.
 BINDING = SET_DEVICE_CALLS | frozenset({
     "mmcv.runner.init_dist", "mmcv.runner.dist_utils.init_dist", "mmengine.dist.init_dist",
     "mmengine.dist.utils.init_dist", "detectron2.engine.launch", "detectron2.engine.launch.launch",
     "classy_vision.generic.distributed_util.set_cuda_device_index",
-    "torch.distributed.device_mesh.init_device_mesh", "torch.cuda.device", "torch.cuda.device_of",
+    "torch.distributed.device_mesh.init_device_mesh",
 })
 # `torch_device = getattr(torch, device_type); torch_device.set_device(device)` (a device module)
 BINDING_METHODS = frozenset({"set_device", "set_device_index"})
