@@ -34,9 +34,6 @@ class LintContext:
             return self.facts.is_distributed
         return any(site.name != INIT_PG for site in self.summaries.sites_with(Effect.STARTS_GROUP))
 
-    def function_body_calls(self, facts: ModuleFacts, function: str) -> list[CallSite]:
-        return facts.calls_within(function)
-
     def resolve_function(self, facts: ModuleFacts, path: Path, name: str | None, hops: int = 2):
         """The (facts, path, function name) that a callee names, in this module or the project.
 

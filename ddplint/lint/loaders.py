@@ -10,7 +10,7 @@ import libcst as cst
 
 from ddplint.lint.context import LintContext
 from ddplint.lint.facts import CallSite, Loop, ModuleFacts
-from ddplint.lint.names import arg, dotted, has_keyword, names_in
+from ddplint.lint.names import arg, data_name, dotted, has_keyword, names_in
 from ddplint.lint.roles import RANK_CALLS, RANKS
 
 LOADER = "torch.utils.data.DataLoader"
@@ -23,13 +23,6 @@ BATCH_SAMPLER = "torch.utils.data.BatchSampler"
 YES, NO, UNKNOWN = "yes", "no", "unknown"
 EVAL_WORDS = re.compile(r"val|test|eval|dev\b|holdout", re.IGNORECASE)
 SHARD_WORDS = re.compile(r"shard|split_by_node|split_dataset_by_node|nodesplitter|rank", re.IGNORECASE)
-
-
-def data_name(name: str | None) -> str | None:
-    """torch.utils.data.sampler.RandomSampler -> torch.utils.data.RandomSampler."""
-    if name and name.startswith("torch.utils.data."):
-        return "torch.utils.data." + name.rsplit(".", 1)[-1]
-    return name
 
 
 def loaders(facts: ModuleFacts) -> list[CallSite]:

@@ -36,6 +36,14 @@ def dotted(expr: cst.BaseExpression) -> str | None:
     return ".".join(reversed(parts))
 
 
+def data_name(name: str | None) -> str | None:
+    """torch.utils.data.sampler.RandomSampler -> torch.utils.data.RandomSampler: the data
+    classes are re-exported from their submodules under one public name."""
+    if name and name.startswith("torch.utils.data."):
+        return "torch.utils.data." + name.rsplit(".", 1)[-1]
+    return name
+
+
 def reference(expr: cst.BaseExpression) -> str | None:
     """A dotted name for what an expression refers to, reading constant keys as attributes:
     `args.gpu`, `opt["rank"]` -> "opt.rank", `cfg["train"].rank` -> "cfg.train.rank"."""

@@ -24,7 +24,7 @@ from ddplint.lint.facts import (
     ModuleFacts,
     single_process_init,
 )
-from ddplint.lint.names import arg, dotted, string_value
+from ddplint.lint.names import arg, data_name, dotted, string_value
 
 if TYPE_CHECKING:
     from ddplint.lint.context import LintContext
@@ -104,14 +104,9 @@ def direct_effects(site: CallSite) -> frozenset[Effect]:
         effects.add(Effect.DEVICE_COLLECTIVE)
     if name in WRAPPERS:
         effects.add(Effect.DATA_PARALLEL)
-    if _data_name(name) == SAMPLER and (arg(site.node, 1, "num_replicas") is None or arg(site.node, 2, "rank") is None):
+    if data_name(name) == SAMPLER and (arg(site.node, 1, "num_replicas") is None or arg(site.node, 2, "rank") is None):
         effects.add(Effect.BARE_SAMPLER)
     return frozenset(effects)
-
-
-def _data_name(name: str) -> str:
-    """torch.utils.data.distributed.DistributedSampler -> torch.utils.data.DistributedSampler."""
-    return "torch.utils.data." + name.rsplit(".", 1)[-1] if name.startswith("torch.utils.data.") else name
 
 
 class Summaries:

@@ -205,7 +205,7 @@ def _helper_writes(ctx: LintContext, site: CallSite, kind: str, facts: ModuleFac
             and not any(not c.negated and dotted(c.test) in off for c in inner.conditions)
             and (effect_of(inner, inner_facts, bindings) == kind
                  or _helper_writes(ctx, inner, kind, inner_facts, inner_path))
-            for inner in ctx.function_body_calls(inner_facts, function)
+            for inner in inner_facts.calls_within(function)
         )
     return cache[key]
 
