@@ -14,7 +14,7 @@ from ddplint import config as config_mod
 from ddplint.lint import fixes as fixes_mod
 from ddplint.lint.engine import lint_paths
 from ddplint.lint.rules import RULES_BY_CODE
-from ddplint.lint.rules.base import Finding, Rule
+from ddplint.lint.rules.base import Finding, Remedy, Replace, Rule
 
 SCRIPT = textwrap.dedent(
     """\
@@ -117,7 +117,7 @@ def test_a_fix_that_would_not_parse_is_never_written(tmp_path, monkeypatch):
 
         def check(self, ctx):
             for site in ctx.facts.calls_to("os.makedirs"):
-                yield Finding(site.node, "broken", replacement=cst.Name("if"), fix_description="x")
+                yield Finding(site.node, "broken", Remedy("x", Replace(site.node, cst.Name("if"))))
 
     script = tmp_path / "train.py"
     script.write_text(SCRIPT)
@@ -135,24 +135,28 @@ def test_fix_on_unreadable_input_reports_and_exits_2(tmp_path):
     assert proc.stderr.count("\n") == 1 and "bad.py: not valid utf-8" in proc.stderr
 
 
-def test_every_fix_offered_on_the_fixtures_applies_cleanly(tmp_path):
+@pytest.mark.parametrize(("unsafe", "codes"), [
+    (False, {"DDP202", "DDP203", "DDP304"}),
+    (True, {"DDP101", "DDP202", "DDP203", "DDP303", "DDP304"}),
+])
+def test_every_fix_offered_on_the_fixtures_applies_cleanly(tmp_path, unsafe, codes):
     """Over the whole fixture corpus: each fixed file parses, the fixed findings are gone,
     nothing else changes, and a second pass has nothing left to fix."""
     tree = tmp_path / "lint"
     shutil.copytree(FIXTURES / "lint", tree)
     config = config_for(tmp_path)
     before = lint_paths([tree], config)
-    fixable = [d for d in before.diagnostics if d.fix is not None]
-    assert {d.code for d in fixable} == {"DDP203", "DDP304"}
-    report = fixes_mod.fix_paths([tree], config, write=True)
+    fixable = [d for d in before.diagnostics if d.fix is not None and (d.fix.safe or unsafe)]
+    assert {d.code for d in fixable} == codes
+    report = fixes_mod.fix_paths([tree], config, write=True, unsafe=unsafe)
     assert report.errors == [] and report.fixed == len(fixable)
     for changed in report.files:
         cst.parse_module(changed.path.read_text())
     after = lint_paths([tree], config)
-    assert [d for d in after.diagnostics if d.fix is not None] == []
-    untouched = {(d.path, d.code, d.message) for d in before.diagnostics if d.fix is None}
+    assert [d for d in after.diagnostics if d.fix is not None and (d.fix.safe or unsafe)] == []
+    untouched = {(d.path, d.code, d.message) for d in before.diagnostics if d not in fixable}
     assert {(d.path, d.code, d.message) for d in after.diagnostics} == untouched
-    assert fixes_mod.fix_paths([tree], config, write=True).files == []
+    assert fixes_mod.fix_paths([tree], config, write=True, unsafe=unsafe).files == []
 
 
 def test_sarif_and_json_carry_the_fix(tmp_path):
@@ -172,3 +176,210 @@ def test_sarif_and_json_carry_the_fix(tmp_path):
 @pytest.mark.parametrize("flag", ["--fix", "--diff"])
 def test_fix_flags_are_documented(flag):
     assert flag in run_cli("--help").stdout
+
+
+HEAD = textwrap.dedent("""\
+    import os
+
+    import torch
+    import torch.distributed as dist
+    from torch.utils.data import DataLoader, DistributedSampler
+
+    dist.init_process_group("gloo")
+    ds = list(range(8))
+    """)
+END = "dist.destroy_process_group()\n"
+
+
+def fixed_body(tmp_path, body: str, unsafe: bool = False) -> str | None:
+    """The script's body after --fix (None when nothing was fixed)."""
+    path = tmp_path / "train.py"
+    path.write_text(HEAD + textwrap.dedent(body) + END)
+    report = fixes_mod.fix_paths([path], config_for(tmp_path), write=False, unsafe=unsafe)
+    assert report.errors == []
+    return report.files[0].after[len(HEAD):-len(END)] if report.files else None
+
+
+SET_EPOCH_FIXES = {
+    "named sampler": (
+        """\
+        sampler = DistributedSampler(ds)
+        loader = DataLoader(ds, sampler=sampler)
+        for epoch in range(3):
+            for batch in loader:
+                pass
+        """,
+        """\
+        sampler = DistributedSampler(ds)
+        loader = DataLoader(ds, sampler=sampler)
+        for epoch in range(3):
+            sampler.set_epoch(epoch)
+            for batch in loader:
+                pass
+        """),
+    "sampler that may be None, comment stays with its statement": (
+        """\
+        sampler = DistributedSampler(ds) if dist.is_initialized() else None
+        loader = DataLoader(ds, sampler=sampler)
+        for ep in range(3):
+            # one pass
+            for batch in loader:
+                pass
+        """,
+        """\
+        sampler = DistributedSampler(ds) if dist.is_initialized() else None
+        loader = DataLoader(ds, sampler=sampler)
+        for ep in range(3):
+            if sampler is not None:
+                sampler.set_epoch(ep)
+            # one pass
+            for batch in loader:
+                pass
+        """),
+    "sampler given to a named loader, loop counted by i": (
+        """\
+        loader = DataLoader(ds, sampler=DistributedSampler(ds))
+        for i in range(3):
+            for batch in loader:
+                pass
+        """,
+        """\
+        loader = DataLoader(ds, sampler=DistributedSampler(ds))
+        for i in range(3):
+            loader.sampler.set_epoch(i)
+            for batch in loader:
+                pass
+        """),
+    "tabs": (
+        "def main():\n\tsampler = DistributedSampler(ds)\n\tfor epoch in range(3):\n\t\tfor b in DataLoader(ds, sampler=sampler):\n\t\t\tpass\n\n\nmain()\n",
+        "def main():\n\tsampler = DistributedSampler(ds)\n\tfor epoch in range(3):\n\t\tsampler.set_epoch(epoch)\n\t\tfor b in DataLoader(ds, sampler=sampler):\n\t\t\tpass\n\n\nmain()\n"),
+}
+
+
+@pytest.mark.parametrize("case", SET_EPOCH_FIXES)
+def test_set_epoch_is_inserted_at_the_top_of_the_epoch_loop(tmp_path, case):
+    body, expected = SET_EPOCH_FIXES[case]
+    assert fixed_body(tmp_path, body) == textwrap.dedent(expected)
+
+
+NO_SET_EPOCH_FIX = {
+    "two epoch loops": """\
+        sampler = DistributedSampler(ds)
+        for epoch in range(1):
+            pass
+        for epoch in range(3):
+            for batch in DataLoader(ds, sampler=sampler):
+                pass
+        """,
+    "a while loop has no epoch name": """\
+        sampler = DistributedSampler(ds)
+        epoch = 0
+        while epoch < 3:
+            for batch in DataLoader(ds, sampler=sampler):
+                pass
+            epoch += 1
+        """,
+    "sampler bound on one path only": """\
+        if dist.get_world_size() > 1:
+            sampler = DistributedSampler(ds)
+        for epoch in range(3):
+            for batch in DataLoader(ds, sampler=sampler):
+                pass
+        """,
+    "one-line loop body": """\
+        sampler = DistributedSampler(ds)
+        loader = DataLoader(ds, sampler=sampler)
+        for epoch in range(3): total = sum(1 for b in loader)
+        """,
+    "a step loop that does not iterate the loader": """\
+        sampler = DistributedSampler(ds)
+        loader = DataLoader(ds, sampler=sampler)
+        batches = iter(loader)
+        for step in range(3):
+            next(batches)
+        """,
+    "the epoch loop is in another function": """\
+        def train(loader):
+            for epoch in range(3):
+                for batch in loader:
+                    pass
+
+
+        train(DataLoader(ds, sampler=DistributedSampler(ds)))
+        """,
+}
+
+
+@pytest.mark.parametrize("case", NO_SET_EPOCH_FIX)
+def test_no_set_epoch_fix_without_one_known_loop_and_sampler(tmp_path, case):
+    path = tmp_path / "train.py"
+    path.write_text(HEAD + textwrap.dedent(NO_SET_EPOCH_FIX[case]) + END)
+    found = [d for d in lint_paths([path], config_for(tmp_path)).diagnostics if d.code == "DDP202"]
+    assert len(found) == 1 and found[0].fix is None
+
+
+def test_set_epoch_fix_keeps_crlf_line_endings(tmp_path):
+    script = tmp_path / "train.py"
+    source = HEAD + textwrap.dedent(SET_EPOCH_FIXES["named sampler"][0]) + END
+    script.write_bytes(source.replace("\n", "\r\n").encode())
+    proc = run_cli("--fix", "train.py", cwd=tmp_path)
+    assert proc.returncode == 0 and "Fixed 1 problem in 1 file." in proc.stderr
+    expected = HEAD + textwrap.dedent(SET_EPOCH_FIXES["named sampler"][1]) + END
+    assert script.read_bytes() == expected.replace("\n", "\r\n").encode()
+
+
+LOCAL_RANK_FIXES = {
+    "string, env local rank": (
+        'local_rank = int(os.environ["LOCAL_RANK"])\nx = torch.zeros(1).to("cuda:0")\n',
+        'local_rank = int(os.environ["LOCAL_RANK"])\nx = torch.zeros(1).to(f"cuda:{local_rank}")\n'),
+    "int, spawn index": (
+        "def worker(i):\n    torch.cuda.set_device(0)\n\n\ntorch.multiprocessing.spawn(worker, nprocs=2)\n",
+        "def worker(i):\n    torch.cuda.set_device(i)\n\n\ntorch.multiprocessing.spawn(worker, nprocs=2)\n"),
+    "int, a string-valued local rank": (
+        'lr = os.environ["LOCAL_RANK"]\nx = torch.zeros(1).cuda(0)\n',
+        'lr = os.environ["LOCAL_RANK"]\nx = torch.zeros(1).cuda(f"cuda:{lr}")\n'),
+    "torch.device in a variable": (
+        'local_rank = int(os.environ["LOCAL_RANK"])\ndevice = torch.device("cuda", 0)\nx = torch.zeros(1).to(device)\n',
+        'local_rank = int(os.environ["LOCAL_RANK"])\ndevice = torch.device("cuda", local_rank)\nx = torch.zeros(1).to(device)\n'),
+    "argparse option that defaults to LOCAL_RANK": (
+        "import argparse\nparser = argparse.ArgumentParser()\n"
+        'parser.add_argument("--local_rank", type=int, default=int(os.environ.get("LOCAL_RANK", 0)))\n'
+        'args = parser.parse_args()\nx = torch.zeros(1, device="cuda:0")\n',
+        "import argparse\nparser = argparse.ArgumentParser()\n"
+        'parser.add_argument("--local_rank", type=int, default=int(os.environ.get("LOCAL_RANK", 0)))\n'
+        'args = parser.parse_args()\nx = torch.zeros(1, device=f"cuda:{args.local_rank}")\n'),
+}
+
+
+@pytest.mark.parametrize("case", LOCAL_RANK_FIXES)
+def test_hard_coded_gpu_0_becomes_the_local_rank_under_unsafe_fixes(tmp_path, case):
+    body, expected = LOCAL_RANK_FIXES[case]
+    assert fixed_body(tmp_path, body) is None
+    assert fixed_body(tmp_path, body, unsafe=True) == expected
+
+
+NO_LOCAL_RANK_FIX = {
+    "a name, not a local rank": 'local_rank = -1\nx = torch.zeros(1).to("cuda:0")\n',
+    "bound after the use": 'x = torch.zeros(1).to("cuda:0")\nlocal_rank = int(os.environ["LOCAL_RANK"])\n',
+    "bound on one path only": 'if "LOCAL_RANK" in os.environ:\n    local_rank = int(os.environ["LOCAL_RANK"])\n'
+                              'x = torch.zeros(1).to("cuda:0")\n',
+    "a second GPU": 'local_rank = int(os.environ["LOCAL_RANK"])\nx = torch.zeros(1).to("cuda:1")\n',
+    "option that torchrun never fills": "import argparse\nparser = argparse.ArgumentParser()\n"
+                                        'parser.add_argument("--local_rank", type=int, default=0)\n'
+                                        'args = parser.parse_args()\nx = torch.zeros(1, device="cuda:0")\n',
+}
+
+
+@pytest.mark.parametrize("case", NO_LOCAL_RANK_FIX)
+def test_no_local_rank_fix_without_a_local_rank_that_reaches_the_index(tmp_path, case):
+    path = tmp_path / "train.py"
+    path.write_text(HEAD + NO_LOCAL_RANK_FIX[case] + END)
+    found = [d for d in lint_paths([path], config_for(tmp_path)).diagnostics if d.code == "DDP101"]
+    assert len(found) == 1 and found[0].fix is None
+
+
+def test_map_location_fix_keeps_a_multi_line_call_well_formed(tmp_path):
+    body = 'model = torch.nn.Linear(1, 1)\nmodel.load_state_dict(torch.load(\n    "ckpt.pt",\n))\n'
+    assert fixed_body(tmp_path, body) is None
+    assert fixed_body(tmp_path, body, unsafe=True) == (
+        'model = torch.nn.Linear(1, 1)\nmodel.load_state_dict(torch.load(\n    "ckpt.pt",\n    map_location="cpu",\n))\n')

@@ -7,15 +7,11 @@ import shutil
 import subprocess
 import sys
 import textwrap
-from dataclasses import dataclass
 
 import pytest
 from conftest import run_cli
 
 from ddplint import config as config_mod
-from ddplint.lint import fixes as fixes_mod
-from ddplint.lint.rules import RULES_BY_CODE
-from ddplint.lint.rules.base import Finding, Rule
 
 SCRIPT = textwrap.dedent("""\
     import os
@@ -150,30 +146,34 @@ def test_a_pyproject_without_a_ddplint_table_does_not_hide_a_config_above(projec
     assert codes(run_cli("pkg/train.py", cwd=project)) == ["DDP304"]
 
 
-@dataclass(frozen=True)
-class UnsafeFinding(Finding):
-    unsafe_fix: bool = True
+UNSAFE = textwrap.dedent("""\
+    import os
+    import torch
+    import torch.distributed as dist
+
+    local_rank = int(os.environ["LOCAL_RANK"])
+    dist.init_process_group("nccl")
+    model = torch.nn.Linear(2, 2).to("cuda:0")
+    model.load_state_dict(torch.load("ckpt.pt"))
+    dist.destroy_process_group()
+    """)
 
 
-class UnsafeRule(Rule):
-    code, name = "DDP304", "makedirs-race"
-    needs_distributed = False
-
-    def check(self, ctx):
-        import libcst as cst
-
-        for site in ctx.facts.calls_to("os.makedirs"):
-            if "'x'" not in cst.Module([]).code_for_node(site.node):
-                yield UnsafeFinding(site.node, "unsafe", replacement=cst.parse_expression("os.makedirs('x')"),
-                                    fix_description="rename")
-
-
-def test_unsafe_fixes_apply_only_when_asked(project, monkeypatch):
-    monkeypatch.setattr(fixes_mod, "enabled_rules", lambda config: [UnsafeRule()])
-    config = config_mod.Config(root=project, codes=frozenset(RULES_BY_CODE))
-    assert fixes_mod.fix_paths([project / "train.py"], config, write=True).files == []
-    report = fixes_mod.fix_paths([project / "train.py"], config, write=True, unsafe=True)
-    assert report.fixed == 1 and "os.makedirs('x')" in (project / "train.py").read_text()
+def test_unsafe_fixes_are_offered_marked_and_applied_only_when_asked(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text(UNSAFE)
+    plain = run_cli("train.py", cwd=tmp_path)
+    assert codes(plain) == ["DDP101", "DDP303"] and "[*]" not in plain.stdout
+    assert "(2 more fixes available with --fix --unsafe-fixes.)" in plain.stdout
+    marked = run_cli("--unsafe-fixes", "train.py", cwd=tmp_path)
+    assert "train.py:7:34: DDP101 [*] device index 0" in marked.stdout
+    assert "[*] 2 fixable with --fix --unsafe-fixes." in marked.stdout
+    safe_only = run_cli("--fix", "train.py", cwd=tmp_path)
+    assert safe_only.returncode == 1 and script.read_text() == UNSAFE
+    fixed = run_cli("--fix", "--unsafe-fixes", "train.py", cwd=tmp_path)
+    assert fixed.returncode == 0 and "Fixed 2 problems in 1 file." in fixed.stderr
+    assert script.read_text() == UNSAFE.replace('"cuda:0"', 'f"cuda:{local_rank}"').replace(
+        'torch.load("ckpt.pt")', 'torch.load("ckpt.pt", map_location="cpu")')
 
 
 def test_unsafe_fixes_are_marked_only_with_the_flag():

@@ -18,7 +18,7 @@ from ddplint.lint.context import LintContext
 from ddplint.lint.engine import NOQA, LintResult
 from ddplint.lint.project import ProjectIndex
 from ddplint.lint.rules import ALL_RULES
-from ddplint.lint.rules.base import Rule
+from ddplint.lint.rules.base import InsertBefore, Replace, Rule
 from ddplint.lint.source import SourceError, decode_source, read_bytes
 
 
@@ -97,9 +97,8 @@ def _diagnostic(path, rule, finding, positions, module, lines) -> Diagnostic:
     where = positions[finding.node]
     start, end = where.start, where.end
     fix = None
-    if finding.replacement is not None:
-        edit = Edit((start.line, start.column + 1), (end.line, end.column + 1), module.code_for_node(finding.replacement))
-        fix = Fix(finding.fix_description, (edit,), safe=not getattr(finding, "unsafe_fix", False))
+    if finding.fix is not None:
+        fix = Fix(finding.fix.description, (_edit(finding.fix.edit, positions, module, lines),), finding.fix.safe)
     return Diagnostic(
         path=str(path),
         line=start.line,
@@ -112,6 +111,20 @@ def _diagnostic(path, rule, finding, positions, module, lines) -> Diagnostic:
         fix=fix,
         source_line=lines[start.line - 1] if 0 < start.line <= len(lines) else "",
     )
+
+
+def _edit(edit: Replace | InsertBefore, positions, module: cst.Module, lines: list[str]) -> Edit:
+    if isinstance(edit, Replace):
+        where = positions[edit.node]
+        return Edit((where.start.line, where.start.column + 1), (where.end.line, where.end.column + 1),
+                    module.code_for_node(edit.replacement))
+    line = positions[edit.before].start.line
+    own = lines[line - 1] if 0 < line <= len(lines) else ""
+    indent = own[: len(own) - len(own.lstrip(" \t"))]
+    code = module.code_for_node(edit.statement)
+    text = "".join(indent + row if row.strip() else row for row in code.splitlines(keepends=True))
+    above = line - len(edit.before.leading_lines)  # the comments above a statement stay with it
+    return Edit((above, 1), (above, 1), text)
 
 
 def _suppressed(diagnostic: Diagnostic, lines: list[str]) -> bool:

@@ -26,7 +26,7 @@ from ddplint.lint.names import (
     reference,
     string_value,
 )
-from ddplint.lint.paths import dominates
+from ddplint.lint.paths import Event, dominates
 from ddplint.lint.roles import PER_NODE, DeviceKind, Role
 from ddplint.lint.summaries import BINDING_METHODS, SET_DEVICE_CALLS, Effect
 
@@ -98,18 +98,18 @@ def _classify_name(ctx: LintContext, name: str, site: CallSite, int_is_index: bo
               for a in facts.reaching(name, site.function, site.order, site.blocks)]
     head, _, rest = name.partition(".")
     info = facts.functions.get(site.function)
-    if not values and info is not None and head in _parameter_names(info.node) and depth > 0:
+    if not values and info is not None and head in parameter_names(info.node) and depth > 0:
         for caller, argument in _arguments_for(ctx, info.node, site.function, head):
             if not rest:
                 values.append(classify(ctx, argument, caller, int_is_index, depth - 1))
             elif (outer := reference(argument)) is not None:
                 values.append(_classify_name(ctx, f"{outer}.{rest}", caller, int_is_index, depth - 1))
-    if not values and rest in facts.options and "." not in rest and _parsed_arguments(ctx, head, site):
+    if not values and rest in facts.options and "." not in rest and parsed_arguments(ctx, head, site):
         values.append(classify(ctx, facts.options[rest], site, int_is_index, depth))
     return min(values, key=lambda d: _WORST_FIRST.index(d.kind)) if values else Device(DeviceKind.OTHER)
 
 
-def _parameter_names(definition: cst.FunctionDef) -> set[str]:
+def parameter_names(definition: cst.FunctionDef) -> set[str]:
     params = definition.params
     return {p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)}
 
@@ -132,15 +132,15 @@ def _arguments_for(ctx: LintContext, definition: cst.FunctionDef, function: str,
             yield caller, argument
 
 
-def _parsed_arguments(ctx: LintContext, name: str, site: CallSite) -> bool:
+def parsed_arguments(ctx: LintContext, name: str, site: Event) -> bool:
     """`name` holds the result of argparse's parse_args() (here, at module level, or passed in)."""
     bindings = ctx.facts.reaching(name, site.function, site.order, site.blocks)
     if any(_parses_arguments(b.value) or _returns_parsed_arguments(ctx, b.value) for b in bindings):
         return True
     info = ctx.facts.functions.get(site.function)
-    return info is not None and name in _parameter_names(info.node) and any(
+    return info is not None and name in parameter_names(info.node) and any(
         _parses_arguments(argument)
-        or (outer := reference(argument)) is not None and _parsed_arguments(ctx, outer, caller)
+        or (outer := reference(argument)) is not None and parsed_arguments(ctx, outer, caller)
         for caller, argument in _arguments_for(ctx, info.node, site.function, name)
     )
 
@@ -230,7 +230,7 @@ def _default_used(ctx: LintContext, site: CallSite) -> bool:
     if info is None:
         return True
     params = [*info.node.params.posonly_params, *info.node.params.params, *info.node.params.kwonly_params]
-    owner = next((p for p in params if p.default is not None and _contains(p.default, site.node)), None)
+    owner = next((p for p in params if p.default is not None and contains(p.default, site.node)), None)
     callers = ctx.guards.callers(ctx.facts).get(site.function, [])
     if owner is None or not callers:
         return True
@@ -247,8 +247,8 @@ def _default_used(ctx: LintContext, site: CallSite) -> bool:
     return False
 
 
-def _contains(tree: cst.CSTNode, node: cst.CSTNode) -> bool:
-    return tree is node or any(_contains(child, node) for child in tree.children)
+def contains(tree: cst.CSTNode, node: cst.CSTNode) -> bool:
+    return tree is node or any(contains(child, node) for child in tree.children)
 
 
 def binding_sites(ctx: LintContext) -> list[CallSite]:

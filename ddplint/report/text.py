@@ -43,6 +43,9 @@ def render(result: LintResult, config: Config, options: ReportOptions = DEFAULTS
         fixes = sum(fixable(d.fix, options) for d in result.diagnostics)
         if fixes:
             lines.append(f"[*] {fixes} fixable with --fix{' --unsafe-fixes' * options.unsafe_fixes}.")
+        hidden = sum(d.fix is not None and not fixable(d.fix, options) for d in result.diagnostics)
+        if hidden:
+            lines.append(f"({hidden} more fix{'es' * (hidden != 1)} available with --fix --unsafe-fixes.)")
     elif not result.errors and not result.internal_errors:
         lines.append(f"All checks passed ({result.files} file{'s' * (result.files != 1)}).")
     if options.baselined:

@@ -16,13 +16,37 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
+class Replace:
+    """Put `replacement` where `node` is (an expression or an argument list, on its own lines)."""
+
+    node: cst.CSTNode
+    replacement: cst.CSTNode
+
+
+@dataclass(frozen=True)
+class InsertBefore:
+    """Insert `statement` just above `before` (above its leading comments), at its indentation."""
+
+    before: cst.SimpleStatementLine | cst.BaseCompoundStatement
+    statement: cst.BaseStatement
+
+
+@dataclass(frozen=True)
+class Remedy:
+    """A fix a rule offers; `safe=False` for one that may change behaviour (`--unsafe-fixes`)."""
+
+    description: str
+    edit: Replace | InsertBefore
+    safe: bool = True
+
+
+@dataclass(frozen=True)
 class Finding:
     """A rule's report about one node; the engine turns it into a positioned Diagnostic."""
 
     node: cst.CSTNode
     message: str
-    replacement: cst.CSTNode | None = None  # a safe fix: the node to put in `node`'s place
-    fix_description: str = ""
+    fix: Remedy | None = None
 
 
 class Rule:

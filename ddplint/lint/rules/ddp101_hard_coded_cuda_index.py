@@ -4,13 +4,21 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import libcst as cst
+
 from ddplint.lint.context import LintContext
 from ddplint.lint.devices import (
+    CUDA_INDEX,
+    DeviceUse,
+    contains,
     device_uses,
     visible_devices_per_rank,
 )
+from ddplint.lint.local_rank import LocalRank, device_text, local_rank_at
+from ddplint.lint.names import arg, string_value, with_argument
+from ddplint.lint.paths import Event
 from ddplint.lint.roles import DeviceKind
-from ddplint.lint.rules.base import Finding, Rule
+from ddplint.lint.rules.base import Finding, Remedy, Replace, Rule
 
 
 class HardCodedCudaIndex(Rule):
@@ -26,4 +34,44 @@ class HardCodedCudaIndex(Rule):
                     use.expr,
                     f"device index {use.index} is hard-coded: every rank uses GPU {use.index}; "
                     "use the local rank (int(os.environ['LOCAL_RANK'])) instead",
+                    _local_rank_fix(ctx, use),
                 )
+
+
+def _local_rank_fix(ctx: LintContext, use: DeviceUse) -> Remedy | None:
+    """The local rank in place of GPU 0, where a name holds it at the literal's place. Another
+    index is left alone: `cuda:1` is more often a second GPU per process than a forgotten rank.
+
+    Unsafe: the name may hold -1 or be unset in a single-process run that the index served.
+    """
+    if use.index != 0:
+        return None
+    place = _place(ctx, use)
+    holder = local_rank_at(ctx, place) if place is not None else None
+    replacement = _with_local_rank(use.expr, holder) if holder is not None else None
+    if holder is None or replacement is None:
+        return None
+    return Remedy(f"use the local rank ({holder.code}) instead of GPU 0", Replace(use.expr, replacement), safe=False)
+
+
+def _place(ctx: LintContext, use: DeviceUse) -> Event | None:
+    """Where the literal is evaluated: in the call that uses it, or in the binding that holds it."""
+    if contains(use.site.node, use.expr):
+        return use.site
+    bindings = ctx.facts.bindings_of(use.expr)
+    return bindings[0] if len(bindings) == 1 else None
+
+
+def _with_local_rank(expr: cst.BaseExpression, holder: LocalRank) -> cst.BaseExpression | None:
+    if isinstance(expr, cst.Integer):
+        return cst.parse_expression(holder.code if holder.is_int else device_text(holder))
+    if isinstance(expr, cst.SimpleString):
+        text = string_value(expr)
+        if expr.prefix or text is None or not CUDA_INDEX.match(text):
+            return None
+        return cst.parse_expression(f"f{expr.quote}cuda:{{{holder.code}}}{expr.quote}")
+    if isinstance(expr, cst.Call):  # torch.device("cuda", 0) or torch.device("cuda:0")
+        if holder.is_int and arg(expr, 1, "index") is not None:
+            return with_argument(expr, "index", 1, cst.parse_expression(holder.code))
+        return expr.with_changes(args=[cst.Arg(cst.parse_expression(device_text(holder)))])
+    return None

@@ -4,17 +4,23 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import libcst as cst
+
 from ddplint.diagnostics import Severity
 from ddplint.lint.context import LintContext
+from ddplint.lint.facts import Assignment, CallSite, Loop, ModuleFacts
 from ddplint.lint.loaders import (
     EVAL_WORDS,
+    LOADER,
     bound_names,
     epoch_loops,
     is_false,
+    loaders,
     samplers,
 )
-from ddplint.lint.names import arg, names_in
-from ddplint.lint.rules.base import Finding, Rule
+from ddplint.lint.names import arg, data_name, names_in, reference
+from ddplint.lint.paths import dominates
+from ddplint.lint.rules.base import Finding, InsertBefore, Remedy, Rule
 
 
 def _set_epoch_receivers(ctx: LintContext) -> tuple[set[str], bool]:
@@ -48,9 +54,12 @@ class MissingSetEpoch(Rule):
         receivers, in_helper = _set_epoch_receivers(ctx)
         if in_helper:
             return
+        by_loader, receivers = _through_named_loaders(facts, receivers)
         lasts = {r.rsplit(".", 1)[-1] for r in receivers}
         for site in shuffling:
             names = bound_names(facts, site.node)
+            if id(site.node) in by_loader or by_loader & {id(b.value) for b in facts.bindings_of(site.node)}:
+                continue  # loader.sampler.set_epoch(epoch) for the loader it was given to
             dataset = arg(site.node, 0, "dataset")
             if EVAL_WORDS.search(" ".join([*names, *(names_in(dataset) if dataset is not None else ())])):
                 continue  # an evaluation sampler: its order does not matter
@@ -67,7 +76,105 @@ class MissingSetEpoch(Rule):
                 site.node,
                 f"DistributedSampler '{label}' is never given the epoch: every epoch sees the same "
                 f"order; call {label}.set_epoch(epoch) at the start of the epoch loop",
+                _set_epoch_fix(facts, site),
             )
+
+
+def _through_named_loaders(facts: ModuleFacts, receivers: set[str]) -> tuple[set[int], set[str]]:
+    """Split off the receivers `<loader>.sampler` of loaders bound in this module: they reach the
+    sampler given to that loader only. Returns (id() of the samplers or of the expressions that
+    hold them, as given to those loaders; the other receivers)."""
+    reached: set[int] = set()
+    used: set[str] = set()
+    for loader in loaders(facts):
+        given = arg(loader.node, 3, "sampler")
+        for name in bound_names(facts, loader.node):
+            if f"{name}.sampler" in receivers and given is not None:
+                used.add(f"{name}.sampler")
+                reached.add(id(given))
+                held = reference(given)
+                if held is not None:
+                    reached |= {id(b.value) for b in facts.reaching(held, loader.function, loader.order, loader.blocks)}
+    return reached, receivers - used
+
+
+def _set_epoch_fix(facts: ModuleFacts, site: CallSite) -> Remedy | None:
+    """`<sampler>.set_epoch(<epoch>)` as the first statement of the epoch loop, when both names are
+    known: the sampler (or the loader it was handed to) is bound on every path to one epoch loop
+    of the same function and not rebound before it, and the loop counts epochs in a plain name."""
+    held = _holder(facts, site)
+    if held is None:
+        return None
+    binding, receiver, guarded = held
+    loop = _the_epoch_loop(facts, binding)
+    if loop is None or facts.reaching(binding.target, loop.function, loop.order, loop.blocks) != [binding]:
+        return None
+    node = cst.ensure_type(loop.node, cst.For)
+    call = f"{receiver}.set_epoch({cst.ensure_type(node.target, cst.Name).value})"
+    code = f"if {receiver} is not None:\n    {call}\n" if guarded else f"{call}\n"
+    first = cst.ensure_type(node.body, cst.IndentedBlock).body[0]
+    if not isinstance(first, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
+        return None
+    return Remedy(f"call {call} at the start of the epoch loop", InsertBefore(first, cst.parse_statement(code)))
+
+
+def _holder(facts: ModuleFacts, site: CallSite) -> tuple[Assignment, str, bool] | None:
+    """(the binding that holds the sampler, the expression that reaches it, whether that may be
+    None instead: `sampler = DistributedSampler(ds) if distributed else None`)."""
+    bindings = facts.bindings_of(site.node)
+    if len(bindings) > 1:
+        return None
+    if bindings:
+        binding = bindings[0]
+        if binding.value is site.node:
+            return binding, binding.target, False
+        choice = cst.ensure_type(binding.value, cst.IfExp)
+        other = choice.orelse if choice.body is site.node else choice.body
+        return (binding, binding.target, True) if isinstance(other, cst.Name) and other.value == "None" else None
+    for loader in loaders(facts):  # DataLoader(ds, sampler=DistributedSampler(ds)): loader.sampler
+        if arg(loader.node, 3, "sampler") is site.node:
+            held = facts.bindings_of(loader.node)
+            if len(held) == 1 and held[0].value is loader.node:
+                return held[0], f"{held[0].target}.sampler", False
+    return None
+
+
+def _the_epoch_loop(facts: ModuleFacts, binding: Assignment) -> Loop | None:
+    """The one outermost epoch loop that `binding` dominates and that iterates over the loader
+    itself or names its variable an epoch; None when there is no such loop or more than one."""
+    candidates = [
+        loop for loop in epoch_loops(facts, binding.function, binding.order)
+        if dominates(binding, loop) and isinstance(loop.node, cst.For)
+        and isinstance(loop.node.target, cst.Name) and isinstance(loop.node.body, cst.IndentedBlock)
+    ]
+    nodes = {id(loop.node) for loop in candidates}
+    outermost = [loop for loop in candidates if not any(id(outer) in nodes for outer in _enclosing_loops(facts, loop))]
+    drawing = _loader_names(facts, binding)
+    chosen = [
+        loop for loop in outermost
+        if "epoch" in names_in(cst.ensure_type(loop.node, cst.For).target).pop().lower()
+        or any(a.element and names_in(a.value) & drawing for a in facts.by_loop.get(id(loop.node), []))
+    ]
+    return chosen[0] if len(chosen) == 1 else None
+
+
+def _enclosing_loops(facts: ModuleFacts, loop: Loop) -> tuple[cst.For | cst.While, ...]:
+    """The loops around `loop`, as its target's binding records them."""
+    if not isinstance(loop.node, cst.For):
+        return ()
+    return next((a.loops for a in facts.bindings_of(loop.node.iter) if a.element), ())
+
+
+def _loader_names(facts: ModuleFacts, binding: Assignment) -> set[str]:
+    """The loaders that draw from the sampler `binding` holds (or the loader it is itself)."""
+    if isinstance(binding.value, cst.Call) and data_name(facts.callee(binding.value)) == LOADER:
+        return {binding.target}
+    out: set[str] = set()
+    for loader in loaders(facts):
+        given = arg(loader.node, 3, "sampler")
+        if given is not None and binding.target in names_in(given):
+            out.update(bound_names(facts, loader.node))
+    return out
 
 
 def _returned(facts, function: str, name: str) -> bool:
@@ -80,7 +187,7 @@ def _escapes(ctx: LintContext, name: str) -> bool:
     for site in ctx.facts.calls:
         if (site.name or "").startswith("torch.") or site.name is None:
             continue
-        if any(name in names_in(a.value) for a in site.node.args):
-            if ctx.resolve_function(ctx.facts, ctx.path, ctx.method_target(ctx.facts, site)) is None:
-                return True
+        if any(name in names_in(a.value) for a in site.node.args) and \
+                ctx.resolve_function(ctx.facts, ctx.path, ctx.method_target(ctx.facts, site)) is None:
+            return True
     return False

@@ -10,7 +10,7 @@ from ddplint.lint.context import LintContext
 from ddplint.lint.facts import CallSite
 from ddplint.lint.loaders import loaders
 from ddplint.lint.names import arg, reference
-from ddplint.lint.rules.base import Finding, Rule
+from ddplint.lint.rules.base import Finding, Remedy, Replace, Rule
 
 
 class ShuffleWithSampler(Rule):
@@ -31,8 +31,8 @@ class ShuffleWithSampler(Rule):
                         site.node if spread else shuffle,
                         f"shuffle=True together with {keyword}=: DataLoader raises ValueError (sampler "
                         f"option is mutually exclusive with shuffle); drop shuffle=True, the sampler shuffles",
-                        replacement=None if spread else cst.Name("False"),
-                        fix_description="set shuffle=False: the sampler decides the order",
+                        None if spread else Remedy("set shuffle=False: the sampler decides the order",
+                                                   Replace(shuffle, cst.Name("False"))),
                     )
                     break
 

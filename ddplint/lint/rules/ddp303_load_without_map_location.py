@@ -12,9 +12,10 @@ from ddplint.lint.names import (
     arg,
     has_star_kwargs,
     names_in,
+    with_argument,
 )
 from ddplint.lint.paths import never_runs
-from ddplint.lint.rules.base import Finding, Rule
+from ddplint.lint.rules.base import Finding, Remedy, Replace, Rule
 from ddplint.lint.writes import OUTSIDE_TRAINER
 
 
@@ -36,6 +37,9 @@ class LoadWithoutMapLocation(Rule):
                 "torch.load without map_location: every rank puts the checkpoint's tensors back on the "
                 "GPU they were saved from (all on GPU 0: out of memory); pass map_location='cpu' or "
                 "map_location=f'cuda:{local_rank}'",
+                # unsafe: code that uses the loaded tensors before moving them now gets CPU tensors
+                Remedy('pass map_location="cpu"',
+                       Replace(call, with_argument(call, "map_location", 1, cst.SimpleString('"cpu"'))), safe=False),
             )
 
 

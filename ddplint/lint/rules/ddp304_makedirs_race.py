@@ -11,7 +11,7 @@ from ddplint.lint.names import (
     dotted,
     with_argument,
 )
-from ddplint.lint.rules.base import Finding, Rule
+from ddplint.lint.rules.base import Finding, Remedy, Replace, Rule
 from ddplint.lint.writes import MKDIR, OUTSIDE_TRAINER, unguarded_writes
 
 
@@ -34,6 +34,6 @@ class MakedirsRace(Rule):
                 site.node,
                 f"{what} on every rank: the ranks race and all but the first fail with FileExistsError; "
                 f"{remedy} (or create it only on the main process)",
-                replacement=with_argument(site.node, "exist_ok", 2, cst.Name("True")) if fixable else None,
-                fix_description="pass exist_ok=True",
+                Remedy("pass exist_ok=True", Replace(site.node, with_argument(site.node, "exist_ok", 2, cst.Name("True"))))
+                if fixable else None,
             )
