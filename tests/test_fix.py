@@ -328,6 +328,9 @@ def test_set_epoch_fix_keeps_crlf_line_endings(tmp_path):
     assert script.read_bytes() == expected.replace("\n", "\r\n").encode()
 
 
+PARSER = ("import argparse\nparser = argparse.ArgumentParser()\n"
+          'parser.add_argument("--local_rank", type=int, default=int(os.environ.get("LOCAL_RANK", 0)))\n'
+          "args = parser.parse_args()\n")
 LOCAL_RANK_FIXES = {
     "string, env local rank": (
         'local_rank = int(os.environ["LOCAL_RANK"])\nx = torch.zeros(1).to("cuda:0")\n',
@@ -342,12 +345,8 @@ LOCAL_RANK_FIXES = {
         'local_rank = int(os.environ["LOCAL_RANK"])\ndevice = torch.device("cuda", 0)\nx = torch.zeros(1).to(device)\n',
         'local_rank = int(os.environ["LOCAL_RANK"])\ndevice = torch.device("cuda", local_rank)\nx = torch.zeros(1).to(device)\n'),
     "argparse option that defaults to LOCAL_RANK": (
-        "import argparse\nparser = argparse.ArgumentParser()\n"
-        'parser.add_argument("--local_rank", type=int, default=int(os.environ.get("LOCAL_RANK", 0)))\n'
-        'args = parser.parse_args()\nx = torch.zeros(1, device="cuda:0")\n',
-        "import argparse\nparser = argparse.ArgumentParser()\n"
-        'parser.add_argument("--local_rank", type=int, default=int(os.environ.get("LOCAL_RANK", 0)))\n'
-        'args = parser.parse_args()\nx = torch.zeros(1, device=f"cuda:{args.local_rank}")\n'),
+        PARSER + 'x = torch.zeros(1, device="cuda:0")\n',
+        PARSER + 'x = torch.zeros(1, device=f"cuda:{args.local_rank}")\n'),
 }
 
 

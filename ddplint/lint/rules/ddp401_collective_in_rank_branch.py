@@ -28,9 +28,9 @@ def _wrapped_models(ctx: LintContext) -> dict[str, tuple[str, int]]:
     """
     wrapped: dict[str, tuple[str, int]] = {}
     for a in ctx.facts.assignments:
-        if isinstance(a.value, cst.Call) and ctx.facts.callee(a.value) in WRAPPERS:
-            if a.target not in wrapped or a.order < wrapped[a.target][1]:
-                wrapped[a.target] = (a.function, a.order)
+        if isinstance(a.value, cst.Call) and ctx.facts.callee(a.value) in WRAPPERS and (
+                a.target not in wrapped or a.order < wrapped[a.target][1]):
+            wrapped[a.target] = (a.function, a.order)
     return wrapped
 
 
@@ -74,8 +74,8 @@ class CollectiveInRankBranch(Rule):
             if _is_wrapped(site.name, site, models):
                 communicating.append((site, f"forward pass of the wrapped model '{site.name}'"))
             elif (handed := _forwarded_model(ctx, site, models)) is not None:
-                communicating.append((site, f"{dotted(site.node.func)}() runs the forward pass of the wrapped "
-                                            f"model '{handed}'"))
+                communicating.append(
+                    (site, f"{dotted(site.node.func)}() runs the forward pass of the wrapped model '{handed}'"))
             elif Effect.COLLECTIVE in ctx.summaries.effects(site):
                 direct = Effect.COLLECTIVE in direct_effects(site)
                 what = (site.name or "") if direct else f"{dotted(site.node.func)}() (it runs a collective)"
