@@ -28,7 +28,12 @@ from ddplint.lint.names import (
 )
 from ddplint.lint.paths import Event, dominates
 from ddplint.lint.roles import PER_NODE, DeviceKind, Role
-from ddplint.lint.summaries import BINDING_METHODS, SET_DEVICE_CALLS, Effect
+from ddplint.lint.summaries import (
+    BINDING_METHODS,
+    SET_DEVICE_CALLS,
+    Effect,
+    per_process_visible_devices,
+)
 
 CUDA_INDEX = re.compile(r"^cuda:(\d+)$")
 # Expressions that name the current device without an index.
@@ -303,8 +308,6 @@ def _dominates_when_distributed(ctx: LintContext, binding: CallSite, use: CallSi
 
 
 def visible_devices_per_rank(ctx: LintContext) -> bool:
-    """The script narrows CUDA_VISIBLE_DEVICES per process: then "cuda:0" is that rank's GPU."""
-    return any(
-        ctx.facts.role_of(write.value, write.function) is not None or string_value(write.value) is None
-        for write in ctx.facts.env_writes.get("CUDA_VISIBLE_DEVICES", [])
-    )
+    """The script, or a project helper it calls, narrows CUDA_VISIBLE_DEVICES per process: then
+    "cuda:0" is that rank's GPU."""
+    return bool(per_process_visible_devices(ctx.facts)) or bool(ctx.summaries.sites_with(Effect.OWN_GPU_ONLY))

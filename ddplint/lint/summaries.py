@@ -20,6 +20,7 @@ from ddplint.lint.facts import (
     DIST,
     INIT_PG,
     SET_DEVICE,
+    Assignment,
     CallSite,
     ModuleFacts,
     single_process_init,
@@ -40,6 +41,7 @@ class Effect(Enum):
     DEVICE_COLLECTIVE = "runs an NCCL operation on the current GPU"
     DATA_PARALLEL = "starts data-parallel training"
     BARE_SAMPLER = "builds a DistributedSampler that asks the process group for its rank"
+    OWN_GPU_ONLY = "narrows CUDA_VISIBLE_DEVICES to the process's own GPU"
 
 
 DESTROY_PG = f"{DIST}.destroy_process_group"
@@ -109,6 +111,13 @@ def direct_effects(site: CallSite) -> frozenset[Effect]:
     return frozenset(effects)
 
 
+def per_process_visible_devices(facts: ModuleFacts) -> list[Assignment]:
+    """Writes of CUDA_VISIBLE_DEVICES that differ per process: a rank, or any computed value
+    (a constant string gives every process the same GPUs)."""
+    return [w for w in facts.env_writes.get("CUDA_VISIBLE_DEVICES", [])
+            if facts.role_of(w.value, w.function) is not None or string_value(w.value) is None]
+
+
 class Summaries:
     def __init__(self, ctx: LintContext) -> None:
         self.ctx = ctx
@@ -143,6 +152,9 @@ class Summaries:
             for inner in facts.calls_within(function):
                 if not constants.dark(inner.conditions, bindings):
                     found |= self.effects(inner, facts, path, bindings)
+            if any(w.function == function or w.function.startswith(function + ".")
+                   for w in per_process_visible_devices(facts)):
+                found |= {Effect.OWN_GPU_ONLY}
             self._functions[key] = found
         return self._functions[key]
 

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 import libcst as cst
 
 from ddplint.lint.context import LintContext
+from ddplint.lint.devices import visible_devices_per_rank
 from ddplint.lint.facts import CallSite, ModuleFacts
 from ddplint.lint.names import (
     arg,
@@ -25,6 +26,8 @@ class LoadWithoutMapLocation(Rule):
 
     def check(self, ctx: LintContext) -> Iterator[Finding]:
         facts = ctx.facts
+        if visible_devices_per_rank(ctx):
+            return  # each process sees only its own GPU: "cuda:0" is a different GPU in each
         restores = _restoring_names(facts)
         for site in facts.calls_to("torch.load"):
             call = site.node
