@@ -45,8 +45,8 @@ def _fail(message: str) -> None:
 @click.option("--force-exclude", is_flag=True,
               help="Apply `exclude` also to files named on the command line (for pre-commit).")
 @click.option("--exit-zero", is_flag=True, help="Exit 0 even when there are findings.")
-@click.option("--fix", is_flag=True, help="Apply the safe fixes in place, then report what is left.")
-@click.option("--diff", is_flag=True, help="Print the safe fixes as a unified diff; change no file.")
+@click.option("--fix", is_flag=True, help="Apply the safe fixes (with --unsafe-fixes, all) in place, then report what is left.")
+@click.option("--diff", is_flag=True, help="Print what --fix would change as a unified diff; change no file.")
 @click.option("--jobs", "-j", type=click.IntRange(min=0), default=0, show_default=True,
               help="Worker processes for linting at most; 0: one per core (at most 8), started only "
               "when the files are large enough to pay for them.")

@@ -168,6 +168,9 @@ def test_unsafe_fixes_are_offered_marked_and_applied_only_when_asked(tmp_path):
     marked = run_cli("--unsafe-fixes", "train.py", cwd=tmp_path)
     assert "train.py:7:34: DDP101 [*] device index 0" in marked.stdout
     assert "[*] 2 fixable with --fix --unsafe-fixes." in marked.stdout
+    for flags, offered in (((), 0), (("--unsafe-fixes",), 2)):
+        log = json.loads(run_cli("--output-format", "sarif", *flags, "train.py", cwd=tmp_path).stdout)
+        assert sum("fixes" in r for r in log["runs"][0]["results"]) == offered
     safe_only = run_cli("--fix", "train.py", cwd=tmp_path)
     assert safe_only.returncode == 1 and script.read_text() == UNSAFE
     fixed = run_cli("--fix", "--unsafe-fixes", "train.py", cwd=tmp_path)

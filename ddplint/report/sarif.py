@@ -25,7 +25,7 @@ from ddplint.lint.engine import SYNTAX_ERROR, LintResult
 from ddplint.lint.rules import CATALOG
 from ddplint.report.fingerprints import fingerprints
 from ddplint.report.locations import relative_to, repository_root
-from ddplint.report.options import DEFAULTS, ReportOptions
+from ddplint.report.options import DEFAULTS, ReportOptions, fixable
 from ddplint.report.sarif_json import to_json
 
 SCHEMA_URI = "https://json.schemastore.org/sarif-2.1.0.json"
@@ -46,7 +46,7 @@ def render(result: LintResult, config: Config, options: ReportOptions = DEFAULTS
     prints = fingerprints(findings)
     kept = _most_severe(findings, MAX_RESULTS)
     while True:
-        text = _serialize(result, config, root, findings, prints, kept, unparsable)
+        text = _serialize(result, config, root, findings, prints, kept, unparsable, options)
         size = len(gzip.compress(text.encode("utf-8"), compresslevel=6))  # the upload's zlib default
         if size <= MAX_COMPRESSED_BYTES or not kept:
             break
@@ -66,7 +66,7 @@ def _most_severe(findings: list[Diagnostic], limit: int) -> set[int]:
     return set(order[:max(limit, 0)])
 
 
-def _serialize(result, config, root, findings, prints, kept, unparsable) -> str:
+def _serialize(result, config, root, findings, prints, kept, unparsable, options: ReportOptions) -> str:
     used = {d.code for d in findings}
     rules = [r for r in CATALOG if r.code != SYNTAX_ERROR and (config.enabled(r.code) or r.code in used)]
     index = {rule.code: i for i, rule in enumerate(rules)}
@@ -77,7 +77,8 @@ def _serialize(result, config, root, findings, prints, kept, unparsable) -> str:
             artifacts[path] = _artifact(path, root)
         return artifacts[path]
 
-    results = [_result(d, index[d.code], prints[i], artifact(d.path)) for i, d in enumerate(findings) if i in kept]
+    results = [_result(d, index[d.code], prints[i], artifact(d.path), options)
+               for i, d in enumerate(findings) if i in kept]
     notifications = [
         *(_notification(d.path, d.message, artifact(d.path), d) for d in unparsable),
         *(_notification(e.path, e.message, artifact(e.path)) for e in result.errors),
@@ -129,9 +130,10 @@ def _region(line: int, col: int, end_line: int, end_col: int) -> om.Region:
     return om.Region(start_line=line, start_column=col, end_line=end_line, end_column=end_col)
 
 
-def _result(d: Diagnostic, rule_index: int, fingerprint: str, artifact: om.ArtifactLocation) -> om.Result:
+def _result(d: Diagnostic, rule_index: int, fingerprint: str, artifact: om.ArtifactLocation,
+            options: ReportOptions) -> om.Result:
     fixes = None
-    if d.fix is not None:
+    if d.fix is not None and fixable(d.fix, options):  # an unsafe one only with --unsafe-fixes
         fixes = [om.Fix(
             description=om.Message(text=d.fix.description),
             artifact_changes=[om.ArtifactChange(
