@@ -53,7 +53,9 @@ class Device:
 @dataclass(frozen=True)
 class DeviceUse:
     site: CallSite
-    expr: cst.BaseExpression  # the node to report: the literal behind a hard-coded index, else the use
+    # the node to report: the literal behind a hard-coded index or the expression a global-rank
+    # device was built from (`device = f"cuda:{rank}"`), else the use
+    expr: cst.BaseExpression
     kind: DeviceKind
     index: int | None = None
     placement: bool = True  # moves data or binds a device (not just builds a torch.device)
@@ -87,11 +89,26 @@ def classify(ctx: LintContext, expr: cst.BaseExpression | None, site: CallSite, 
     if role in PER_NODE:
         return Device(DeviceKind.LOCAL)
     if role is Role.GLOBAL_RANK:
-        return Device(DeviceKind.GLOBAL)
+        return Device(DeviceKind.GLOBAL, origin=_device_built(ctx, expr, site) or expr)
     name = reference(expr) if isinstance(expr, (cst.Name, cst.Attribute, cst.Subscript)) else None
     if name is None or depth == 0:
         return Device(DeviceKind.OTHER)
     return _classify_name(ctx, name, site, int_is_index, depth - 1)
+
+
+def _device_built(ctx: LintContext, expr: cst.BaseExpression, site: CallSite) -> cst.BaseExpression | None:
+    """The device expression a variable was bound to (`device = f"cuda:{rank}"`,
+    `torch.device("cuda", rank)`), where one binding reaches `site`; not the rank itself."""
+    name = reference(expr) if isinstance(expr, (cst.Name, cst.Attribute, cst.Subscript)) else None
+    if name is None:
+        return None
+    values = [b.value for b in ctx.facts.reaching(name, site.function, site.order, site.blocks) if not b.element]
+    if len(values) != 1:
+        return None
+    value = values[0]
+    built = isinstance(value, cst.FormattedString) or (
+        isinstance(value, cst.Call) and ctx.facts.callee(value) == "torch.device")
+    return value if built else None
 
 
 def _classify_name(ctx: LintContext, name: str, site: CallSite, int_is_index: bool, depth: int) -> Device:
@@ -185,7 +202,8 @@ def device_uses(ctx: LintContext) -> Iterator[DeviceUse]:
         binder = has_keyword(site.node, "device") and Effect.BINDS_DEVICE in ctx.summaries.effects(site)
         for target, int_is_index, placement in _device_arguments(site, binder):
             device = classify(ctx, target, site, int_is_index)
-            report = device.origin if device.kind is DeviceKind.INDEX and device.origin is not None else target
+            followed = device.kind in {DeviceKind.INDEX, DeviceKind.GLOBAL} and device.origin is not None
+            report = device.origin if followed else target
             yield DeviceUse(site, report if report is not None else site.node, device.kind, device.index, placement)
 
 
