@@ -111,21 +111,25 @@ def test_a_failed_write_leaves_the_file_whole_and_no_temporary_file(tmp_path, mo
     assert [e.message for e in report.errors] == ["cannot write the fix: No space left on device"]
 
 
-def test_a_fix_that_would_not_parse_is_never_written(tmp_path, monkeypatch):
+def test_a_fix_that_would_not_parse_is_left_out_and_the_others_are_applied(tmp_path, monkeypatch):
     class BrokenFix(Rule):
         code, name = "DDP304", "makedirs-race"
 
         def check(self, ctx):
             for site in ctx.facts.calls_to("os.makedirs"):
-                yield Finding(site.node, "broken", Remedy("x", Replace(site.node, cst.Name("if"))))
+                first = cst.ensure_type(site.node.args[0].value, cst.SimpleString).value
+                replacement = cst.Name("if") if first == '"out"' else cst.parse_expression(f"os.makedirs({first})")
+                if site.node.args[1:] or first == '"out"':
+                    yield Finding(site.node, "m", Remedy("x", Replace(site.node, replacement)))
 
     script = tmp_path / "train.py"
     script.write_text(SCRIPT)
     monkeypatch.setattr(fixes_mod, "enabled_rules", lambda config: [BrokenFix()])
     report = fixes_mod.fix_paths([script], config_for(tmp_path), write=True)
-    assert script.read_text() == SCRIPT
-    assert report.files == []
-    assert report.errors[0].message.startswith("internal error: the fix for DDP304 would not parse")
+    assert script.read_text() == SCRIPT.replace('os.makedirs("out2", 0o755, False)', 'os.makedirs("out2")')
+    assert report.fixed == 1
+    assert [e.message for e in report.errors] == [
+        "internal error: the fix for DDP304 (line 8) would not parse; left unapplied"]
 
 
 def test_fix_on_unreadable_input_reports_and_exits_2(tmp_path):
@@ -340,7 +344,7 @@ LOCAL_RANK_FIXES = {
         "def worker(i):\n    torch.cuda.set_device(i)\n\n\ntorch.multiprocessing.spawn(worker, nprocs=2)\n"),
     "int, a string-valued local rank": (
         'lr = os.environ["LOCAL_RANK"]\nx = torch.zeros(1).cuda(0)\n',
-        'lr = os.environ["LOCAL_RANK"]\nx = torch.zeros(1).cuda(f"cuda:{lr}")\n'),
+        'lr = os.environ["LOCAL_RANK"]\nx = torch.zeros(1).cuda(int(lr))\n'),
     "torch.device in a variable": (
         'local_rank = int(os.environ["LOCAL_RANK"])\ndevice = torch.device("cuda", 0)\nx = torch.zeros(1).to(device)\n',
         'local_rank = int(os.environ["LOCAL_RANK"])\ndevice = torch.device("cuda", local_rank)\nx = torch.zeros(1).to(device)\n'),

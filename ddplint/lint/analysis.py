@@ -5,6 +5,7 @@ import, which a run served from the cache avoids."""
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import libcst as cst
@@ -118,12 +119,15 @@ def _edit(edit: Replace | InsertBefore, positions, module: cst.Module, lines: li
         where = positions[edit.node]
         return Edit((where.start.line, where.start.column + 1), (where.end.line, where.end.column + 1),
                     module.code_for_node(edit.replacement))
-    line = positions[edit.before].start.line
+    decorators = getattr(edit.before, "decorators", ())
+    line = positions[decorators[0] if decorators else edit.before].start.line  # a decorated def: its first `@`
     own = lines[line - 1] if 0 < line <= len(lines) else ""
     indent = own[: len(own) - len(own.lstrip(" \t"))]
     code = module.code_for_node(edit.statement)
-    text = "".join(indent + row if row.strip() else row for row in code.splitlines(keepends=True))
-    above = line - len(edit.before.leading_lines)  # the comments above a statement stay with it
+    rows = re.split(r"(?<=\n)|(?<=\r)(?!\n)", code)  # after each line break, as Python counts them
+    text = "".join(indent + row if row.strip() else row for row in rows)
+    # the comments and blank lines above a statement (and above its first decorator) stay with it
+    above = line - len(edit.before.leading_lines) - (len(decorators[0].leading_lines) if decorators else 0)
     return Edit((above, 1), (above, 1), text)
 
 

@@ -30,6 +30,7 @@ from ddplint.lint.source import (
     SourceError,
     decode_source,
     read_bytes,
+    source_lines,
     too_large,
 )
 
@@ -174,7 +175,7 @@ def lint_file(path: Path, config: Config, rules: list[Rule], project: ProjectInd
 def lint_text(path: Path, text: str, config: Config, rules: list[Rule], project: ProjectIndex) -> LintResult:
     """The findings in one module's text. Never raises for anything the text holds."""
     result = LintResult(files=1)
-    lines = text.splitlines()
+    lines = source_lines(text)
     tree: ast.Module | None
     try:
         tree = limits.parse_python(text, str(path))
@@ -222,7 +223,7 @@ def _unknown_noqa_codes(path: Path, text: str, config: Config) -> list[FileError
     if "noqa" not in text.lower() or not config.codes:
         return []
     out = []
-    for number, line in enumerate(text.splitlines(), start=1):
+    for number, line in enumerate(source_lines(text), start=1):
         match = NOQA.search(line)
         if match is None or match.group("codes") is None:
             continue

@@ -31,10 +31,9 @@ from ddplint.lint.discovery import discover
 from ddplint.lint.engine import enabled_rules, lint_text, python_syntax_error
 from ddplint.lint.notebook import is_notebook
 from ddplint.lint.project import ProjectIndex
-from ddplint.lint.source import SourceError, decode_source, read_bytes
+from ddplint.lint.source import NEWLINE, SourceError, decode_source, read_bytes
 
 MAX_PASSES = 5  # a fix that keeps producing new fixes is a bug; stop rather than loop
-NEWLINE = re.compile(r"\r\n|\r|\n")
 TEMP_SUFFIX = ".ddplint-fix"  # .NAME.PID.RANDOM.ddplint-fix beside the file being fixed
 
 
@@ -93,19 +92,41 @@ def fix_paths(paths: list[Path], config: Config, write: bool, unsafe: bool = Fal
 def _fixed_text(
     path: Path, text: str, config: Config, rules, project: ProjectIndex, unsafe: bool,
 ) -> tuple[str, Counter[str], str | None]:
+    """Lint and fix until nothing fixable is left. A fix that would leave the file unparseable
+    is left out (and named in the error), not the other fixes of the file."""
     fixed: Counter[str] = Counter()
+    broken: dict[tuple[str, str, int, str], Diagnostic] = {}
     for _ in range(MAX_PASSES):
         fixable = [d for d in lint_text(path, text, config, rules, project).diagnostics
-                   if d.fix is not None and (d.fix.safe or unsafe)]
+                   if d.fix is not None and (d.fix.safe or unsafe) and _identity(d) not in broken]
         if not fixable:
-            return text, fixed, None
+            break
         new_text, applied = _apply(text, fixable)
-        if python_syntax_error(new_text, str(path)) is not None:
-            codes = ", ".join(sorted({d.code for d in fixable}))
-            return text, fixed, f"internal error: the fix for {codes} would not parse; file left unchanged by it"
+        if not _parses(new_text, path):
+            alone = [d for d in applied if not _parses(_apply(text, [d])[0], path)]
+            broken.update((_identity(d), d) for d in alone)
+            # the rest parse one by one; if only together they do not, take one per pass
+            rest = [d for d in applied if d not in alone]
+            new_text, applied = _apply(text, rest)
+            if not _parses(new_text, path):
+                new_text, applied = _apply(text, rest[:1])
         text = new_text
         fixed.update(d.code for d in applied)
-    return text, fixed, None
+    error = None
+    if broken:
+        where = ", ".join(f"{d.code} (line {d.line})" for d in broken.values())
+        error = f"internal error: the fix for {where} would not parse; left unapplied"
+    return text, fixed, error
+
+
+def _identity(d: Diagnostic) -> tuple[str, str, int, str]:
+    """The same fix from one pass to the next, where earlier fixes may have moved its line."""
+    assert d.fix is not None
+    return d.code, d.source_line.strip(), d.col, "".join(e.text for e in d.fix.edits)
+
+
+def _parses(text: str, path: Path) -> bool:
+    return python_syntax_error(text, str(path)) is None
 
 
 def _apply(text: str, diagnostics: list[Diagnostic]) -> tuple[str, list[Diagnostic]]:
@@ -128,7 +149,8 @@ def _apply(text: str, diagnostics: list[Diagnostic]) -> tuple[str, list[Diagnost
         taken.extend((s, e) for s, e, _ in spans)
         chosen.extend(spans)
         applied.append(d)
-    for start, end, edit in sorted(chosen, key=lambda span: span[0], reverse=True):
+    # from the end backwards; two insertions at one place keep the order of their findings
+    for _, (start, end, edit) in sorted(enumerate(chosen), key=lambda item: (item[1][0], item[0]), reverse=True):
         text = text[:start] + edit.text + text[end:]
     return text, applied
 

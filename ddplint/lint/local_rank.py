@@ -101,8 +101,3 @@ def _option(ctx: LintContext, at: Event) -> LocalRank | None:
             return LocalRank(f"{head}.{options[0]}", False)
     return None
 
-
-def device_text(holder: LocalRank) -> str:
-    """The device string of this process's GPU, as source: f"cuda:{local_rank}"."""
-    return f'f"cuda:{{{holder.code}}}"'
-

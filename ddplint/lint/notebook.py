@@ -16,7 +16,7 @@ import warnings
 from dataclasses import dataclass, replace
 
 from ddplint.diagnostics import Diagnostic
-from ddplint.lint.source import SourceError
+from ddplint.lint.source import SourceError, source_lines
 
 SUFFIX = ".ipynb"
 IPYTHON_LINE = re.compile(r"^(\s*)(?:[%!?]|[\w.,\s\[\]]+=\s*[%!]|[^#\s].*\?$)")
@@ -86,7 +86,7 @@ def notebook_source(text: str) -> NotebookSource:
             source = "".join(s for s in source if isinstance(s, str))
         if not isinstance(source, str):
             continue
-        cell_lines = source.splitlines()
+        cell_lines = source_lines(source)
         if cell_lines and CELL_MAGIC.match(cell_lines[0]):
             continue
         if not _is_python(source):  # `%` and `?` can also start a continuation line of Python

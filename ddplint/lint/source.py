@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import stat
 import tokenize
 from pathlib import Path
@@ -15,6 +16,15 @@ from pathlib import Path
 # What lints in a few seconds: plain code about 3 s of CPU at this size, a dense data literal
 # about 6 s (bench/lint_limits.py); the CPU limit stops the slowest shapes. Real training code
 # reaches it (Megatron-LM's training.py is 259 KiB); larger .py files are generated data.
+NEWLINE = re.compile(r"\r\n|\r|\n")  # Python's line breaks; str.splitlines() also breaks at \f, U+2028, ...
+
+
+def source_lines(text: str) -> list[str]:
+    """The lines of a module as Python and libcst number them."""
+    lines = NEWLINE.split(text)
+    return lines[:-1] if lines and lines[-1] == "" else lines
+
+
 MAX_BYTES = 512 * 1024
 # A notebook's JSON carries its outputs (images, tables): the cap above applies to its code.
 NOTEBOOK_MAX_BYTES = 64 * 1024 * 1024

@@ -14,7 +14,7 @@ from ddplint.lint.devices import (
     device_uses,
     visible_devices_per_rank,
 )
-from ddplint.lint.local_rank import LocalRank, device_text, local_rank_at
+from ddplint.lint.local_rank import LocalRank, local_rank_at
 from ddplint.lint.names import arg, string_value, with_argument
 from ddplint.lint.paths import Event
 from ddplint.lint.roles import DeviceKind
@@ -63,15 +63,24 @@ def _place(ctx: LintContext, use: DeviceUse) -> Event | None:
 
 
 def _with_local_rank(expr: cst.BaseExpression, holder: LocalRank) -> cst.BaseExpression | None:
+    """The same device on the local rank, in the literal's own quotes (a fix inside an f-string
+    must not reuse the f-string's quotes before Python 3.12)."""
+    index = cst.parse_expression(holder.code if holder.is_int else f"int({holder.code})")
     if isinstance(expr, cst.Integer):
-        return cst.parse_expression(holder.code if holder.is_int else device_text(holder))
+        return index
     if isinstance(expr, cst.SimpleString):
-        text = string_value(expr)
-        if expr.prefix or text is None or not CUDA_INDEX.match(text):
-            return None
-        return cst.parse_expression(f"f{expr.quote}cuda:{{{holder.code}}}{expr.quote}")
+        return _device_string(expr, holder)
     if isinstance(expr, cst.Call):  # torch.device("cuda", 0) or torch.device("cuda:0")
-        if holder.is_int and arg(expr, 1, "index") is not None:
-            return with_argument(expr, "index", 1, cst.parse_expression(holder.code))
-        return expr.with_changes(args=[cst.Arg(cst.parse_expression(device_text(holder)))])
+        if arg(expr, 1, "index") is not None:
+            return with_argument(expr, "index", 1, index)
+        given = arg(expr, 0, "type")
+        text = _device_string(given, holder) if isinstance(given, cst.SimpleString) else None
+        return with_argument(expr, "type", 0, text) if text is not None else None
     return None
+
+
+def _device_string(literal: cst.SimpleString, holder: LocalRank) -> cst.BaseExpression | None:
+    text = string_value(literal)
+    if literal.prefix or text is None or not CUDA_INDEX.match(text):
+        return None
+    return cst.parse_expression(f"f{literal.quote}cuda:{{{holder.code}}}{literal.quote}")

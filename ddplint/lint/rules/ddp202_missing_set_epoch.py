@@ -18,7 +18,7 @@ from ddplint.lint.loaders import (
     loaders,
     samplers,
 )
-from ddplint.lint.names import arg, data_name, names_in, reference
+from ddplint.lint.names import arg, data_name, dotted, names_in, reference
 from ddplint.lint.paths import dominates
 from ddplint.lint.rules.base import Finding, InsertBefore, Remedy, Rule
 
@@ -100,8 +100,8 @@ def _through_named_loaders(facts: ModuleFacts, receivers: set[str]) -> tuple[set
 
 def _set_epoch_fix(facts: ModuleFacts, site: CallSite) -> Remedy | None:
     """`<sampler>.set_epoch(<epoch>)` as the first statement of the epoch loop, when both names are
-    known: the sampler (or the loader it was handed to) is bound on every path to one epoch loop
-    of the same function and not rebound before it, and the loop counts epochs in a plain name."""
+    known: the sampler (or the loader it was handed to) is bound on every path to the epoch loop,
+    in the same function, and nothing rebinds it before or inside the loop."""
     held = _holder(facts, site)
     if held is None:
         return None
@@ -109,6 +109,8 @@ def _set_epoch_fix(facts: ModuleFacts, site: CallSite) -> Remedy | None:
     loop = _the_epoch_loop(facts, binding)
     if loop is None or facts.reaching(binding.target, loop.function, loop.order, loop.blocks) != [binding]:
         return None
+    if any(a.target == binding.target for a in facts.by_loop.get(id(loop.node), [])):
+        return None  # rebuilt or wrapped inside the loop: the first statement sees another object
     node = cst.ensure_type(loop.node, cst.For)
     call = f"{receiver}.set_epoch({cst.ensure_type(node.target, cst.Name).value})"
     code = f"if {receiver} is not None:\n    {call}\n" if guarded else f"{call}\n"
@@ -140,22 +142,44 @@ def _holder(facts: ModuleFacts, site: CallSite) -> tuple[Assignment, str, bool] 
 
 
 def _the_epoch_loop(facts: ModuleFacts, binding: Assignment) -> Loop | None:
-    """The one outermost epoch loop that `binding` dominates and that iterates over the loader
-    itself or names its variable an epoch; None when there is no such loop or more than one."""
-    candidates = [
-        loop for loop in epoch_loops(facts, binding.function, binding.order)
-        if dominates(binding, loop) and isinstance(loop.node, cst.For)
-        and isinstance(loop.node.target, cst.Name) and isinstance(loop.node.body, cst.IndentedBlock)
-    ]
-    nodes = {id(loop.node) for loop in candidates}
-    outermost = [loop for loop in candidates if not any(id(outer) in nodes for outer in _enclosing_loops(facts, loop))]
+    """The loop whose every iteration is one epoch over the loader: the loop right around the
+    loops that iterate it (`for epoch in range(n): for batch in loader:`), or, where the loader is
+    iterated in another function, the one loop named for epochs. It must count in a plain name
+    over `range(...)` (an int), be dominated by `binding`, and be the only candidate."""
+    counting = {
+        id(loop.node): loop for loop in facts.loops
+        if loop.function == binding.function and dominates(binding, loop) and _counts(loop.node)
+    }
     drawing = _loader_names(facts, binding)
-    chosen = [
-        loop for loop in outermost
-        if "epoch" in names_in(cst.ensure_type(loop.node, cst.For).target).pop().lower()
-        or any(a.element and names_in(a.value) & drawing for a in facts.by_loop.get(id(loop.node), []))
+    iterations = [
+        a for a in facts.assignments
+        if a.element and a.function == binding.function and a.order > binding.order and names_in(a.value) & drawing
     ]
-    return chosen[0] if len(chosen) == 1 else None
+    if iterations:
+        around = {id(a.loops[-1]) if a.loops else None for a in iterations}
+        chosen = [counting[key] for key in around if key in counting]
+        return chosen[0] if len(around) == 1 and chosen else None
+    named = [loop for loop in counting.values()
+             if "epoch" in cst.ensure_type(cst.ensure_type(loop.node, cst.For).target, cst.Name).value.lower()]
+    return named[0] if len(named) == 1 and not _nested_in(facts, named[0], counting) else None
+
+
+def _counts(node: cst.For | cst.While) -> bool:
+    """`for <name> in range(...)` (or trange/tqdm over one) with an indented body."""
+    if not (isinstance(node, cst.For) and isinstance(node.target, cst.Name) and isinstance(node.body, cst.IndentedBlock)):
+        return False
+    iterated = node.iter
+    while isinstance(iterated, cst.Call) and dotted(iterated.func) in {"tqdm", "tqdm.tqdm"} and iterated.args:
+        iterated = iterated.args[0].value
+    return isinstance(iterated, cst.Call) and dotted(iterated.func) in {"range", "trange", "tqdm.trange"}
+
+
+def _nested_in(facts: ModuleFacts, loop: Loop, counting: dict[int, Loop]) -> bool:
+    """Another counting loop is around `loop` or inside it (stages of epochs, steps of an epoch)."""
+    if any(id(outer) in counting for outer in _enclosing_loops(facts, loop)):
+        return True
+    return any(any(outer is loop.node for outer in _enclosing_loops(facts, other))
+               for other in counting.values() if other is not loop)
 
 
 def _enclosing_loops(facts: ModuleFacts, loop: Loop) -> tuple[cst.For | cst.While, ...]:
