@@ -156,15 +156,23 @@ def _arguments_for(ctx: LintContext, definition: cst.FunctionDef, function: str,
 
 def parsed_arguments(ctx: LintContext, name: str, site: Event) -> bool:
     """`name` holds the result of argparse's parse_args() (here, at module level, or passed in)."""
-    bindings = ctx.facts.reaching(name, site.function, site.order, site.blocks)
-    if any(_parses_arguments(b.value) or _returns_parsed_arguments(ctx, b.value) for b in bindings):
-        return True
     info = ctx.facts.functions.get(site.function)
-    return info is not None and name in parameter_names(info.node) and any(
+    parameter = info is not None and name in parameter_names(info.node)
+    bindings = ctx.facts.reaching(name, site.function, site.order, site.blocks)
+    if parameter:  # a parameter shadows the module's global of that name
+        bindings = [b for b in bindings if b.function == site.function]
+    if any(holds_parsed_arguments(ctx, b.value) for b in bindings):
+        return True
+    return info is not None and parameter and any(
         _parses_arguments(argument)
         or (outer := reference(argument)) is not None and parsed_arguments(ctx, outer, caller)
         for caller, argument in _arguments_for(ctx, info.node, site.function, name)
     )
+
+
+def holds_parsed_arguments(ctx: LintContext, value: cst.BaseExpression) -> bool:
+    """`parser.parse_args()`, or a call of a function of this module that returns it."""
+    return _parses_arguments(value) or _returns_parsed_arguments(ctx, value)
 
 
 def _returns_parsed_arguments(ctx: LintContext, value: cst.BaseExpression) -> bool:

@@ -16,10 +16,14 @@ from dataclasses import dataclass
 import libcst as cst
 
 from ddplint.lint.context import LintContext
-from ddplint.lint.devices import parameter_names, parsed_arguments
+from ddplint.lint.devices import (
+    holds_parsed_arguments,
+    parameter_names,
+    parsed_arguments,
+)
 from ddplint.lint.facts import Assignment, spawn_targets
 from ddplint.lint.paths import Event, dominates
-from ddplint.lint.roles import Role
+from ddplint.lint.roles import Role, last_part
 
 
 @dataclass(frozen=True)
@@ -29,36 +33,85 @@ class LocalRank:
 
 
 def local_rank_at(ctx: LintContext, at: Event) -> LocalRank | None:
+    if at.function and at.function not in ctx.facts.functions:
+        return None  # a class body: its names are not visible in its comprehensions and lambdas
     return _bound(ctx, at) or _parameter(ctx, at) or _option(ctx, at)
 
 
 def _bound(ctx: LintContext, at: Event) -> LocalRank | None:
     facts = ctx.facts
-    visible = [
-        a for a in facts.assignments
-        if not a.element and _holds(ctx, a) and (
-            dominates(a, at)
-            or a.function == "" and at.function != "" and "." not in a.target
-            or _set_by_init(a, at)
-        )
-    ]
-    for a in sorted(visible, key=lambda a: (a.function == at.function, a.order), reverse=True):
-        reaching = facts.reaching(a.target, at.function, at.order, at.blocks)
-        if a.target.startswith("self.") or reaching and all(_holds(ctx, b) for b in reaching):
-            return LocalRank(a.target, _integer(ctx, a.value))
+    holding = [a for a in facts.assignments if not a.element and _holds(ctx, a)]
+    for a in sorted(holding, key=lambda a: (a.function == at.function, a.order), reverse=True):
+        if a.target.startswith("self."):
+            if _set_by_init(ctx, a, at):
+                return LocalRank(a.target, _integer(ctx, a.value))
+        elif "." not in a.target and available(ctx, a, at) and not _rebound_in_loop(ctx, a.target, at):
+            reaching = facts.reaching(a.target, at.function, at.order, at.blocks)
+            if all(_holds(ctx, b) for b in reaching):
+                return LocalRank(a.target, _integer(ctx, a.value))
     return None
+
+
+def available(ctx: LintContext, binding: Assignment, at: Event) -> bool:
+    """`binding` of a plain name has run, and holds, wherever `at` runs: it dominates `at` in the
+    same function, or it is a module global that the function does not shadow and that is bound
+    before every call of the function."""
+    if dominates(binding, at):
+        return True
+    if binding.function != "" or at.function == "":
+        return False
+    if _shadowed(ctx, binding.target, at.function):
+        return False
+    return _called_after(ctx, binding, at.function, depth=4)
+
+
+def _shadowed(ctx: LintContext, name: str, function: str) -> bool:
+    """The function (or one around it) binds `name` itself: a parameter or any assignment."""
+    facts = ctx.facts
+    scopes = [function]
+    while "." in scopes[-1]:
+        scopes.append(scopes[-1].rpartition(".")[0])
+    for scope in scopes:
+        info = facts.functions.get(scope)
+        if info is not None and name in info.params:
+            return True
+    return any(a.function in scopes for a in facts.assigned(name))
+
+
+def _called_after(ctx: LintContext, binding: Assignment, function: str, depth: int) -> bool:
+    """Every call of `function` in this module comes after `binding` (and there is one)."""
+    callers = ctx.guards.callers(ctx.facts).get(function, [])
+    if not callers or depth == 0:
+        return False
+    return all(dominates(binding, c) if c.function == "" else _called_after(ctx, binding, c.function, depth - 1)
+               for c in callers)
+
+
+def _rebound_in_loop(ctx: LintContext, name: str, at: Event) -> bool:
+    """A later binding in a loop around `at` gives the next iteration another value."""
+    loops = getattr(at, "loops", ())
+    return any(a.function == at.function and a.order > at.order and any(loop in loops for loop in a.loops)
+               for a in ctx.facts.assigned(name))
 
 
 def _holds(ctx: LintContext, a: Assignment) -> bool:
     return ctx.facts.role_of(a.value, a.function) is Role.LOCAL_RANK
 
 
-def _set_by_init(a: Assignment, at: Event) -> bool:
-    """`self.local_rank = ...` in `__init__`, read in another method of the same class."""
+def _set_by_init(ctx: LintContext, a: Assignment, at: Event) -> bool:
+    """`self.local_rank = ...` in `__init__`, read in another method of the same class that takes
+    `self` and that `__init__` itself does not call (it could run before the assignment)."""
     head, _, attribute = a.target.partition(".")
     cls, _, method = a.function.rpartition(".")
-    return (head == "self" and "." not in attribute and method == "__init__"
-            and at.function.rpartition(".")[0] == cls and at.function != a.function)
+    if head != "self" or "." in attribute or method != "__init__" or a.blocks or a.conditions:
+        return False
+    owner, _, name = at.function.rpartition(".")
+    info = ctx.facts.functions.get(at.function)
+    if owner != cls or info is None or not info.params or info.params[0] != "self":
+        return False
+    if any(last_part(d) in {"staticmethod", "classmethod"} for d in info.decorators):
+        return False
+    return not any(c.method == name and (c.name or "").startswith("self.") for c in ctx.facts.calls_in(a.function))
 
 
 def _integer(ctx: LintContext, value: cst.BaseExpression) -> bool:
@@ -83,21 +136,20 @@ def _parameter(ctx: LintContext, at: Event) -> LocalRank | None:
 
 
 def _option(ctx: LintContext, at: Event) -> LocalRank | None:
-    """`args.local_rank` where `args` holds the parsed command line and `--local_rank` defaults to
-    the environment's LOCAL_RANK."""
+    """`args.local_rank` where `args` holds the parsed command line wherever `at` runs and
+    `--local_rank` defaults to the environment's LOCAL_RANK (torchrun passes no --local_rank)."""
     facts = ctx.facts
-    # torchrun passes no --local_rank: the option holds the local rank only if its default reads it
     options = [dest for dest, default in facts.options.items()
                if facts.role_of_name(dest, "") is Role.LOCAL_RANK and facts.role_of(default, "") is Role.LOCAL_RANK]
     if not options:
         return None
     info = facts.functions.get(at.function)
-    heads = {a.target for a in facts.assignments
-             if "." not in a.target and a.function in {"", at.function} and isinstance(a.value, cst.Call)}
-    if info is not None:
-        heads |= parameter_names(info.node)
-    for head in sorted(heads):
-        if parsed_arguments(ctx, head, at):
+    parameters = parameter_names(info.node) if info is not None else set()
+    for head in sorted(parameters):
+        if parsed_arguments(ctx, head, at):  # every call passes the parsed arguments
             return LocalRank(f"{head}.{options[0]}", False)
+    for a in facts.assignments:
+        if "." not in a.target and a.target not in parameters and isinstance(a.value, cst.Call) \
+                and holds_parsed_arguments(ctx, a.value) and available(ctx, a, at):
+            return LocalRank(f"{a.target}.{options[0]}", False)
     return None
-

@@ -153,14 +153,34 @@ def with_argument(call: cst.Call, keyword: str, position: int, value: cst.BaseEx
     new = cst.Arg(keyword=cst.Name(keyword), value=value,
                   equal=cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""),
                                         whitespace_after=cst.SimpleWhitespace("")))
-    if args and isinstance(args[-1].comma, cst.Comma):  # a trailing comma stays trailing
-        last = args[-1]
-        between = call.whitespace_before_args
-        if not isinstance(between, cst.ParenthesizedWhitespace):  # one line: `f(a, b,)`
-            between = cst.SimpleWhitespace(" ")
-        args[-1] = last.with_changes(comma=last.comma.with_changes(whitespace_after=between))
-        new = new.with_changes(comma=last.comma)
-    return call.with_changes(args=[*args, new])
+    if not args:
+        return call.with_changes(args=[new])
+    last = args[-1]
+    line_break = _line_break_before(call)  # one argument per line: the new one gets its own
+    if isinstance(last.comma, cst.Comma):  # a trailing comma stays trailing
+        after = last.comma.whitespace_after
+        if line_break is not None and isinstance(after, cst.ParenthesizedWhitespace):
+            # the last argument keeps its comment; the new one ends where the call's `)` begins
+            args[-1] = last.with_changes(comma=last.comma.with_changes(
+                whitespace_after=after.with_changes(last_line=line_break.last_line)))
+            new = new.with_changes(comma=last.comma.with_changes(
+                whitespace_after=after.with_changes(first_line=cst.TrailingWhitespace(), empty_lines=[])))
+        else:  # `f(a, b,)`
+            args[-1] = last.with_changes(comma=last.comma.with_changes(whitespace_after=cst.SimpleWhitespace(" ")))
+            new = new.with_changes(comma=last.comma)
+        return call.with_changes(args=[*args, new])
+    closing = last.whitespace_after_arg  # what stands before `)`: a line break, comments
+    between = line_break if line_break is not None and isinstance(closing, cst.ParenthesizedWhitespace) \
+        else cst.SimpleWhitespace(" ")
+    args[-1] = last.with_changes(comma=cst.Comma(whitespace_after=between), whitespace_after_arg=cst.SimpleWhitespace(""))
+    return call.with_changes(args=[*args, new.with_changes(whitespace_after_arg=closing)])
+
+
+def _line_break_before(call: cst.Call) -> cst.ParenthesizedWhitespace | None:
+    """The line break and indentation before the first argument, where each stands on its own line."""
+    if isinstance(call.whitespace_before_args, cst.ParenthesizedWhitespace):
+        return call.whitespace_before_args
+    return None
 
 
 def call_parameters(call: cst.Call, definition: cst.FunctionDef) -> list[cst.Param]:

@@ -41,8 +41,9 @@ class LoadWithoutMapLocation(Rule):
                 "GPU they were saved from (all on GPU 0: out of memory); pass map_location='cpu' or "
                 "map_location=f'cuda:{local_rank}'",
                 # unsafe: code that uses the loaded tensors before moving them now gets CPU tensors
-                Remedy('pass map_location="cpu"',
-                       Replace(call, with_argument(call, "map_location", 1, cst.SimpleString('"cpu"'))), safe=False),
+                None if any(a.star for a in call.args) else Remedy(
+                    'pass map_location="cpu"',
+                    Replace(call, with_argument(call, "map_location", 1, cst.SimpleString('"cpu"'))), safe=False),
             )
 
 
