@@ -335,5 +335,8 @@ def _dominates_when_distributed(ctx: LintContext, binding: CallSite, use: CallSi
 
 def visible_devices_per_rank(ctx: LintContext) -> bool:
     """The script, or a project helper it calls, narrows CUDA_VISIBLE_DEVICES per process: then
-    "cuda:0" is that rank's GPU."""
-    return bool(per_process_visible_devices(ctx.facts)) or bool(ctx.summaries.sites_with(Effect.OWN_GPU_ONLY))
+    "cuda:0" is that rank's GPU. Library code (no `__main__` block) that imports the project
+    module doing so runs under the scripts that call it."""
+    if per_process_visible_devices(ctx.facts) or ctx.summaries.sites_with(Effect.OWN_GPU_ONLY):
+        return True
+    return not ctx.facts.is_script and any(per_process_visible_devices(m) for m in ctx.imported_project_modules())
