@@ -97,18 +97,19 @@ def classify(ctx: LintContext, expr: cst.BaseExpression | None, site: CallSite, 
 
 
 def _device_built(ctx: LintContext, expr: cst.BaseExpression, site: CallSite) -> cst.BaseExpression | None:
-    """The device expression a variable was bound to (`device = f"cuda:{rank}"`,
-    `torch.device("cuda", rank)`), where one binding reaches `site`; not the rank itself."""
+    """The device expression built from the global rank that a variable holds at `site`
+    (`device = f"cuda:{rank}"`, `torch.device("cuda", rank)`), where one such binding reaches it
+    (beside others: `else: device = "cuda"`); not the rank itself."""
     name = reference(expr) if isinstance(expr, (cst.Name, cst.Attribute, cst.Subscript)) else None
     if name is None:
         return None
-    values = [b.value for b in ctx.facts.reaching(name, site.function, site.order, site.blocks) if not b.element]
-    if len(values) != 1:
-        return None
-    value = values[0]
-    built = isinstance(value, cst.FormattedString) or (
-        isinstance(value, cst.Call) and ctx.facts.callee(value) == "torch.device")
-    return value if built else None
+    built = [
+        b.value for b in ctx.facts.reaching(name, site.function, site.order, site.blocks)
+        if not b.element and (isinstance(b.value, cst.FormattedString) or (
+            isinstance(b.value, cst.Call) and ctx.facts.callee(b.value) == "torch.device"))
+        and ctx.facts.role_of(b.value, b.function) is Role.GLOBAL_RANK
+    ]
+    return built[0] if len(built) == 1 else None
 
 
 def _classify_name(ctx: LintContext, name: str, site: CallSite, int_is_index: bool, depth: int) -> Device:

@@ -25,6 +25,7 @@ from ddplint.lint.facts import (
     INIT_PG,
     SPAWN,
     Assert,
+    Assignment,
     CallSite,
     Condition,
     ModuleFacts,
@@ -308,21 +309,38 @@ class Guards:
         return False
 
     def set_on_main_only(self, name: str, facts: ModuleFacts, path: Path, function: str, depth: int) -> bool:
-        """`name` starts as None and gets a real value only under a main-process guard.
+        """`name` holds a real value only on the main process, None elsewhere.
 
-        `writer = None`, then `if rank == 0: writer = SummaryWriter(...)`: testing `writer`
-        (or `writer is not None`) later is a main-process test.
+        `writer = None`, then `if rank == 0: writer = SummaryWriter(...)`, or in one binding
+        `run = wandb.init() if rank == 0 else None`: testing `writer` (or `run is not None`)
+        later is a main-process test.
         """
         scope = [a for a in facts.assigned(name) if a.function == function or "." in name]
-        nones = [a for a in scope if dotted(a.value) == "None"]
-        real = [a for a in scope if dotted(a.value) != "None"]
-        if not nones or not real or min(a.order for a in nones) > min(a.order for a in real):
+        nones: list[Assignment] = []
+        real: list[Assignment] = []
+        chosen: list[cst.IfExp] = []
+        for a in scope:
+            if dotted(a.value) == "None":
+                nones.append(a)
+            elif isinstance(a.value, cst.IfExp) and "None" in {dotted(a.value.body), dotted(a.value.orelse)}:
+                chosen.append(a.value)
+            else:
+                real.append(a)
+        if not real and not chosen:
             return False
-        return all(
+        if real and (not nones or min(a.order for a in nones) > min(a.order for a in real)):
+            return False
+        return all(self._main_side(choice, facts, path, function, depth) for choice in chosen) and all(
             not _is_bool_literal(a.value)
             and any(self.condition_kind(c, facts, path, a.function, depth - 1) in {MAIN, SINGLE} for c in a.conditions)
             for a in real
         )
+
+    def _main_side(self, choice: cst.IfExp, facts: ModuleFacts, path: Path, function: str, depth: int) -> bool:
+        """`x if <test> else None` (or `None if <test> else x`) is not None on the main process only."""
+        true, false = self.worlds(choice.test, facts, path, function, depth - 1)
+        where = true if dotted(choice.orelse) == "None" else false
+        return bool(where) and NOT_MAIN_WORLD not in where
 
     def _rankish(self, expr, facts: ModuleFacts, path: Path, function: str) -> bool:
         if isinstance(expr, cst.NamedExpr):
