@@ -11,9 +11,10 @@ from ddplint.lint.devices import (
     visible_devices_per_rank,
 )
 from ddplint.lint.facts import INIT_PG
+from ddplint.lint.names import arg, has_star_kwargs
 from ddplint.lint.roles import DeviceKind
 from ddplint.lint.rules.base import Finding, Rule
-from ddplint.lint.summaries import Effect
+from ddplint.lint.summaries import FSDP, Effect
 
 
 class MissingSetDevice(Rule):
@@ -23,7 +24,8 @@ class MissingSetDevice(Rule):
     def check(self, ctx: LintContext) -> Iterator[Finding]:
         if visible_devices_per_rank(ctx) or binding_sites(ctx):
             return
-        if any(use.kind in {DeviceKind.LOCAL, DeviceKind.INDEX} for use in device_uses(ctx)):
+        explicit = any(use.kind in {DeviceKind.LOCAL, DeviceKind.INDEX} for use in device_uses(ctx))
+        if explicit and not _on_current_device(ctx):
             return  # each rank picks its device explicitly, or a hard-coded index is the problem (DDP101)
         library = not ctx.facts.is_script  # a helper module: its callers bind the device, or are reported
         for site in ctx.facts.calls:
@@ -44,3 +46,10 @@ class MissingSetDevice(Rule):
             if resolved is None or resolved[0] is ctx.facts:
                 return False  # a function of this module is reported at its own init call
         return Effect.STARTS_NCCL in ctx.summaries.effects(site)
+
+
+def _on_current_device(ctx: LintContext) -> bool:
+    """FullyShardedDataParallel without device_id= moves the model to the current device, which
+    only set_device makes the rank's own: explicit placement elsewhere does not help it."""
+    return any(arg(site.node, None, "device_id") is None and not has_star_kwargs(site.node)
+               for site in ctx.facts.calls_to(FSDP))
