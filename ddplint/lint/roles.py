@@ -83,6 +83,8 @@ RANK_CALLS = frozenset({"get_rank", "get_local_rank", "get_global_rank", "get_no
 # torch.distributed's naming, followed by the model-parallel libraries for the rank within a
 # group: get_data_parallel_rank(), get_tensor_model_parallel_rank(), ...
 GROUP_RANK_CALL = re.compile(r"get_(?:\w+_)?rank")
+# The option torch.distributed.launch passes to every process (and torchrun with --use-env off).
+LOCAL_RANK_FLAGS = frozenset({"--local_rank", "--local-rank"})
 WORLD_NAMES = frozenset({"world_size", "ddp_world_size", "num_gpus", "ngpus", "n_gpus", "get_world_size"})
 
 # Predicates by the last part of their name: `utils.is_main_process()`, `accelerator.is_main_process`,

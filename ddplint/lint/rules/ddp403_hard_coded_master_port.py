@@ -8,7 +8,8 @@ import libcst as cst
 
 from ddplint.lint.context import LintContext
 from ddplint.lint.facts import SPAWN, Assignment, ModuleFacts
-from ddplint.lint.names import dotted, int_value, names_in, reference, string_value
+from ddplint.lint.names import arg, dotted, int_value, names_in, reference, string_value
+from ddplint.lint.roles import LOCAL_RANK_FLAGS
 from ddplint.lint.rules.base import Finding, Rule
 
 RENDEZVOUS = ("MASTER_PORT", "MASTER_ADDR")
@@ -19,8 +20,7 @@ class HardCodedMasterPort(Rule):
 
     def check(self, ctx: LintContext) -> Iterator[Finding]:
         facts = ctx.facts
-        launched_by_torchrun = bool(facts.env_reads & {"LOCAL_RANK", "RANK"})
-        if not launched_by_torchrun or facts.calls_to(*SPAWN):
+        if not _launched(facts) or facts.calls_to(*SPAWN):
             return
         for variable in RENDEZVOUS:
             for write in facts.env_writes.get(variable, []):
@@ -32,6 +32,14 @@ class HardCodedMasterPort(Rule):
                     "launcher's rendezvous and collides with other jobs on the node (address in use or "
                     f"a hang); remove it and pass --master-port/--rdzv-endpoint to torchrun",
                 )
+
+
+def _launched(facts: ModuleFacts) -> bool:
+    """A launcher starts the script: it reads the rank the launcher sets, or takes its --local_rank."""
+    return bool(facts.env_reads & {"LOCAL_RANK", "RANK"}) or any(
+        site.method == "add_argument" and string_value(arg(site.node, 0, None)) in LOCAL_RANK_FLAGS
+        for site in facts.calls
+    )
 
 
 def _constant(expr: cst.BaseExpression, facts: ModuleFacts, at: Assignment, depth: int = 4) -> bool:
