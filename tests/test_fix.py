@@ -453,6 +453,10 @@ NO_LOCAL_RANK_FIX = {
                                  '    x = torch.zeros(1).to("cuda:0")\n    local_rank = i\n',
     "a parameter named args that is not the command line": PARSER + 'def build(args):\n'
                                                           '    return torch.zeros(1).to("cuda:0")\n\n\nbuild(object())\n',
+    "a lambda parameter of that name": 'local_rank = int(os.environ["LOCAL_RANK"])\n'
+                                        'move = lambda t, local_rank=None: t.to("cuda:0")\n',
+    "a comprehension variable of that name": 'local_rank = int(os.environ["LOCAL_RANK"])\n'
+                                             'xs = [torch.zeros(1).to("cuda:0") for local_rank in range(2)]\n',
     "a class body": 'class Cfg:\n    local_rank = int(os.environ["LOCAL_RANK"])\n'
                     '    devices = [torch.device("cuda:0") for _ in range(1)]\n',
     "option that torchrun never fills": "import argparse\nparser = argparse.ArgumentParser()\n"

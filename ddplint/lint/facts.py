@@ -101,6 +101,7 @@ class CallSite:
     blocks: tuple[int, ...] = ()  # the branches around it, outermost first (paths.py)
     in_default: bool = False  # part of a parameter's default value: runs only for calls that omit it
     in_handler: bool = False  # inside an `except` clause: runs only when something failed
+    inner_names: frozenset[str] = frozenset()  # bound by the lambdas and comprehensions around it
 
 
 @dataclass(frozen=True)
@@ -344,6 +345,7 @@ class _Collector(Walker):
         self.blocks: list[int] = []  # id() of the enclosing branch bodies (paths.py)
         self.in_default = False  # walking a parameter's default value
         self.handlers = 0  # open `except` clauses
+        self.inner_names: list[frozenset[str]] = []  # per open lambda or comprehension: the names it binds
 
     def _next(self) -> int:
         self.order += 1
@@ -569,8 +571,33 @@ class _Collector(Walker):
         method = node.func.attr.value if isinstance(node.func, cst.Attribute) else None
         self.facts.calls.append(
             CallSite(node, name, method, self.scope, self._next(), tuple(self.conditions), tuple(self.loops),
-                     self.caught, self.locks > 0, tuple(self.blocks), self.in_default, self.handlers > 0)
+                     self.caught, self.locks > 0, tuple(self.blocks), self.in_default, self.handlers > 0,
+                     frozenset().union(*self.inner_names))
         )
+
+    # -- scopes of their own: lambdas and comprehensions bind names their calls see -----
+
+    def visit_Lambda(self, node: cst.Lambda) -> None:
+        params = node.params
+        self.inner_names.append(frozenset(p.name.value for p in (
+            *params.posonly_params, *params.params, *params.kwonly_params)))
+
+    def leave_Lambda(self, original_node: cst.Lambda) -> None:
+        self.inner_names.pop()
+
+    def _comprehension(self, node: cst.BaseComp | cst.DictComp) -> None:
+        names: set[str] = set()
+        loop: cst.CompFor | None = node.for_in
+        while loop is not None:
+            names.update(_target_names(loop.target))
+            loop = loop.inner_for_in
+        self.inner_names.append(frozenset(names))
+
+    def _leave_comprehension(self, original_node: cst.CSTNode) -> None:
+        self.inner_names.pop()
+
+    visit_ListComp = visit_SetComp = visit_GeneratorExp = visit_DictComp = _comprehension
+    leave_ListComp = leave_SetComp = leave_GeneratorExp = leave_DictComp = _leave_comprehension
 
     def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
         self._assign(node.target, node.value)

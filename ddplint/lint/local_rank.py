@@ -35,7 +35,10 @@ class LocalRank:
 def local_rank_at(ctx: LintContext, at: Event) -> LocalRank | None:
     if at.function and at.function not in ctx.facts.functions:
         return None  # a class body: its names are not visible in its comprehensions and lambdas
-    return _bound(ctx, at) or _parameter(ctx, at) or _option(ctx, at)
+    holder = _bound(ctx, at) or _parameter(ctx, at) or _option(ctx, at)
+    if holder is not None and holder.code.partition(".")[0] in getattr(at, "inner_names", frozenset()):
+        return None  # a lambda parameter or comprehension variable of that name is in the way
+    return holder
 
 
 def _bound(ctx: LintContext, at: Event) -> LocalRank | None:
