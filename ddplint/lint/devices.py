@@ -89,7 +89,7 @@ def classify(ctx: LintContext, expr: cst.BaseExpression | None, site: CallSite, 
     if role in PER_NODE:
         return Device(DeviceKind.LOCAL)
     if role is Role.GLOBAL_RANK:
-        return Device(DeviceKind.GLOBAL, origin=_device_built(ctx, expr, site) or expr)
+        return Device(DeviceKind.GLOBAL, origin=_device_built(ctx, expr, site))
     name = reference(expr) if isinstance(expr, (cst.Name, cst.Attribute, cst.Subscript)) else None
     if name is None or depth == 0:
         return Device(DeviceKind.OTHER)
