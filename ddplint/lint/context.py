@@ -119,6 +119,10 @@ class LintContext:
         With depth 2, also the project modules those import (a package __init__ re-exporting
         its submodules).
         """
+        return [facts for _, facts in self.imported_project_files(depth)]
+
+    def imported_project_files(self, depth: int = 1) -> list[tuple[Path, ModuleFacts]]:
+        """(path, facts) of the project modules this file imports, `depth` imports deep."""
         found: dict[Path, ModuleFacts] = {}
         frontier = [(self.path, self.facts)]
         for _ in range(depth):
@@ -130,7 +134,7 @@ class LintContext:
                         found[resolved[0]] = resolved[1]
                         following.append((resolved[0], resolved[1]))
             frontier = following
-        return list(found.values())
+        return list(found.items())
 
     @cached_property
     def guards(self) -> Guards:

@@ -49,6 +49,7 @@ MAIN, NOTMAIN, SINGLE, DIST = "main", "notmain", "single", "dist"
 OPPOSITE = {MAIN: NOTMAIN, NOTMAIN: MAIN, SINGLE: DIST, DIST: SINGLE}
 SINGLE_WORLD, MAIN_WORLD, NOT_MAIN_WORLD = "S", "M", "N"
 ALL = frozenset("SMN")
+Worlds = tuple[frozenset[str], frozenset[str]]  # where a test is true, where it is false
 KIND_WORLDS = {
     MAIN: (frozenset("SM"), frozenset("N")),
     NOTMAIN: (frozenset("N"), frozenset("SM")),
@@ -65,7 +66,8 @@ class Guards:
     def __init__(self, ctx: LintContext) -> None:
         self.ctx = ctx
         self._callers: dict[int, dict[str, list[CallSite]]] = {}
-        self._predicates: dict[tuple[int, str], str | None] = {}
+        self._predicates: dict[tuple[int, str], Worlds] = {}
+        self._methods: dict[str, Worlds] = {}
         self._refused: dict[int, frozenset[str]] = {}
         self._single_branches: dict[int, list[Assert]] = {}
         self._group_flags: dict[int, frozenset[str]] = {}
@@ -219,7 +221,23 @@ class Guards:
             return _atom(MAIN)
         if last in DIST_FLAGS:
             return _atom(DIST)
-        return self._project_predicate(facts, path, self.ctx.member_name(facts, name, function))
+        answer = self._project_predicate(facts, path, self.ctx.member_name(facts, name, function))
+        if answer == (ALL, ALL) and "." in raw and self.ctx.resolve_function(facts, path, name) is None:
+            return self._method_of_project_classes(last)
+        return answer
+
+    def _method_of_project_classes(self, method: str) -> tuple[frozenset[str], frozenset[str]]:
+        """`backend.is_root_worker()` on an object whose class is chosen at run time: the method of
+        that name in the classes of the project modules this file imports, where they all agree."""
+        if method not in self._methods:
+            answers = {
+                self._project_predicate(facts, path, function)
+                for path, facts in self.ctx.imported_project_files(depth=3)
+                for function in facts.functions
+                if function.count(".") == 1 and function.endswith(f".{method}") and facts.has_members(function.split(".")[0])
+            }
+            self._methods[method] = answers.pop() if len(answers) == 1 else (ALL, ALL)
+        return self._methods[method]
 
     def _is_property(self, facts: ModuleFacts, path: Path, name: str | None) -> bool:
         resolved = self.ctx.resolve_function(facts, path, name)
@@ -258,7 +276,8 @@ class Guards:
         if len(expr.comparisons) != 1:
             return None
         target = expr.comparisons[0]
-        op, left, right = target.operator, expr.left, target.comparator
+        op = target.operator
+        left, right = _class_constant(expr.left, facts, function), _class_constant(target.comparator, facts, function)
         if _is_zero_set(right) and self._rankish(left, facts, path, function):
             if isinstance(op, cst.In):
                 return MAIN
@@ -558,6 +577,16 @@ def _kind_of_worlds(true: frozenset[str]) -> str | None:
     if MAIN_WORLD not in true:
         return NOTMAIN  # {N}, or {S, N}: off the main rank whenever distributed
     return DIST if SINGLE_WORLD not in true else None
+
+
+def _class_constant(expr: cst.BaseExpression, facts: ModuleFacts, function: str) -> cst.BaseExpression:
+    """`self.ROOT_RANK` in a method of a class whose body sets `ROOT_RANK = 0`: the literal."""
+    name = dotted(expr)
+    if name is None or not name.startswith("self.") or name.count(".") != 1 or "." not in function:
+        return expr
+    values = facts.assigned(f"{function.split('.')[0]}.{name[5:]}")
+    literal = values[0].value if len(values) == 1 else None
+    return literal if literal is not None and int_value(literal) is not None else expr
 
 
 def _is_zero_set(expr: cst.BaseExpression) -> bool:
