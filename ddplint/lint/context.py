@@ -9,7 +9,13 @@ from pathlib import Path
 import libcst as cst
 
 from ddplint.config import Config
-from ddplint.lint.facts import INIT_PG, CallSite, ModuleFacts, spawn_targets
+from ddplint.lint.facts import (
+    INIT_PG,
+    CallSite,
+    ModuleFacts,
+    constructed_method,
+    spawn_targets,
+)
 from ddplint.lint.guards import Guards
 from ddplint.lint.names import dotted
 from ddplint.lint.project import ProjectIndex
@@ -101,7 +107,10 @@ class LintContext:
 
     @staticmethod
     def method_target(facts: ModuleFacts, site: CallSite) -> str | None:
-        """`self._save(...)` inside a method names `Class._save`; other names stay as they are."""
+        """`self._save(...)` inside a method names `Class._save`, `Trainer(cfg).fit()` names
+        `Trainer.fit`; other names stay as they are."""
+        if site.name is None:
+            return constructed_method(facts, site.node)
         return LintContext.member_name(facts, site.name, site.function)
 
     @staticmethod

@@ -713,6 +713,16 @@ def _exits(body: cst.BaseSuite) -> bool:
     return False
 
 
+def constructed_method(facts: ModuleFacts, call: cst.Call) -> str | None:
+    """`Trainer(cfg).fit()`: the method of a class of this module called on a new instance."""
+    func = call.func
+    if not (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Call)):
+        return None
+    cls = dotted(func.value.func)
+    method = f"{cls}.{func.attr.value}"
+    return method if cls is not None and method in facts.functions else None
+
+
 def spawn_targets(facts: ModuleFacts) -> set[str]:
     """Functions started by mp.spawn: their first parameter is the local process index."""
     targets = set()
@@ -858,4 +868,26 @@ def collect(module: cst.Module) -> ModuleFacts:
     facts.framework = _detect_framework(facts)
     facts.is_distributed = _detect_distributed(facts)
     facts.rpc_only = _rpc_only(facts)
+    facts.is_script = facts.is_script or _starts_at_import(facts)
     return facts
+
+
+def _starts_at_import(facts: ModuleFacts) -> bool:
+    """Module-level code starts the processes or the group itself (`main()` at the bottom of a
+    file without a `__main__` block): the module is a script, not a library."""
+    seen: set[str] = set()
+
+    def starts(calls: list[CallSite]) -> bool:
+        for site in calls:
+            if site.name == INIT_PG or site.name in SPAWN:
+                return True
+            function = site.name if site.name in facts.functions else constructed_method(facts, site.node)
+            if function is None and site.name is not None and f"{site.name}.__init__" in facts.functions:
+                function = f"{site.name}.__init__"
+            if function is not None and function not in seen:
+                seen.add(function)
+                if starts(facts.calls_within(function)):
+                    return True
+        return False
+
+    return starts(facts.calls_in(""))

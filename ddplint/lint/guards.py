@@ -29,6 +29,7 @@ from ddplint.lint.facts import (
     CallSite,
     Condition,
     ModuleFacts,
+    constructed_method,
 )
 from ddplint.lint.names import dotted, int_value, names_in, reference
 from ddplint.lint.roles import (
@@ -525,6 +526,9 @@ def _callers(facts: ModuleFacts) -> dict[str, list[CallSite]]:
     out: dict[str, list[CallSite]] = {}
     for site in facts.calls:
         if site.name is None:
+            method = constructed_method(facts, site.node)
+            if method is not None:
+                out.setdefault(method, []).append(site)
             continue
         if site.name in facts.functions:
             out.setdefault(site.name, []).append(site)

@@ -28,8 +28,27 @@ class Event(Protocol):
 
 def dominates(first: Event, later: Event) -> bool:
     """`first` runs on every path from the start of its function to `later`."""
-    return (first.function == later.function and first.order < later.order
-            and later.blocks[: len(first.blocks)] == first.blocks)
+    if first.function != later.function or later.blocks[: len(first.blocks)] != first.blocks:
+        return False
+    if first.order < later.order:
+        return True
+    # events are numbered outer call first, but a call in another's receiver or arguments runs
+    # before it: `Trainer(cfg).fit()` runs __init__ before fit
+    inner, outer = getattr(first, "node", None), getattr(later, "node", None)
+    return isinstance(inner, cst.Call) and isinstance(outer, cst.Call) and inner is not outer \
+        and _evaluated_before(outer, inner)
+
+
+def _evaluated_before(outer: cst.Call, inner: cst.Call) -> bool:
+    """`inner` is part of `outer`'s callee or arguments, outside any lambda (which runs later)."""
+    stack: list[cst.CSTNode] = [outer.func, *outer.args]
+    while stack:
+        node = stack.pop()
+        if node is inner:
+            return True
+        if not isinstance(node, cst.Lambda):
+            stack.extend(node.children)
+    return False
 
 
 def never_runs(facts: ModuleFacts, site: CallSite) -> bool:

@@ -13,6 +13,7 @@ from ddplint.lint.loaders import (
     EVAL_WORDS,
     LOADER,
     bound_names,
+    epoch_loop,
     epoch_loops,
     is_false,
     loaders,
@@ -47,8 +48,10 @@ class MissingSetEpoch(Rule):
         if not shuffling:
             return
         if not facts.is_script:
-            # a loader-building function: the epoch loop lives in the script that calls it
-            shuffling = [s for s in shuffling if s.function == "" or epoch_loops(facts, s.function)]
+            # a loader-building function: the epoch loop lives in the script that calls it; a
+            # trainer class builds its sampler in one method and runs the epochs in another
+            shuffling = [s for s in shuffling if s.function == "" or epoch_loops(facts, s.function)
+                         or _epochs_in_own_class(facts, s.function)]
             if not shuffling:
                 return
         receivers, in_helper = _set_epoch_receivers(ctx)
@@ -96,6 +99,12 @@ def _through_named_loaders(facts: ModuleFacts, receivers: set[str]) -> tuple[set
                 if held is not None:
                     reached |= {id(b.value) for b in facts.reaching(held, loader.function, loader.order, loader.blocks)}
     return reached, receivers - used
+
+
+def _epochs_in_own_class(facts: ModuleFacts, function: str) -> bool:
+    cls, _, _ = function.rpartition(".")
+    return bool(cls) and facts.has_members(cls) and cls not in facts.functions and any(
+        loop.function.startswith(f"{cls}.") for loop in facts.loops if epoch_loop(loop.node))
 
 
 def _set_epoch_fix(facts: ModuleFacts, site: CallSite) -> Remedy | None:
