@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import libcst as cst
 
@@ -11,6 +12,7 @@ from ddplint.lint.devices import visible_devices_per_rank
 from ddplint.lint.facts import CallSite, ModuleFacts
 from ddplint.lint.names import (
     arg,
+    dotted,
     has_star_kwargs,
     names_in,
     with_argument,
@@ -28,12 +30,19 @@ class LoadWithoutMapLocation(Rule):
         facts = ctx.facts
         if visible_devices_per_rank(ctx):
             return  # each process sees only its own GPU: "cuda:0" is a different GPU in each
-        restores = _restoring_names(facts)
+        for site in facts.calls:
+            if site.name == "torch.load" or ctx.guards.main_only(site) or never_runs(facts, site):
+                continue
+            if _helper_loads(ctx, site, facts, ctx.path, top=True):
+                yield Finding(
+                    site.node,
+                    f"{dotted(site.node.func)}() restores a checkpoint with torch.load and no map_location "
+                    "on every rank: each puts the tensors back on the GPU they were saved from (all on GPU 0: "
+                    "out of memory); pass map_location='cpu' or map_location=f'cuda:{local_rank}' in it",
+                )
         for site in facts.calls_to("torch.load"):
             call = site.node
-            if arg(call, 1, "map_location") is not None or has_star_kwargs(call):
-                continue
-            if not _restores(site, facts, restores) or ctx.guards.main_only(site) or never_runs(facts, site):
+            if not _bare_restore(ctx, site, facts) or ctx.guards.main_only(site) or never_runs(facts, site):
                 continue
             yield Finding(
                 call,
@@ -45,6 +54,36 @@ class LoadWithoutMapLocation(Rule):
                     'pass map_location="cpu"',
                     Replace(call, with_argument(call, "map_location", 1, cst.SimpleString('"cpu"'))), safe=False),
             )
+
+
+def _bare_restore(ctx: LintContext, site: CallSite, facts: ModuleFacts) -> bool:
+    """torch.load without map_location whose result goes into a model or optimizer."""
+    call = site.node
+    if arg(call, 1, "map_location") is not None or has_star_kwargs(call):
+        return False
+    key = (id(facts), "restoring names")
+    if key not in ctx.memo:
+        ctx.memo[key] = _restoring_names(facts)
+    return _restores(site, facts, ctx.memo[key])
+
+
+def _helper_loads(ctx: LintContext, site: CallSite, facts: ModuleFacts, path: Path, top: bool = False) -> bool:
+    """The site calls a function of another project module that restores a checkpoint without
+    map_location, on every path through it (memoised; a recursive call adds nothing)."""
+    resolved = ctx.resolve_function(facts, path, ctx.method_target(facts, site))
+    if resolved is None or resolved[0] is ctx.facts and top:
+        return False  # functions of the linted module are judged where they load
+    inner_facts, inner_path, function = resolved
+    key = (id(inner_facts), function, "loads without map_location")
+    if key not in ctx.memo:
+        ctx.memo[key] = False  # recursion guard
+        ctx.memo[key] = any(
+            not ctx.guards.guarded_here(inner, inner_facts, inner_path) and not never_runs(inner_facts, inner)
+            and (_bare_restore(ctx, inner, inner_facts) if inner.name == "torch.load"
+                 else _helper_loads(ctx, inner, inner_facts, inner_path))
+            for inner in inner_facts.calls_within(function)
+        )
+    return ctx.memo[key]
 
 
 def _restoring_names(facts: ModuleFacts) -> set[str]:
