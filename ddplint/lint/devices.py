@@ -26,7 +26,7 @@ from ddplint.lint.names import (
     reference,
     string_value,
 )
-from ddplint.lint.paths import Event, dominates
+from ddplint.lint.paths import Event, joined
 from ddplint.lint.roles import PER_NODE, DeviceKind, Role
 from ddplint.lint.summaries import (
     BINDING_METHODS,
@@ -307,7 +307,8 @@ def bound_before(ctx: LintContext, use: CallSite, bindings: list[CallSite]) -> b
 
 def _bound_before(ctx: LintContext, use: CallSite, by_function: dict[str, list[CallSite]], uncalled: set[str],
                   chain: frozenset[str]) -> bool:
-    if any(dominates(b, use) or _dominates_when_distributed(ctx, b, use) for b in by_function.get(use.function, [])):
+    here = by_function.get(use.function, [])
+    if joined(here, use, ctx.facts) or any(_dominates_when_distributed(ctx, b, use) for b in here):
         return True
     chain = chain | {use.function}
     callers = [c for c in ctx.guards.callers(ctx.facts).get(use.function, []) if c.function not in chain]

@@ -166,6 +166,7 @@ class ModuleFacts:
     idle_with_calls: set[int] = field(default_factory=set)  # id() of `with open(...): pass` items
     attributes: set[str] = field(default_factory=set)  # every `x.<name>` used: "local_rank", "gpu"
     asserts: list[Assert] = field(default_factory=list)
+    arms: dict[int, tuple[int, int]] = field(default_factory=dict)  # block of an if/else arm -> both arms
     # indexes built once after the walk, so that rules look bindings up instead of scanning
     by_target: dict[str, list[Assignment]] = field(default_factory=dict)
     by_value: dict[int, list[Assignment]] = field(default_factory=dict)  # id(value node) -> its bindings
@@ -429,6 +430,8 @@ class _Collector(Walker):
         self._branch(node.body)
         self.conditions.pop()
         if node.orelse is not None:
+            arms = (id(node.body), id(node.orelse))
+            self.facts.arms[id(node.body)] = self.facts.arms[id(node.orelse)] = arms
             self.conditions.append(Condition(node.test, True))
             self._branch(node.orelse)
             self.conditions.pop()

@@ -9,6 +9,7 @@ the later one's: it ran on every path that got there.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Protocol
 
 import libcst as cst
@@ -37,6 +38,37 @@ def dominates(first: Event, later: Event) -> bool:
     inner, outer = getattr(first, "node", None), getattr(later, "node", None)
     return isinstance(inner, cst.Call) and isinstance(outer, cst.Call) and inner is not outer \
         and _evaluated_before(outer, inner)
+
+
+def joined(events: Sequence[Event], later: Event, facts: ModuleFacts) -> bool:
+    """The events together run on every path to `later`: one of them dominates it, or an if/else
+    before it has one on every path through each of its arms (`if a: set_device(i) else:
+    set_device(j)`, elif chains and nested ones included)."""
+    if any(dominates(e, later) for e in events):
+        return True
+    before = [e for e in events if e.function == later.function and e.order < later.order]
+    for e in before:
+        k = next((i for i, block in enumerate(e.blocks) if i >= len(later.blocks) or later.blocks[i] != block), None)
+        if k is None or e.blocks[k] not in facts.arms:
+            continue
+        if _through_every_arm(before, e.blocks[:k], facts.arms[e.blocks[k]], facts):
+            return True
+    return False
+
+
+def _through_every_arm(events: Sequence[Event], prefix: tuple[int, ...], arms: tuple[int, int],
+                       facts: ModuleFacts) -> bool:
+    return all(_on_every_path(events, (*prefix, arm), facts) for arm in arms)
+
+
+def _on_every_path(events: Sequence[Event], prefix: tuple[int, ...], facts: ModuleFacts) -> bool:
+    """Every path through the block `prefix` ends in (reaches) one of the events."""
+    depth = len(prefix)
+    inside = [e for e in events if e.blocks[:depth] == prefix]
+    if any(len(e.blocks) == depth for e in inside):
+        return True
+    inner_arms = {facts.arms[e.blocks[depth]] for e in inside if e.blocks[depth] in facts.arms}
+    return any(_through_every_arm(inside, prefix, arms, facts) for arms in inner_arms)
 
 
 def _evaluated_before(outer: cst.Call, inner: cst.Call) -> bool:

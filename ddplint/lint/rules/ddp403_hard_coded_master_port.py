@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import libcst as cst
 
 from ddplint.lint.context import LintContext
-from ddplint.lint.facts import SPAWN, Assignment, ModuleFacts
+from ddplint.lint.facts import SPAWN, Assignment, CallSite, ModuleFacts
 from ddplint.lint.names import arg, dotted, int_value, names_in, reference, string_value
 from ddplint.lint.roles import LOCAL_RANK_FLAGS
 from ddplint.lint.rules.base import Finding, Rule
@@ -24,14 +25,47 @@ class HardCodedMasterPort(Rule):
             return
         for variable in RENDEZVOUS:
             for write in facts.env_writes.get(variable, []):
-                if not _constant(write.value, facts, write) or any(_about_env(c.test, facts) for c in write.conditions):
-                    continue
+                if _pinned(write, facts):
+                    yield Finding(
+                        write.value,
+                        f"{variable} is hard-coded in a script that torchrun launches: it overrides the "
+                        "launcher's rendezvous and collides with other jobs on the node (address in use or "
+                        f"a hang); remove it and pass --master-port/--rdzv-endpoint to torchrun",
+                    )
+        for site in facts.calls:
+            pinned = _pinned_by_helper(ctx, site, facts, ctx.path, top=True)
+            if pinned is not None:
                 yield Finding(
-                    write.value,
-                    f"{variable} is hard-coded in a script that torchrun launches: it overrides the "
-                    "launcher's rendezvous and collides with other jobs on the node (address in use or "
-                    f"a hang); remove it and pass --master-port/--rdzv-endpoint to torchrun",
+                    site.node,
+                    f"{dotted(site.node.func)}() hard-codes {pinned} in a script that torchrun launches: it "
+                    "overrides the launcher's rendezvous and collides with other jobs on the node (address in "
+                    "use or a hang); set it only where the environment does not (os.environ.setdefault)",
                 )
+
+
+def _pinned(write: Assignment, facts: ModuleFacts) -> bool:
+    """A constant written over whatever the launcher set (not a default for when it set nothing)."""
+    return _constant(write.value, facts, write) and not any(_about_env(c.test, facts) for c in write.conditions)
+
+
+def _pinned_by_helper(ctx: LintContext, site: CallSite, facts: ModuleFacts, path: Path,
+                      top: bool = False) -> str | None:
+    """The rendezvous variable a function of another project module pins (memoised)."""
+    resolved = ctx.resolve_function(facts, path, ctx.method_target(facts, site))
+    if resolved is None or resolved[0] is ctx.facts and top:
+        return None  # functions of the linted module are judged where they write
+    inner_facts, inner_path, function = resolved
+    key = (id(inner_facts), function, "pins the rendezvous")
+    if key not in ctx.memo:
+        ctx.memo[key] = None  # recursion guard
+        ctx.memo[key] = next((
+            variable for variable in RENDEZVOUS for write in inner_facts.env_writes.get(variable, [])
+            if (write.function == function or write.function.startswith(f"{function}.")) and _pinned(write, inner_facts)
+        ), None) or next((
+            found for inner in inner_facts.calls_within(function)
+            if (found := _pinned_by_helper(ctx, inner, inner_facts, inner_path)) is not None
+        ), None)
+    return ctx.memo[key]
 
 
 def _launched(facts: ModuleFacts) -> bool:
