@@ -57,23 +57,24 @@ class LintContext:
         if name.startswith("torch.") or name.split(".")[0] in {"os", "sys", "torch"}:
             return None
         receiver, _, member = name.rpartition(".")
-        cls = self.class_of(facts, receiver) if receiver else None
+        cls = self.class_of(facts, path, receiver) if receiver else None
         if cls is not None and cls != receiver:  # `env.primary` where `env = Env(...)`
-            return self.resolve_function(facts, path, f"{cls}.{member}", hops)
+            return self.resolve_function(facts, path, f"{facts.qualify(cls) or cls}.{member}", hops)
         key = (id(facts), name, hops)
         if key not in self._resolve_cache:
             self._resolve_cache[key] = self._resolve_in_project(facts, path, name, hops, constructors)
         return self._resolve_cache[key]
 
-    def class_of(self, facts: ModuleFacts, name: str) -> str | None:
+    def class_of(self, facts: ModuleFacts, path: Path, name: str) -> str | None:
         """The class an instance name holds, when every binding of it constructs the same class
-        of the project (`env = Env(cfg)`; a class of this module, or one imported from the project)."""
+        of the project (`env = Env(cfg)`, `self.tracker = MetricTracker(out)`; a class of the
+        module at `path`, or one it imports from the project)."""
         key = (id(facts), "class of", name)
         if key not in self._resolve_cache:
-            self._resolve_cache[key] = self._class_of(facts, name)
+            self._resolve_cache[key] = self._class_of(facts, path, name)
         return self._resolve_cache[key]
 
-    def _class_of(self, facts: ModuleFacts, name: str) -> str | None:
+    def _class_of(self, facts: ModuleFacts, path: Path, name: str) -> str | None:
         classes = set()
         for binding in facts.assigned(name):
             value = binding.value
@@ -85,7 +86,7 @@ class LintContext:
         cls = classes.pop()
         if facts.has_members(cls):
             return cls
-        found = self.project.resolve(self.path, facts.qualify(cls) or cls) if facts is self.facts else None
+        found = self.project.resolve(path, facts.qualify(cls) or cls)
         return cls if found is not None and found[2] and found[1].has_members(found[2]) else None
 
     def _resolve_in_project(self, facts: ModuleFacts, path: Path, name: str, hops: int, constructors: bool):

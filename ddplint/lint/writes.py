@@ -230,12 +230,28 @@ def _per_rank_path_argument(ctx: LintContext, site: CallSite, kind: str) -> bool
             for name in names_in(binding.value) - used:
                 used.add(name)
                 pending.append(name)
-    params = [p.name.value for p in call_parameters(site.node, definition)]
-    for index, argument in enumerate(a for a in site.node.args if a.keyword is None):
+    if _per_rank_for(ctx, site, site.node, definition, used):
+        return True
+    # `logger.log(...)` where `logger = CSVLogger(f"log_{rank}.csv")`: the constructor stored it
+    receiver = site.name.rpartition(".")[0] if site.name else ""
+    init = f"{function.rpartition('.')[0]}.__init__"
+    if not receiver or init not in inner_facts.functions:
+        return False
+    constructions = [b.value for b in ctx.facts.reaching(receiver, site.function, site.order, site.blocks)]
+    return bool(constructions) and all(
+        isinstance(call, cst.Call) and _per_rank_for(ctx, site, call, inner_facts.functions[init].node, used)
+        for call in constructions)
+
+
+def _per_rank_for(ctx: LintContext, site: CallSite, call: cst.Call, definition: cst.FunctionDef,
+                  used: set[str]) -> bool:
+    """`call` gives a parameter of `definition` that the write's path uses a per-rank value."""
+    params = [p.name.value for p in call_parameters(call, definition)]
+    for index, argument in enumerate(a for a in call.args if a.keyword is None):
         if index < len(params) and params[index] in used and _per_rank(argument.value, ctx.facts, site.function):
             return True
     return any(a.keyword is not None and a.keyword.value in used and _per_rank(a.value, ctx.facts, site.function)
-               for a in site.node.args)
+               for a in call.args)
 
 
 def write_path(site: CallSite, facts: ModuleFacts) -> cst.BaseExpression | None:
