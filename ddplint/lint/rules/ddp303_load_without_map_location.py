@@ -10,6 +10,7 @@ import libcst as cst
 from ddplint.lint.context import LintContext
 from ddplint.lint.devices import visible_devices_per_rank
 from ddplint.lint.facts import CallSite, ModuleFacts
+from ddplint.lint.helpers import ask_helper
 from ddplint.lint.names import (
     arg,
     dotted,
@@ -69,21 +70,15 @@ def _bare_restore(ctx: LintContext, site: CallSite, facts: ModuleFacts) -> bool:
 
 def _helper_loads(ctx: LintContext, site: CallSite, facts: ModuleFacts, path: Path, top: bool = False) -> bool:
     """The site calls a function of another project module that restores a checkpoint without
-    map_location, on every path through it (memoised; a recursive call adds nothing)."""
-    resolved = ctx.resolve_function(facts, path, ctx.method_target(facts, site))
-    if resolved is None or resolved[0] is ctx.facts and top:
-        return False  # functions of the linted module are judged where they load
-    inner_facts, inner_path, function = resolved
-    key = (id(inner_facts), function, "loads without map_location")
-    if key not in ctx.memo:
-        ctx.memo[key] = False  # recursion guard
-        ctx.memo[key] = any(
+    map_location outside any rank test."""
+    def answer(inner_facts: ModuleFacts, inner_path: Path, function: str) -> bool:
+        return any(
             not ctx.guards.guarded_here(inner, inner_facts, inner_path) and not never_runs(inner_facts, inner)
             and (_bare_restore(ctx, inner, inner_facts) if inner.name == "torch.load"
                  else _helper_loads(ctx, inner, inner_facts, inner_path))
             for inner in inner_facts.calls_within(function)
         )
-    return ctx.memo[key]
+    return ask_helper(ctx, site, facts, path, "loads without map_location", answer, False, top)
 
 
 def _restoring_names(facts: ModuleFacts) -> set[str]:

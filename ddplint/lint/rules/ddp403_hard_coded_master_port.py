@@ -9,6 +9,7 @@ import libcst as cst
 
 from ddplint.lint.context import LintContext
 from ddplint.lint.facts import SPAWN, Assignment, CallSite, ModuleFacts
+from ddplint.lint.helpers import ask_helper
 from ddplint.lint.names import arg, dotted, int_value, names_in, reference, string_value
 from ddplint.lint.roles import LOCAL_RANK_FLAGS
 from ddplint.lint.rules.base import Finding, Rule
@@ -50,22 +51,16 @@ def _pinned(write: Assignment, facts: ModuleFacts) -> bool:
 
 def _pinned_by_helper(ctx: LintContext, site: CallSite, facts: ModuleFacts, path: Path,
                       top: bool = False) -> str | None:
-    """The rendezvous variable a function of another project module pins (memoised)."""
-    resolved = ctx.resolve_function(facts, path, ctx.method_target(facts, site))
-    if resolved is None or resolved[0] is ctx.facts and top:
-        return None  # functions of the linted module are judged where they write
-    inner_facts, inner_path, function = resolved
-    key = (id(inner_facts), function, "pins the rendezvous")
-    if key not in ctx.memo:
-        ctx.memo[key] = None  # recursion guard
-        ctx.memo[key] = next((
+    """The rendezvous variable a function of another project module pins."""
+    def answer(inner_facts: ModuleFacts, inner_path: Path, function: str) -> str | None:
+        return next((
             variable for variable in RENDEZVOUS for write in inner_facts.env_writes.get(variable, [])
             if (write.function == function or write.function.startswith(f"{function}.")) and _pinned(write, inner_facts)
         ), None) or next((
             found for inner in inner_facts.calls_within(function)
             if (found := _pinned_by_helper(ctx, inner, inner_facts, inner_path)) is not None
         ), None)
-    return ctx.memo[key]
+    return ask_helper(ctx, site, facts, path, "pins the rendezvous", answer, None, top)
 
 
 def _launched(facts: ModuleFacts) -> bool:
