@@ -74,7 +74,8 @@ class MissingSetEpoch(Rule):
                 continue  # returned to a caller that keeps it under its own name (`self._sampler, ... = ...`)
             if lasts & {"sampler", "batch_sampler"} or not names and receivers:
                 continue  # loader.sampler.set_epoch(epoch)
-            label = names[0] if names else "sampler"
+            held = None if names else _holder(facts, site)  # given inline to a named loader
+            label = names[0] if names else held[1] if held is not None else "sampler"
             yield Finding(
                 site.node,
                 f"DistributedSampler '{label}' is never given the epoch: every epoch sees the same "
