@@ -26,16 +26,16 @@ class HardCodedCudaIndex(Rule):
     data_parallel = True
 
     def check(self, ctx: LintContext) -> Iterator[Finding]:
-        if visible_devices_per_rank(ctx):
+        indices = [use for use in device_uses(ctx) if use.kind is DeviceKind.INDEX]
+        if not indices or visible_devices_per_rank(ctx):  # asked last: it follows every helper
             return
-        for use in device_uses(ctx):
-            if use.kind is DeviceKind.INDEX:
-                yield Finding(
-                    use.expr,
-                    f"device index {use.index} is hard-coded: every rank uses GPU {use.index}; "
-                    "use the local rank (int(os.environ['LOCAL_RANK'])) instead",
-                    _local_rank_fix(ctx, use),
-                )
+        for use in indices:
+            yield Finding(
+                use.expr,
+                f"device index {use.index} is hard-coded: every rank uses GPU {use.index}; "
+                "use the local rank (int(os.environ['LOCAL_RANK'])) instead",
+                _local_rank_fix(ctx, use),
+            )
 
 
 def _local_rank_fix(ctx: LintContext, use: DeviceUse) -> Remedy | None:

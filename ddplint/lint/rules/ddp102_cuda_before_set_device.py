@@ -22,8 +22,11 @@ class CudaBeforeSetDevice(Rule):
     data_parallel = True
 
     def check(self, ctx: LintContext) -> Iterator[Finding]:
-        if visible_devices_per_rank(ctx):
-            return
+        found = list(self._unbound_uses(ctx))
+        if found and not visible_devices_per_rank(ctx):  # asked last: it follows every helper
+            yield from found
+
+    def _unbound_uses(self, ctx: LintContext) -> Iterator[Finding]:
         bindings = binding_sites(ctx)
         # model or utility code (no entry point, no process group of its own): its caller binds
         library = not ctx.summaries.sites_with(Effect.BINDS_DEVICE) and not ctx.facts.is_script \

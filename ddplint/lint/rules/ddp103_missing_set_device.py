@@ -22,15 +22,16 @@ class MissingSetDevice(Rule):
     data_parallel = True
 
     def check(self, ctx: LintContext) -> Iterator[Finding]:
-        if visible_devices_per_rank(ctx) or binding_sites(ctx):
+        if binding_sites(ctx):
             return
         explicit = any(use.kind in {DeviceKind.LOCAL, DeviceKind.INDEX} for use in device_uses(ctx))
         if explicit and not _on_current_device(ctx):
             return  # each rank picks its device explicitly, or a hard-coded index is the problem (DDP101)
         library = not ctx.facts.is_script  # a helper module: its callers bind the device, or are reported
-        for site in ctx.facts.calls:
-            if library and site.function or not self._starts_nccl(ctx, site):
-                continue
+        starts = [site for site in ctx.facts.calls if not (library and site.function) and self._starts_nccl(ctx, site)]
+        if starts and visible_devices_per_rank(ctx):
+            return
+        for site in starts:
             yield Finding(
                 site.node,
                 "NCCL process group but no rank is bound to its GPU: all ranks share GPU 0 and "

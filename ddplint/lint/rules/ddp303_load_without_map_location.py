@@ -28,9 +28,14 @@ class LoadWithoutMapLocation(Rule):
     beside_frameworks = OUTSIDE_TRAINER
 
     def check(self, ctx: LintContext) -> Iterator[Finding]:
+        found = list(self._loads(ctx))
+        # each process that sees only its own GPU maps "cuda:0" to a different GPU (asked last:
+        # it follows every helper)
+        if found and not visible_devices_per_rank(ctx):
+            yield from found
+
+    def _loads(self, ctx: LintContext) -> Iterator[Finding]:
         facts = ctx.facts
-        if visible_devices_per_rank(ctx):
-            return  # each process sees only its own GPU: "cuda:0" is a different GPU in each
         for site in facts.calls:
             if site.name == "torch.load" or ctx.guards.main_only(site) or never_runs(facts, site):
                 continue
