@@ -143,6 +143,39 @@ def test_the_cpu_time_limit_skips_a_slow_file(tmp_path, monkeypatch):
     assert {d.path for d in result.diagnostics} == {str(BAD)}
 
 
+def test_a_helper_module_is_parsed_on_a_cpu_budget_of_its_own():
+    """The file's limit is paused while a project module is parsed for it, and resumes where it was."""
+    import signal
+
+    with limits.cpu_time_limit(30):
+        before = signal.getitimer(signal.ITIMER_PROF)[0]
+        with limits.own_budget(5):
+            assert 0 < signal.getitimer(signal.ITIMER_PROF)[0] <= 5.1  # the timer rounds to its tick
+        after = signal.getitimer(signal.ITIMER_PROF)[0]
+    assert before - 5 < after <= before + 0.1
+    assert signal.getitimer(signal.ITIMER_PROF)[0] == 0
+
+
+def test_a_helper_that_runs_out_of_its_budget_is_left_out_and_the_file_is_linted(tmp_path, monkeypatch):
+    from ddplint import config as config_mod
+    from ddplint.lint import analysis, engine
+    from ddplint.lint.rules import RULES_BY_CODE
+
+    (tmp_path / "helpers.py").write_text("import torch\n\ndef save(m):\n    torch.save(m, 'm.pt')\n")
+    script = tmp_path / "train.py"
+    script.write_text("import torch\nimport torch.distributed as dist\nfrom helpers import save\n\n"
+                      "dist.init_process_group('gloo')\nsave(1)\ntorch.save(2, 'x.pt')\n"
+                      "dist.destroy_process_group()\n")
+
+    def out_of_time(path):
+        raise limits.OutOfTime
+
+    monkeypatch.setattr(analysis, "_too_complex", out_of_time)
+    result = engine.lint_paths([script], config_mod.Config(root=tmp_path, codes=frozenset(RULES_BY_CODE)), jobs=1)
+    assert result.errors == [] and result.internal_errors == []
+    assert [(d.code, d.line) for d in result.diagnostics] == [("DDP301", 7)]  # the helper's save is unknown
+
+
 def _as_nobody() -> list[str] | None:
     if os.geteuid() != 0:
         return []

@@ -40,8 +40,12 @@ class RecordingIndex(ProjectIndex):
     def facts_for(self, path: Path):
         real = Path(os.path.realpath(path))
         self.read.add(real)
-        if real not in self._refused:
-            self._refused[real] = _too_complex(real)
+        if real not in self._refused:  # parsed once for the run, on a CPU budget of its own
+            try:
+                with limits.own_budget():
+                    self._refused[real] = _too_complex(real) or super().facts_for(path) is None
+            except limits.OutOfTime:
+                self._refused[real] = True
         return None if self._refused[real] else super().facts_for(path)
 
 

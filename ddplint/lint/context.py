@@ -133,6 +133,12 @@ class LintContext:
 
     def imported_project_files(self, depth: int = 1) -> list[tuple[Path, ModuleFacts]]:
         """(path, facts) of the project modules this file imports, `depth` imports deep."""
+        key = ("imported project files", depth)
+        if key not in self._resolve_cache:
+            self._resolve_cache[key] = self._imported_project_files(depth)
+        return self._resolve_cache[key]
+
+    def _imported_project_files(self, depth: int) -> list[tuple[Path, ModuleFacts]]:
         found: dict[Path, ModuleFacts] = {}
         frontier = [(self.path, self.facts)]
         for _ in range(depth):

@@ -134,3 +134,20 @@ def cpu_time_limit(seconds: float = CPU_SECONDS) -> Iterator[None]:
     finally:
         signal.setitimer(signal.ITIMER_PROF, 0)
         signal.signal(signal.SIGPROF, previous)
+
+
+@contextmanager
+def own_budget(seconds: float = CPU_SECONDS) -> Iterator[None]:
+    """Run the block on a CPU budget of its own, with the enclosing file's limit paused and then
+    resumed where it was: a project module parsed once for the whole run (a helper many scripts
+    import) is not charged to the file that happened to ask first."""
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
+        yield
+        return
+    remaining, _ = signal.setitimer(signal.ITIMER_PROF, 0)  # pause; returns what was left
+    try:
+        with cpu_time_limit(seconds):
+            yield
+    finally:
+        if remaining > 0:
+            signal.setitimer(signal.ITIMER_PROF, remaining)
