@@ -48,14 +48,14 @@ def _bound(ctx: LintContext, at: Event) -> LocalRank | None:
         if a.target.startswith("self."):
             if _set_by_init(ctx, a, at):
                 return LocalRank(a.target, _integer(ctx, a.value))
-        elif "." not in a.target and available(ctx, a, at) and not _rebound_in_loop(ctx, a.target, at):
+        elif "." not in a.target and _available(ctx, a, at) and not _rebound_in_loop(ctx, a.target, at):
             reaching = facts.reaching(a.target, at.function, at.order, at.blocks)
             if all(_holds(ctx, b) for b in reaching):
                 return LocalRank(a.target, _integer(ctx, a.value))
     return None
 
 
-def available(ctx: LintContext, binding: Assignment, at: Event) -> bool:
+def _available(ctx: LintContext, binding: Assignment, at: Event) -> bool:
     """`binding` of a plain name has run, and holds, wherever `at` runs: it dominates `at` in the
     same function, or it is a module global that the function does not shadow and that is bound
     before every call of the function."""
@@ -153,6 +153,6 @@ def _option(ctx: LintContext, at: Event) -> LocalRank | None:
             return LocalRank(f"{head}.{options[0]}", False)
     for a in facts.assignments:
         if "." not in a.target and a.target not in parameters and isinstance(a.value, cst.Call) \
-                and holds_parsed_arguments(ctx, a.value) and available(ctx, a, at):
+                and holds_parsed_arguments(ctx, a.value) and _available(ctx, a, at):
             return LocalRank(f"{a.target}.{options[0]}", False)
     return None
