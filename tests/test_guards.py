@@ -185,3 +185,14 @@ def test_declared_predicates_and_helpers_from_pyproject(tmp_path):
     after = run_cli("train.py", "--select", "DDP301", cwd=tmp_path)
     assert after.returncode == 0, after.stdout + after.stderr
     assert "DDP301" not in after.stdout
+
+
+def test_a_call_in_another_calls_receiver_or_arguments_runs_before_it_but_not_from_a_lambda():
+    from ddplint.lint.paths import dominates
+
+    facts = facts_mod.collect(cst.parse_module("Trainer(cfg).fit(prepare())\nrun(lambda: build())\n"))
+    by_name = {site.name: site for site in facts.calls}
+    fit = facts.calls[0]  # `Trainer(cfg).fit` has no dotted name; it is numbered before its receiver
+    assert fit.order < by_name["Trainer"].order
+    assert dominates(by_name["Trainer"], fit) and dominates(by_name["prepare"], fit)
+    assert not dominates(by_name["build"], by_name["run"])  # the lambda runs when run() calls it, if ever

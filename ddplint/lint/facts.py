@@ -102,6 +102,8 @@ class CallSite:
     in_default: bool = False  # part of a parameter's default value: runs only for calls that omit it
     in_handler: bool = False  # inside an `except` clause: runs only when something failed
     inner_names: frozenset[str] = frozenset()  # bound by the lambdas and comprehensions around it
+    # id() of the calls whose callee or arguments hold this one (it runs before them), up to a lambda
+    within_calls: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -347,6 +349,8 @@ class _Collector(Walker):
         self.in_default = False  # walking a parameter's default value
         self.handlers = 0  # open `except` clauses
         self.inner_names: list[frozenset[str]] = []  # per open lambda or comprehension: the names it binds
+        self.open_calls: list[int] = []  # id() of the calls being walked, since the last lambda
+        self.lambda_calls: list[list[int]] = []  # the open calls outside each open lambda
 
     def _next(self) -> int:
         self.order += 1
@@ -575,8 +579,12 @@ class _Collector(Walker):
         self.facts.calls.append(
             CallSite(node, name, method, self.scope, self._next(), tuple(self.conditions), tuple(self.loops),
                      self.caught, self.locks > 0, tuple(self.blocks), self.in_default, self.handlers > 0,
-                     frozenset().union(*self.inner_names))
+                     frozenset().union(*self.inner_names), tuple(self.open_calls))
         )
+        self.open_calls.append(id(node))
+
+    def leave_Call(self, original_node: cst.Call) -> None:
+        self.open_calls.pop()
 
     # -- scopes of their own: lambdas and comprehensions bind names their calls see -----
 
@@ -584,9 +592,12 @@ class _Collector(Walker):
         params = node.params
         self.inner_names.append(frozenset(p.name.value for p in (
             *params.posonly_params, *params.params, *params.kwonly_params)))
+        self.lambda_calls.append(self.open_calls)
+        self.open_calls = []  # a lambda's body runs later, not before the call it is passed to
 
     def leave_Lambda(self, original_node: cst.Lambda) -> None:
         self.inner_names.pop()
+        self.open_calls = self.lambda_calls.pop()
 
     def _comprehension(self, node: cst.BaseComp | cst.DictComp) -> None:
         names: set[str] = set()

@@ -35,9 +35,7 @@ def dominates(first: Event, later: Event) -> bool:
         return True
     # events are numbered outer call first, but a call in another's receiver or arguments runs
     # before it: `Trainer(cfg).fit()` runs __init__ before fit
-    inner, outer = getattr(first, "node", None), getattr(later, "node", None)
-    return isinstance(inner, cst.Call) and isinstance(outer, cst.Call) and inner is not outer \
-        and _evaluated_before(outer, inner)
+    return id(getattr(later, "node", None)) in getattr(first, "within_calls", ())
 
 
 def joined(events: Sequence[Event], later: Event, facts: ModuleFacts) -> bool:
@@ -69,18 +67,6 @@ def _on_every_path(events: Sequence[Event], prefix: tuple[int, ...], facts: Modu
         return True
     inner_arms = {facts.arms[e.blocks[depth]] for e in inside if e.blocks[depth] in facts.arms}
     return any(_through_every_arm(inside, prefix, arms, facts) for arms in inner_arms)
-
-
-def _evaluated_before(outer: cst.Call, inner: cst.Call) -> bool:
-    """`inner` is part of `outer`'s callee or arguments, outside any lambda (which runs later)."""
-    stack: list[cst.CSTNode] = [outer.func, *outer.args]
-    while stack:
-        node = stack.pop()
-        if node is inner:
-            return True
-        if not isinstance(node, cst.Lambda):
-            stack.extend(node.children)
-    return False
 
 
 def never_runs(facts: ModuleFacts, site: CallSite) -> bool:
