@@ -144,6 +144,13 @@ def epoch_loop(loop: cst.For | cst.While) -> bool:
     if any("epoch" in n.lower() for n in names_in(loop.target)):
         return True
     iterated = loop.iter
-    if isinstance(iterated, cst.Call) and dotted(iterated.func) in {"enumerate", "tqdm", "tqdm.tqdm", "trange"}:
-        iterated = iterated.args[0].value if iterated.args else iterated
-    return isinstance(iterated, cst.Call) and dotted(iterated.func) in {"range", "trange"}
+    if isinstance(iterated, cst.Call) and dotted(iterated.func) == "enumerate" and iterated.args:
+        iterated = iterated.args[0].value
+    return over_range(iterated)
+
+
+def over_range(iterated: cst.BaseExpression) -> bool:
+    """`range(...)`, `trange(...)`, or either in a `tqdm(...)`: it yields ints."""
+    while isinstance(iterated, cst.Call) and dotted(iterated.func) in {"tqdm", "tqdm.tqdm"} and iterated.args:
+        iterated = iterated.args[0].value
+    return isinstance(iterated, cst.Call) and dotted(iterated.func) in {"range", "trange", "tqdm.trange"}

@@ -17,9 +17,10 @@ from ddplint.lint.loaders import (
     epoch_loops,
     is_false,
     loaders,
+    over_range,
     samplers,
 )
-from ddplint.lint.names import arg, data_name, dotted, names_in, reference
+from ddplint.lint.names import arg, data_name, names_in, reference
 from ddplint.lint.paths import dominates
 from ddplint.lint.rules.base import Finding, InsertBefore, Remedy, Rule
 
@@ -176,12 +177,8 @@ def _the_epoch_loop(facts: ModuleFacts, binding: Assignment) -> Loop | None:
 
 def _counts(node: cst.For | cst.While) -> bool:
     """`for <name> in range(...)` (or trange/tqdm over one) with an indented body."""
-    if not (isinstance(node, cst.For) and isinstance(node.target, cst.Name) and isinstance(node.body, cst.IndentedBlock)):
-        return False
-    iterated = node.iter
-    while isinstance(iterated, cst.Call) and dotted(iterated.func) in {"tqdm", "tqdm.tqdm"} and iterated.args:
-        iterated = iterated.args[0].value
-    return isinstance(iterated, cst.Call) and dotted(iterated.func) in {"range", "trange", "tqdm.trange"}
+    return isinstance(node, cst.For) and isinstance(node.target, cst.Name) \
+        and isinstance(node.body, cst.IndentedBlock) and over_range(node.iter)
 
 
 def _nested_in(facts: ModuleFacts, loop: Loop, counting: dict[int, Loop]) -> bool:
