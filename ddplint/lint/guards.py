@@ -75,6 +75,7 @@ class Guards:
         self._every_rank: dict[tuple[int, str], bool] = {}
         self._main_functions: dict[tuple[int, str, bool], bool] = {}
         self._ranks: dict[tuple[int, str], bool] = {}
+        self._named_ranks: dict[tuple[int, str, str], bool] = {}
         self._helpers = set(ctx.config.main_process_helpers)
         self._extra_predicates = set(ctx.config.main_process_predicates)
 
@@ -378,11 +379,18 @@ class Guards:
         if facts.holds_rank(expr, function):
             return True
         reference_name = reference(expr) if isinstance(expr, (cst.Name, cst.Attribute, cst.Subscript)) else None
-        # `dp_rank = mpu.get_data_parallel_rank()`, then `if dp_rank == 0:`
-        return reference_name is not None and any(
-            isinstance(b.value, cst.Call) and self._rankish(b.value, facts, path, b.function)
-            for b in facts.assigned(reference_name) if b.function in {function, ""} or "." in reference_name
-        )
+        if reference_name is None:
+            return False
+        # `dp_rank = mpu.get_data_parallel_rank()`, then `if dp_rank == 0:`; memoised, and a
+        # binding that reads itself (`args.x = int(args.x)`, `a = b; b = a`) adds no rank
+        key = (id(facts), function, reference_name)
+        if key not in self._named_ranks:
+            self._named_ranks[key] = False
+            self._named_ranks[key] = any(
+                isinstance(b.value, cst.Call) and self._rankish(b.value, facts, path, b.function)
+                for b in facts.assigned(reference_name) if b.function in {function, ""} or "." in reference_name
+            )
+        return self._named_ranks[key]
 
     def _project_rank(self, facts, path, name) -> bool:
         """A project function that returns the rank (`def process_index(): return int(os.environ["RANK"])`);
