@@ -34,7 +34,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Self
 
 from ddplint.runtime import sandbox as sbx
 from ddplint.runtime.nodes import Nodes, RecordExchange
@@ -349,7 +348,7 @@ class InterruptGuard:
         self.old: dict = {}
         self.raised = False
 
-    def __enter__(self) -> Self:
+    def __enter__(self) -> InterruptGuard:
         try:
             self.old = {s: signal.signal(s, self._handle) for s in (signal.SIGINT, signal.SIGTERM)}
         except ValueError:  # not the main thread: the caller owns signal handling
