@@ -117,8 +117,14 @@ def _classify_name(ctx: LintContext, name: str, site: CallSite, int_is_index: bo
     the enclosing function, the arguments of its calls in this module (or its default); for an
     argparse option that nothing assigns, its default."""
     facts = ctx.facts
+    reaching = facts.reaching(name, site.function, site.order, site.blocks)
+    # a binding that only one process makes (`else: device = "cuda:0"` of the launch test) names
+    # that process's own GPU
+    everywhere = [a for a in reaching if not ctx.guards.one_process(a)]
+    if reaching and not everywhere:
+        return Device(DeviceKind.OTHER)
     values = [Device(DeviceKind.OTHER) if a.element else classify(ctx, a.value, site, int_is_index, depth)
-              for a in facts.reaching(name, site.function, site.order, site.blocks)]
+              for a in everywhere]
     head, _, rest = name.partition(".")
     info = facts.functions.get(site.function)
     if not values and info is not None and head in parameter_names(info.node) and depth > 0:
@@ -205,8 +211,8 @@ def _torch_device(ctx: LintContext, call: cst.Call, site: CallSite, depth: int) 
 
 def device_uses(ctx: LintContext) -> Iterator[DeviceUse]:
     for site in ctx.facts.calls:
-        if site.in_default and not _default_used(ctx, site):
-            continue
+        if site.in_default and not _default_used(ctx, site) or ctx.guards.one_process(site):
+            continue  # one process alone (single-process run, main rank) uses its own GPU 0
         # only calls with a device= need to know whether they bind (it follows the call into helpers)
         binder = has_keyword(site.node, "device") and Effect.BINDS_DEVICE in ctx.summaries.effects(site)
         for target, int_is_index, placement in _device_arguments(site, binder):

@@ -31,9 +31,11 @@ from ddplint.lint.facts import (
     ModuleFacts,
     constructed_method,
 )
-from ddplint.lint.names import dotted, int_value, names_in, reference
+from ddplint.lint.launch import LaunchTests
+from ddplint.lint.names import dotted, int_value, names_in, reference, string_value
 from ddplint.lint.roles import (
     DIST_FLAGS,
+    ENV_ROLES,
     GROUP_RANK_CALL,
     MAIN_DECORATORS,
     MAIN_PREDICATES,
@@ -78,6 +80,8 @@ class Guards:
         self._named_ranks: dict[tuple[int, str, str], bool] = {}
         self._helpers = set(ctx.config.main_process_helpers)
         self._extra_predicates = set(ctx.config.main_process_predicates)
+        self._one_process: dict[tuple[int, str], bool] = {}
+        self.launch = LaunchTests(self)
 
     # -- tests -------------------------------------------------------------------------
 
@@ -93,8 +97,16 @@ class Guards:
         S: a run without distribution; M: the main rank of a distributed run; N: any other rank.
         `rank == 0` is true in {S, M} and false in {N}; `epoch % 10 == 0` can be either anywhere.
         Negation swaps the two sets, `and`/`or` intersect and unite them, so that
-        `if args.distributed and rank != 0: return` leaves {S, M} after it.
+        `if args.distributed and rank != 0: return` leaves {S, M} after it. A test that nothing
+        else reads is the launch test when the process group starts under it (launch.py).
         """
+        answer = self._read(expr, facts, path, function, depth)
+        if answer == (ALL, ALL):
+            return self.launch.worlds(expr, facts) or answer
+        return answer
+
+    def _read(self, expr: cst.BaseExpression, facts: ModuleFacts, path: Path, function: str,
+              depth: int) -> tuple[frozenset[str], frozenset[str]]:
         if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Not):
             true, false = self.worlds(expr.expression, facts, path, function, depth)
             return false, true
@@ -196,7 +208,7 @@ class Guards:
             )
         return self._refused[key]
 
-    def after_single_process_assert(self, site: CallSite, facts: ModuleFacts, path: Path) -> bool:
+    def after_single_process_assert(self, site: CallSite | Assignment, facts: ModuleFacts, path: Path) -> bool:
         """Later in a branch that asserts it runs without distribution (`else: assert
         opt.local_rank == -1, "DDP mode not implemented for --evolve"`)."""
         key = id(facts)
@@ -294,8 +306,21 @@ class Guards:
                 return MAIN
             if isinstance(op, (cst.NotEqual, cst.GreaterThan, cst.IsNot)):
                 return NOTMAIN
-            return None
-        if int_value(right) == 1 and _is_world(left, facts):
+            if not _names_a_rank(left):  # `args.gpu >= 0` says which GPU, not how it was started
+                return None
+            if isinstance(op, cst.GreaterThanEqual):  # `local_rank >= 0`: started by a launcher
+                return DIST
+            return SINGLE if isinstance(op, cst.LessThan) else None
+        if int_value(right) == 1 and isinstance(op, (cst.LessThan, cst.GreaterThanEqual)) \
+                and self._rankish(left, facts, path, function):
+            return MAIN if isinstance(op, cst.LessThan) else NOTMAIN  # `rank < 1`, `rank >= 1`
+        if dotted(right) == "None" and isinstance(op, (cst.Is, cst.IsNot)) and _names_a_rank(left) \
+                and self._rankish(left, facts, path, function):
+            return SINGLE if isinstance(op, cst.Is) else DIST  # `rank is None`: no process group
+        if isinstance(op, (cst.In, cst.NotIn)) and ENV_ROLES.get(string_value(left) or "") is not None \
+                and facts.qualify(dotted(right)) == "os.environ":
+            return DIST if isinstance(op, cst.In) else SINGLE  # `"RANK" in os.environ`: torchrun's
+        if int_value(right) == 1 and _is_world(left, facts, function):
             if isinstance(op, (cst.Equal, cst.LessThanEqual)):
                 return SINGLE
             if isinstance(op, (cst.NotEqual, cst.GreaterThan)):
@@ -447,6 +472,29 @@ class Guards:
             # cannot read, the write is given the benefit of the doubt.
             return not self.every_rank(info.name, facts) or bool(site.conditions)
         return self._called_on_main_only(info.name, facts, path, main_first)
+
+    def one_process(self, event: CallSite | Assignment) -> bool:
+        """Only one process of a run gets here: a single-process run, or the main rank (whose
+        GPU 0 is its own). By the event's own guards, or because every call of its function in
+        the linted module is such a place; a function nothing here calls may run anywhere."""
+        facts, path = self.ctx.facts, self.ctx.path
+        if any(self.condition_kind(c, facts, path, event.function) in {MAIN, SINGLE} for c in event.conditions):
+            return True
+        if self.after_single_process_assert(event, facts, path):
+            return True
+        info = _enclosing_function(facts, event.function)
+        if info is None:
+            return False
+        if any(self._main_decorator(d) for d in info.decorators):
+            return True
+        key = (id(facts), info.name)
+        if key not in self._one_process:
+            self._one_process[key] = False  # a recursive cycle adds no caller that is one process
+            callers = self.callers(facts).get(info.name, [])
+            self._one_process[key] = info.name not in self.ctx.spawn_targets(facts) and bool(callers) and all(
+                self.one_process(c) for c in callers
+            )
+        return self._one_process[key]
 
     def _called_on_main_only(self, function: str, facts: ModuleFacts, path: Path, main_first: bool) -> bool:
         """Every call of the function in its module is main-only (memoised; a caller in a
@@ -616,11 +664,20 @@ def _is_zero_set(expr: cst.BaseExpression) -> bool:
     return 0 in values and values <= {0, -1}
 
 
-def _is_world(expr: cst.BaseExpression, facts: ModuleFacts) -> bool:
+def _is_world(expr: cst.BaseExpression, facts: ModuleFacts, function: str) -> bool:
+    if facts.role_of(expr, function) is Role.WORLD_SIZE:  # `int(os.environ.get("WORLD_SIZE", 1))`
+        return True
     if isinstance(expr, cst.Call):
         expr = expr.func
     name = facts.qualify(dotted(expr)) or ""
     return name.rsplit(".", 1)[-1] in WORLD_NAMES
+
+
+def _names_a_rank(expr: cst.BaseExpression) -> bool:
+    """A value that is a rank by its name (`args.local_rank`, `rank`), not a GPU choice that
+    may hold one (`args.gpu`): only a rank is -1 or None for "not launched"."""
+    name = reference(expr) if isinstance(expr, (cst.Name, cst.Attribute, cst.Subscript)) else None
+    return name is not None and "rank" in last_part(name)
 
 
 def _is_bool_literal(expr: cst.BaseExpression) -> bool:

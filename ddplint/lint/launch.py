@@ -1,0 +1,113 @@
+"""Which tests decide a script's launch mode, read from what the script does under them.
+
+A script's distributed test is whatever condition encloses the start of its process group, the
+DDP/FSDP wrap, or a call of a project helper that starts the group: `if args.num_nodes > 1:`,
+`if "RANK" in os.environ:`, `if cfg.launcher != "none":`. Passing it means a distributed run,
+failing it a single process, however it is spelled. The same test met again (the same
+expression, its complement, `not` it, or a name whose every binding is it) is read the same way.
+
+A test is learned only where nothing else reads it (a rank test stays a rank test, the
+`if not dist.is_initialized():` around an init stays what it is) and only when the group starts
+on one side of it: `if torch.cuda.is_available(): init("nccl") else: init("gloo")` is no launch
+test.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+from ddplint.lint.facts import DDP, INIT_PG, ModuleFacts
+from ddplint.lint.names import reference
+from ddplint.lint.summaries import FSDP, Effect
+
+if TYPE_CHECKING:
+    from ddplint.lint.guards import Guards, Worlds
+
+GROUP_STARTS = frozenset({INIT_PG, DDP, FSDP})
+_CODE = cst.Module(body=[])
+_COMPLEMENTS: dict[type, type] = {
+    cst.Equal: cst.NotEqual, cst.NotEqual: cst.Equal,
+    cst.LessThan: cst.GreaterThanEqual, cst.GreaterThanEqual: cst.LessThan,
+    cst.GreaterThan: cst.LessThanEqual, cst.LessThanEqual: cst.GreaterThan,
+    cst.In: cst.NotIn, cst.NotIn: cst.In, cst.Is: cst.IsNot, cst.IsNot: cst.Is,
+}
+
+
+def test_key(expr: cst.BaseExpression) -> str:
+    """The test's code without layout: the same test spelled on two lines matches."""
+    return "".join(_CODE.code_for_node(expr).split())
+
+
+def complement_key(expr: cst.BaseExpression) -> str | None:
+    """The key of the test that is true exactly where `expr` is false, when it has one."""
+    if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Not):
+        return test_key(expr.expression)
+    if isinstance(expr, cst.Comparison) and len(expr.comparisons) == 1:
+        target = expr.comparisons[0]
+        flipped = _COMPLEMENTS.get(type(target.operator))
+        if flipped is not None:
+            return test_key(expr.with_changes(comparisons=[target.with_changes(operator=flipped())]))
+    return None
+
+
+class LaunchTests:
+    """The launch tests of each module, learned once per module."""
+
+    def __init__(self, guards: Guards) -> None:
+        self.guards = guards
+        self._tables: dict[int, dict[str, Worlds]] = {}
+
+    def worlds(self, expr: cst.BaseExpression, facts: ModuleFacts) -> Worlds | None:
+        """Where the test is true and where false, when it is one of the module's launch tests."""
+        table = self._table(facts)
+        return table.get(test_key(expr)) if table else None
+
+    def _table(self, facts: ModuleFacts) -> dict[str, Worlds]:
+        key = id(facts)
+        if key not in self._tables:
+            self._tables[key] = {}  # recursion guard: no test is a launch test while learning
+            self._tables[key] = self._learn(facts)
+        return self._tables[key]
+
+    def _learn(self, facts: ModuleFacts) -> dict[str, Worlds]:
+        from ddplint.lint.guards import ALL, DIST, SINGLE, KIND_WORLDS
+
+        ctx = self.guards.ctx
+        starts = [s for s in facts.calls if s.name in GROUP_STARTS]
+        if facts is ctx.facts:
+            starts += [s for s in ctx.summaries.sites_with(Effect.INIT_GROUP) if s.name not in GROUP_STARTS]
+        sides: dict[str, set[str]] = {}
+        tests: dict[str, cst.BaseExpression] = {}
+        for site in starts:
+            for condition in site.conditions:
+                test = condition.test
+                if "__name__" in test_key(test):
+                    continue
+                if self.guards.worlds(test, facts, ctx.path, site.function) != (ALL, ALL):
+                    continue
+                side = SINGLE if condition.negated else DIST
+                for expr in (test, *self._bound_from(test, facts)):
+                    sides.setdefault(test_key(expr), set()).add(side)
+                    tests[test_key(expr)] = expr
+        table: dict[str, Worlds] = {}
+        for key, kinds in sides.items():
+            if len(kinds) != 1:
+                continue
+            true, false = KIND_WORLDS[kinds.pop()]
+            table[key] = (true, false)
+            other = complement_key(tests[key])
+            if other is not None:
+                table.setdefault(other, (false, true))
+        return table
+
+    @staticmethod
+    def _bound_from(test: cst.BaseExpression, facts: ModuleFacts) -> list[cst.BaseExpression]:
+        """`ddp = world_size > 1`, then `if ddp:` around the start: `world_size > 1` is the test too."""
+        name = reference(test) if isinstance(test, (cst.Name, cst.Attribute, cst.Subscript)) else None
+        values = [a.value for a in facts.assigned(name)] if name is not None else []
+        keys = {test_key(v) for v in values}
+        if len(keys) != 1 or isinstance(values[0], cst.Name) and values[0].value in {"True", "False"}:
+            return []
+        return values[:1]
