@@ -110,10 +110,14 @@ OUTSIDE_TRAINER = frozenset({TRAINER})
 
 # Values that differ between processes as a rank does: a fresh temporary name, the pid.
 UNIQUE_PER_PROCESS = {"uuid.uuid4", "uuid.uuid1", "os.getpid", "tempfile.mktemp", "tempfile.mkstemp",
-                      "tempfile.NamedTemporaryFile", "tempfile.mkdtemp"}
+                      "tempfile.NamedTemporaryFile", "tempfile.mkdtemp", "tempfile.TemporaryDirectory",
+                      "tempfile.TemporaryFile", "tempfile.SpooledTemporaryFile"}
+FOLLOW = 2  # how many variables deep a path is followed to a rank or a fresh temporary name
 
 
-def _mentions_rank(expr: cst.BaseExpression | None, facts: ModuleFacts, function: str) -> bool:
+def _mentions_rank(expr: cst.BaseExpression | None, facts: ModuleFacts, function: str, depth: int = FOLLOW) -> bool:
+    """The expression names the rank or a name unique to the process, itself or through the
+    variables it reads (`tmp = tempfile.mkdtemp()`, then `os.path.join(tmp, "ckpt.pt")`)."""
     if expr is None:
         return False
     for name in names_in(expr):
@@ -124,7 +128,15 @@ def _mentions_rank(expr: cst.BaseExpression | None, facts: ModuleFacts, function
             return True
         if facts.qualify(name) in UNIQUE_PER_PROCESS:
             return True
-    return False
+    return depth > 0 and any(
+        a.value is not expr and _mentions_rank(a.value, facts, a.function, depth - 1)
+        for name in _read_names(expr) for a in facts.assigned(name)
+    )
+
+
+def _read_names(expr: cst.BaseExpression) -> set[str]:
+    """The variables an expression reads, an attribute's object included (`f.name` reads `f`)."""
+    return {part for name in names_in(expr) for part in (name, name.split(".")[0])}
 
 
 def _rank_word(name: str) -> bool:
@@ -135,12 +147,7 @@ def _rank_word(name: str) -> bool:
 
 def _per_rank(target: cst.BaseExpression | None, facts: ModuleFacts, function: str) -> bool:
     """The path names the rank (directly or through the variable that holds it)."""
-    if _mentions_rank(target, facts, function):
-        return True
-    name = dotted(target) if target is not None else None
-    if name is None:
-        return False
-    return any(_mentions_rank(a.value, facts, a.function) for a in facts.assigned(name))
+    return _mentions_rank(target, facts, function)
 
 
 def _per_rank_call(call: cst.Call, facts: ModuleFacts, function: str) -> bool:
