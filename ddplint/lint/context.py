@@ -14,6 +14,7 @@ from ddplint.lint.facts import (
     CallSite,
     ModuleFacts,
     constructed_method,
+    entry_points,
     spawn_targets,
 )
 from ddplint.lint.guards import Guards
@@ -161,8 +162,9 @@ class LintContext:
         return Summaries(self)
 
     def spawn_targets(self, facts: ModuleFacts) -> set[str]:
-        """Functions that mp.spawn starts: every rank runs them."""
+        """Functions that every rank starts in: what mp.spawn starts, and what a command-line
+        runner (`absl.app.run(main)`, `fire.Fire(main)`) calls in each process."""
         key = (id(facts), "spawn")
         if key not in self._resolve_cache:
-            self._resolve_cache[key] = spawn_targets(facts)
+            self._resolve_cache[key] = spawn_targets(facts) | entry_points(facts)
         return self._resolve_cache[key]

@@ -749,6 +749,23 @@ def spawn_targets(facts: ModuleFacts) -> set[str]:
     return targets
 
 
+# Command-line runners that call the function they are handed once per process: under torchrun,
+# on every rank (`app.run(main)`, `fire.Fire(main)`).
+ENTRY_RUNNERS = frozenset({"absl.app.run", "fire.Fire"})
+
+
+def entry_points(facts: ModuleFacts) -> set[str]:
+    """Functions of the module handed to a command-line runner."""
+    targets = set()
+    for call in facts.calls:
+        if call.name in ENTRY_RUNNERS:
+            fn = arg(call.node, 0, "main") if call.name == "absl.app.run" else arg(call.node, 0, "component")
+            name = dotted(fn) if fn is not None else None
+            if name in facts.functions:
+                targets.add(name)
+    return targets
+
+
 def _infer_roles(facts: ModuleFacts) -> None:
     for target in spawn_targets(facts):
         info = facts.functions.get(target)
