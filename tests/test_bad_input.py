@@ -50,7 +50,8 @@ def one_error(proc: subprocess.CompletedProcess, path: Path, message: str) -> No
     ("x = a" + ".b" * 50_000 + "\n", "nested too deeply for Python's own parser; skipped"),
     ("x = 1" + " + 1" * 60_000 + "\n", "nested too deeply for Python's own parser; skipped"),
     ("x = (" + "'a' " * 1_000 + ")\n", "nested too deeply to lint; skipped"),
-])
+], ids=["minus-50k", "not-20k", "and-10k", "import-10k", "minus-1k", "minus-5k", "attribute-50k", "plus-60k",
+        "strings-1k"])  # short ids: pytest puts the id in PYTEST_CURRENT_TEST, which each subprocess inherits
 def test_deep_expressions_are_refused_per_file(tmp_path, body, message):
     path = tmp_path / "deep.py"
     path.write_text(HEAD + body)
