@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from ddplint.lint.facts import DDP, INIT_PG, ModuleFacts
+from ddplint.lint.facts import DDP, INIT_PG, CallSite, ModuleFacts
 from ddplint.lint.names import reference
 from ddplint.lint.summaries import FSDP, Effect
 
@@ -77,7 +77,8 @@ class LaunchTests:
         ctx = self.guards.ctx
         starts = [s for s in facts.calls if s.name in GROUP_STARTS]
         if facts is ctx.facts:
-            starts += [s for s in ctx.summaries.sites_with(Effect.INIT_GROUP) if s.name not in GROUP_STARTS]
+            starts += [s for s in ctx.summaries.sites_with(Effect.INIT_GROUP)
+                       if s.name not in GROUP_STARTS and self._starts_unconditionally(s, facts)]
         sides: dict[str, set[str]] = {}
         tests: dict[str, cst.BaseExpression] = {}
         for site in starts:
@@ -101,6 +102,17 @@ class LaunchTests:
             if other is not None:
                 table.setdefault(other, (false, true))
         return table
+
+    def _starts_unconditionally(self, site: CallSite, facts: ModuleFacts) -> bool:
+        """A call of a helper that starts the group whenever it runs (`setup_ddp()`); not one
+        that decides by a test of its own (`main(0, args)` of a `main` that starts the group
+        under `args.nodes > 1`): that test is the launch test, read where it is."""
+        ctx = self.guards.ctx
+        resolved = ctx.resolve_function(facts, ctx.path, ctx.method_target(facts, site))
+        if resolved is None:
+            return True
+        inner = [s for s in resolved[0].calls_within(resolved[2]) if s.name == INIT_PG]
+        return not inner or any(not s.conditions for s in inner)
 
     @staticmethod
     def _bound_from(test: cst.BaseExpression, facts: ModuleFacts) -> list[cst.BaseExpression]:
