@@ -38,7 +38,7 @@ def _oldest_python() -> str | None:
     pyenv = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versions"
     candidates = sorted(pyenv.glob(f"{OLDEST}.*/bin/python{OLDEST}")) if pyenv.is_dir() else []
     for python in [*map(str, candidates), shutil.which(f"python{OLDEST}")]:
-        if python and subprocess.run([python, "-c", ""], capture_output=True, timeout=60).returncode == 0:
+        if python and subprocess.run([python, "-c", ""], capture_output=True, timeout=60, check=False).returncode == 0:
             return python
     return None
 
@@ -52,12 +52,12 @@ def test_every_module_imports_under_the_oldest_declared_python(tmp_path):
     subprocess.run([python, "-m", "venv", str(venv)], check=True, timeout=300)
     env = {k: v for k, v in os.environ.items() if k not in {"PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV"}}
     install = subprocess.run([venv / "bin" / "python", "-m", "pip", "install", "-q", str(ROOT)],
-                             capture_output=True, text=True, timeout=600, cwd=tmp_path, env=env)
+                             capture_output=True, text=True, timeout=600, cwd=tmp_path, env=env, check=False)
     assert install.returncode == 0, install.stdout + install.stderr
     imported = subprocess.run([venv / "bin" / "python", "-c", IMPORT_ALL],
-                              capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env)
+                              capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env, check=False)
     assert imported.returncode == 0, imported.stderr
     assert imported.stdout.strip() == ""
     lint = subprocess.run([venv / "bin" / "ddplint", str(ROOT / "fixtures/lint/device/hardcoded_to_cuda0.py")],
-                          capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env)
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env, check=False)
     assert lint.returncode == 1 and "DDP101" in lint.stdout, lint.stdout + lint.stderr

@@ -72,7 +72,7 @@ class LaunchTests:
         return self._tables[key]
 
     def _learn(self, facts: ModuleFacts) -> dict[str, Worlds]:
-        from ddplint.lint.guards import ALL, DIST, SINGLE, KIND_WORLDS
+        from ddplint.lint.guards import ALL, DIST, KIND_WORLDS, SINGLE
 
         ctx = self.guards.ctx
         starts = [s for s in facts.calls if s.name in GROUP_STARTS]
