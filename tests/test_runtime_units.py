@@ -145,3 +145,20 @@ def test_a_stall_in_the_first_collective_is_told_apart_and_points_to_nccl_debug(
     assert stalled.evidence[0].startswith("rank 0: first collective")
     assert "NCCL_DEBUG=INFO" in stalled.fix
     assert check_hang(hang_in("first batch"), 2, "/job", 30.0).fix is None
+
+
+def test_packages_inside_the_stdlib_directory_are_not_the_stdlib(tmp_path):
+    """Outside a virtualenv (pyenv, conda, a system Python) site-packages sits inside the
+    stdlib's directory: torch's frames there are a library's, not the standard library's that
+    acts for its caller (torch creating its compile cache was reported as the script's write)."""
+    from ddplint.runtime.sites import stdlib_prefixes
+
+    home = tmp_path / "lib" / "python3.11"
+    (home / "json").mkdir(parents=True)
+    (home / "site-packages" / "torch").mkdir(parents=True)
+    (home / "runpy.py").write_text("")
+    prefixes = stdlib_prefixes(str(home), [str(home / "site-packages")])
+    assert str(home / "runpy.py").startswith(prefixes)
+    assert str(home / "json" / "decoder.py").startswith(prefixes)
+    assert not str(home / "site-packages" / "torch" / "_dynamo" / "package.py").startswith(prefixes)
+    assert not str(home / "runpy_helper.py").startswith(prefixes)

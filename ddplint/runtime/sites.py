@@ -18,15 +18,29 @@ def _prefixes(dirs) -> tuple[str, ...]:
 @lru_cache(maxsize=1)
 def _dirs() -> dict[str, tuple[str, ...]]:
     paths = sysconfig.get_paths()
+    packages = [paths[k] for k in ("purelib", "platlib") if paths.get(k)]
     spec = importlib.util.find_spec("torch")
     torch = [list(spec.submodule_search_locations)[0]] if spec and spec.submodule_search_locations else []
     return {
         "ddplint": _prefixes([os.path.dirname(os.path.dirname(os.path.abspath(__file__)))]),
-        # (not platstdlib: in a virtualenv it is the parent of site-packages)
-        "stdlib": _prefixes([os.path.dirname(os.__file__)]),
-        "packages": _prefixes([paths[k] for k in ("purelib", "platlib") if paths.get(k)]),
+        "stdlib": stdlib_prefixes(os.path.dirname(os.__file__), packages),
+        "packages": _prefixes(packages),
         "torch": _prefixes(torch),
     }
+
+
+def stdlib_prefixes(home: str, packages: list[str]) -> tuple[str, ...]:
+    """The standard library's entries under `home`, without the site-packages inside it: outside
+    a virtualenv (pyenv, conda, a system Python) torch and every other package live under the
+    stdlib's own directory, and their frames are not the standard library's."""
+    inside = {os.path.realpath(p) for p in packages}
+    try:
+        entries = [os.path.join(home, e) for e in os.listdir(home)]
+    except OSError:
+        return _prefixes([home])
+    kept = [e for e in entries if os.path.realpath(e) not in inside]
+    files = {e for e in kept if not os.path.isdir(e)}
+    return _prefixes(sorted(set(kept) - files)) + tuple(sorted(files | {os.path.realpath(f) for f in files}))
 
 
 def library_dirs() -> tuple[str, ...]:
