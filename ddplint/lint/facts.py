@@ -737,6 +737,19 @@ def constructed_method(facts: ModuleFacts, call: cst.Call) -> str | None:
     return method if cls is not None and method in facts.functions else None
 
 
+# Process classes a script starts its own workers with, one per rank (no torchrun).
+PROCESS_CLASSES = frozenset({"multiprocessing.Process", "torch.multiprocessing.Process"})
+
+
+def starts_own_workers(facts: ModuleFacts) -> bool:
+    """The script starts its worker processes itself (`mp.spawn(...)`, `Process(target=...)`):
+    it owns their rendezvous and their options, no launcher passes them."""
+    return any(
+        site.name in SPAWN or site.name in PROCESS_CLASSES and arg(site.node, None, "target") is not None
+        for site in facts.calls
+    )
+
+
 def spawn_targets(facts: ModuleFacts) -> set[str]:
     """Functions started by mp.spawn: their first parameter is the local process index."""
     targets = set()

@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 from ddplint.diagnostics import Severity
 from ddplint.lint.context import LintContext
+from ddplint.lint.facts import starts_own_workers
 from ddplint.lint.names import arg, string_value
 from ddplint.lint.roles import LOCAL_RANK_FLAGS
 from ddplint.lint.rules.base import Finding, Rule
@@ -22,7 +23,7 @@ class LocalRankArgument(Rule):
             if site.method == "add_argument"
             and (flag := string_value(arg(site.node, 0, None))) in LOCAL_RANK_FLAGS
         ]
-        if not flags or "LOCAL_RANK" in ctx.facts.env_reads | ctx.facts.env_names or any(
+        if not flags or starts_own_workers(ctx.facts) or "LOCAL_RANK" in ctx.facts.env_reads | ctx.facts.env_names or any(
             "LOCAL_RANK" in module.env_reads | module.env_names for module in ctx.imported_project_modules(depth=2)
         ):
             return  # no flag, or the binding comes from the environment and the flag is a leftover

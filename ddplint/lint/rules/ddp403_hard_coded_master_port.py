@@ -8,7 +8,7 @@ from pathlib import Path
 import libcst as cst
 
 from ddplint.lint.context import LintContext
-from ddplint.lint.facts import SPAWN, Assignment, CallSite, ModuleFacts
+from ddplint.lint.facts import Assignment, CallSite, ModuleFacts, starts_own_workers
 from ddplint.lint.helpers import ask_helper
 from ddplint.lint.names import arg, dotted, int_value, names_in, reference, string_value
 from ddplint.lint.roles import LOCAL_RANK_FLAGS
@@ -22,7 +22,7 @@ class HardCodedMasterPort(Rule):
 
     def check(self, ctx: LintContext) -> Iterator[Finding]:
         facts = ctx.facts
-        if not _launched(facts) or facts.calls_to(*SPAWN):
+        if not _launched(facts) or starts_own_workers(facts):
             return
         for variable in RENDEZVOUS:
             for write in facts.env_writes.get(variable, []):
