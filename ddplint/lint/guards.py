@@ -447,7 +447,7 @@ class Guards:
         for condition in site.conditions:
             if self.condition_kind(condition, facts, path, site.function) in {MAIN, SINGLE}:
                 return True
-        if self.after_single_process_assert(site, facts, path) or self.before_spawn(site, facts):
+        if self.after_single_process_assert(site, facts, path) or self.in_launcher(site, facts):
             return True
         info = _enclosing_function(facts, site.function)
         return info is not None and any(self._main_decorator(d) for d in info.decorators)
@@ -521,10 +521,10 @@ class Guards:
         return self._every_rank[key]
 
     @staticmethod
-    def before_spawn(site: CallSite, facts: ModuleFacts) -> bool:
-        """In the launcher process, before it spawns the ranks (`os.makedirs(run_dir)`, then
-        `mp.spawn(worker, ...)` in the same function): it runs once."""
-        return any(c.name in SPAWN and c.order > site.order for c in facts.calls_in(site.function))
+    def in_launcher(site: CallSite, facts: ModuleFacts) -> bool:
+        """In the launcher process, the function that spawns the ranks (`os.makedirs(run_dir)`,
+        `mp.spawn(worker, ...)`, then the results written): it runs once."""
+        return any(c.name in SPAWN for c in facts.calls_in(site.function))
 
     def rank_zero_first(self, site: CallSite, facts: ModuleFacts, path: Path) -> bool:
         """Between `if rank != 0: barrier()` and a later `if rank == 0: barrier()`: rank 0 runs
