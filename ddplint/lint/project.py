@@ -70,10 +70,13 @@ class ProjectIndex:
         else:
             # An absolute import resolves from the directory above the outermost package around
             # the importer (the importer's own directory for a plain script), then, as repos
-            # are often run from a parent directory, from a few directories further up.
+            # are often run from a parent directory, from a few directories further up, and
+            # last from the importer's own directory inside a package (`python train.py` there).
             here = importer.resolve().parent
             root = _package_root(here)
             bases = [root, *(p for p in list(here.parents)[:SEARCH_PARENTS] if p != root)]
+            if here != root:  # a script run from inside a package imports its neighbours (sys.path[0])
+                bases.append(here)
         # The most specific module wins: `utils.utils.is_rank_0` is utils/utils.py's is_rank_0
         # from the project root, not an attribute `utils.is_rank_0` of a utils.py next door.
         found: list[tuple[int, int, Path, str]] = []
