@@ -20,6 +20,7 @@ from ddplint.lint.facts import (
     DIST,
     INIT_PG,
     SET_DEVICE,
+    SPAWN,
     Assignment,
     CallSite,
     ModuleFacts,
@@ -112,10 +113,13 @@ def direct_effects(site: CallSite) -> frozenset[Effect]:
 
 
 def per_process_visible_devices(facts: ModuleFacts) -> list[Assignment]:
-    """Writes of CUDA_VISIBLE_DEVICES that differ per process: a rank, or any computed value
-    (a constant string gives every process the same GPUs)."""
+    """Writes of CUDA_VISIBLE_DEVICES that differ per process: a rank, or a value computed in a
+    function (a constant string, or an option written at module level or by the launcher before
+    mp.spawn, gives every process the same GPUs)."""
     return [w for w in facts.env_writes.get("CUDA_VISIBLE_DEVICES", [])
-            if facts.role_of(w.value, w.function) is not None or string_value(w.value) is None]
+            if facts.role_of(w.value, w.function) is not None
+            or string_value(w.value) is None and w.function != ""
+            and not any(c.name in SPAWN for c in facts.calls_in(w.function))]
 
 
 class Summaries:
