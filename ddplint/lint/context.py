@@ -95,6 +95,13 @@ class LintContext:
         if found is None:
             return None
         module_path, module_facts, attr = found
+        package, _, last = name.rpartition(".")
+        if not attr and package and hops > 0:
+            # `dist.launch` where distributed/__init__.py does `from .launch import launch`: the
+            # package's attribute is the function it re-exports, not the submodule of that name
+            parent = self.project.resolve(path, package)
+            if parent is not None and not parent[2] and last in parent[1].imports:
+                return self.resolve_function(parent[1], parent[0], parent[1].qualify(last), hops - 1)
         if attr and attr in module_facts.functions:
             return module_facts, module_path, attr
         if constructors and attr and f"{attr}.__init__" in module_facts.functions:

@@ -137,6 +137,11 @@ class Summaries:
         facts, path = facts or self.ctx.facts, path or self.ctx.path
         found = direct_effects(site)
         resolved = self.ctx.resolve_function(facts, path, self.ctx.method_target(facts, site))
+        if site.name in SPAWN and facts is not self.ctx.facts:
+            # a helper that spawns the workers does what they do (`dist.launch(main, n_gpu)`);
+            # the linted module's own workers are judged where they act
+            target = arg(site.node, 0, "fn")
+            resolved = self.ctx.resolve_function(facts, path, dotted(target)) if target is not None else None
         if resolved is not None:
             inner_facts, inner_path, function = resolved
             inner_bindings = constants.bind_call(site.node, inner_facts, function, bindings or {})
