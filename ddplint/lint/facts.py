@@ -784,6 +784,8 @@ def _infer_roles(facts: ModuleFacts) -> None:
         info = facts.functions.get(target)
         if info is not None and info.params:
             facts.roles[(target, info.params[0])] = Role.LOCAL_RANK
+    fallback: set[tuple[str, str]] = set()  # names held local where a branch binds the global rank
+    branch_global: set[tuple[str, str]] = set()
     for _ in range(2):  # a second round lets roles flow through one more assignment
         for a in facts.assignments:
             scope = "*" if "." in a.target else a.function
@@ -792,8 +794,21 @@ def _infer_roles(facts: ModuleFacts) -> None:
                     facts.roles[("*", f"{a.target}.{key}")] = role
                 continue
             role = None if a.element else facts.role_of(a.value, a.function)
-            if role is not None:
-                facts.roles[(scope, a.target)] = role
+            if role is None:
+                continue
+            key = (scope, a.target)
+            # a name that holds the local rank on one path and the global one only in a branch
+            # (`rank = LOCAL_RANK if set, elif RANK: rank = RANK`) is taken as local: precision first
+            if role is Role.GLOBAL_RANK and a.conditions and facts.roles.get(key) is Role.LOCAL_RANK:
+                fallback.add(key)
+                continue
+            if role is Role.LOCAL_RANK and key in fallback:
+                continue
+            if role is Role.LOCAL_RANK and facts.roles.get(key) is Role.GLOBAL_RANK and key in branch_global:
+                fallback.add(key)
+            if role is Role.GLOBAL_RANK and a.conditions:
+                branch_global.add(key)
+            facts.roles[key] = role
 
 
 def _environment_dict(facts: ModuleFacts, comp: cst.DictComp) -> list[tuple[str, Role]]:
