@@ -71,6 +71,8 @@ class MissingSetEpoch(Rule):
                 continue
             if any(_escapes(ctx, n) for n in names):
                 continue  # handed to a function this linter cannot see into
+            if _single_pass(facts, site, names):
+                continue  # one pass over the data: there is no next epoch to reshuffle
             if receivers and any(_returned(facts, site.function, n) for n in names):
                 continue  # returned to a caller that keeps it under its own name (`self._sampler, ... = ...`)
             if lasts & {"sampler", "batch_sampler"} or not names and receivers:
@@ -83,6 +85,19 @@ class MissingSetEpoch(Rule):
                 f"order; call {label}.set_epoch(epoch) at the start of the epoch loop",
                 _set_epoch_fix(facts, site),
             )
+
+
+def _single_pass(facts: ModuleFacts, site: CallSite, names: list[str]) -> bool:
+    """The module iterates the sampler's loader and has no loop that could run once per epoch
+    (`for step, batch in enumerate(loader):` up to a step limit, and nothing around it)."""
+    if any(epoch_loop(loop.node) for loop in facts.loops):
+        return False
+    held = {
+        name for loader in loaders(facts)
+        if (given := arg(loader.node, 3, "sampler")) is not None and (given is site.node or reference(given) in names)
+        for name in bound_names(facts, loader.node)
+    }
+    return any(held & names_in(loop.node.iter) for loop in facts.loops if isinstance(loop.node, cst.For))
 
 
 def _through_named_loaders(facts: ModuleFacts, receivers: set[str]) -> tuple[set[int], set[str]]:
