@@ -638,10 +638,13 @@ class _Collector(Walker):
             self._record(f"{self.scope}.{target}", value)  # `class Config: device = "cuda:0"`: Config.device
 
     def _assign(self, target: cst.BaseExpression, value: cst.BaseExpression) -> None:
-        if isinstance(target, (cst.Tuple, cst.List)) and isinstance(value, (cst.Tuple, cst.List)):
-            if len(target.elements) == len(value.elements):
+        if isinstance(target, (cst.Tuple, cst.List)):
+            if isinstance(value, (cst.Tuple, cst.List)) and len(target.elements) == len(value.elements):
                 for t, v in zip(target.elements, value.elements):
                     self._assign(t.value, v.value)
+            elif not isinstance(value, (cst.Tuple, cst.List)):  # `loss, step = train(...)`: a part each
+                for name in _target_names(target):
+                    self._record(name, value, element=True)
             return
         env = self.facts.env_read(target) if isinstance(target, cst.Subscript) else None
         if env is not None:
