@@ -8,7 +8,7 @@ from ddplint.diagnostics import Severity
 from ddplint.lint.context import LintContext
 from ddplint.lint.facts import INIT_PG
 from ddplint.lint.rules.base import Finding, Rule
-from ddplint.lint.summaries import Effect
+from ddplint.lint.summaries import DESTROY_PG, Effect
 
 
 class MissingDestroyProcessGroup(Rule):
@@ -18,7 +18,14 @@ class MissingDestroyProcessGroup(Rule):
     def check(self, ctx: LintContext) -> Iterator[Finding]:
         facts = ctx.facts
         inits = [s for s in ctx.summaries.sites_with(Effect.INIT_GROUP) if not self._through_other_script(ctx, s)]
-        if not inits or ctx.summaries.sites_with(Effect.DESTROYS_GROUP):
+        if not inits:
+            return
+        destroys = ctx.summaries.sites_with(Effect.DESTROYS_GROUP)
+        # a teardown that only the main process reaches (`if rank == 0: destroy_process_group()`)
+        # leaves every other rank's group alive
+        own = [s for s in destroys if s.name == DESTROY_PG]
+        main_only = bool(own) and all(ctx.guards.rank_conditional(s) for s in own)
+        if destroys and not main_only:
             return
         if not facts.is_script and not any(s.function == "" for s in inits):
             return  # a library module: whoever calls it decides when to tear down
@@ -26,6 +33,9 @@ class MissingDestroyProcessGroup(Rule):
         site = min(direct, key=lambda s: s.order)
         yield Finding(
             site.node,
+            "the process group is destroyed on the main process only: the other ranks leak NCCL "
+            "resources at exit and can hang in teardown; call dist.destroy_process_group() on every rank"
+            if main_only else
             "the process group is never destroyed: at exit NCCL resources leak, PyTorch warns and "
             "ranks can hang in teardown; call dist.destroy_process_group() at the end of training",
         )
