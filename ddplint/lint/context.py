@@ -58,7 +58,9 @@ class LintContext:
         if name.startswith("torch.") or name.split(".")[0] in {"os", "sys", "torch"}:
             return None
         receiver, _, member = name.rpartition(".")
-        cls = self.class_of(facts, path, receiver) if receiver else None
+        # `from mpu import MPU` names mpu.MPU, even beside a variable `mpu = MPU(...)`
+        imported = name in facts.imports.values()
+        cls = self.class_of(facts, path, receiver) if receiver and not imported else None
         if cls is not None and cls != receiver:  # `env.primary` where `env = Env(...)`
             return self.resolve_function(facts, path, f"{facts.qualify(cls) or cls}.{member}", hops)
         key = (id(facts), name, hops)
