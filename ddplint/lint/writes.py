@@ -207,12 +207,12 @@ def _helper_writes(ctx: LintContext, site: CallSite, kind: str, facts: ModuleFac
         cache[key] = False  # recursion guard
         cache[key] = any(
             not ctx.guards.guarded_here(inner, inner_facts, inner_path)
-            and not _undecided(ctx, inner, inner_facts, inner_path)
             and not (inner.locked and kind != MKDIR)
             and not constants.dark(inner.conditions, bindings)
             and not any(not c.negated and dotted(c.test) in off for c in inner.conditions)
             and (effect_of(inner, inner_facts, bindings) == kind
                  or _helper_writes(ctx, inner, kind, inner_facts, inner_path))
+            and not _undecided(ctx, inner, inner_facts, inner_path)
             for inner in inner_facts.calls_within(function)
         )
     return cache[key]
@@ -222,12 +222,13 @@ def _undecided(ctx: LintContext, site: CallSite, facts: ModuleFacts, path: Path)
     """Under a test whose other side writes only on the main process (`if hasattr(args,
     "distributed"): <guarded write> else: <write>`): the test tells the runs apart in a way the
     analysis cannot read, and the write is given the benefit of the doubt."""
+    kind = effect_of(site, facts)
     for condition in site.conditions:
         if ctx.guards.condition_kind(condition, facts, path, site.function) is not None:
             continue
         other = [s for s in facts.calls_in(site.function) if s is not site and any(
             c.test is condition.test and c.negated != condition.negated for c in s.conditions)]
-        if any(effect_of(s, facts) == effect_of(site, facts) and ctx.guards.guarded_here(s, facts, path) for s in other):
+        if any(effect_of(s, facts) == kind and ctx.guards.guarded_here(s, facts, path) for s in other):
             return True
     return False
 
