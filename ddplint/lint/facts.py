@@ -643,8 +643,8 @@ class _Collector(Walker):
                 for t, v in zip(target.elements, value.elements):
                     self._assign(t.value, v.value)
             elif not isinstance(value, (cst.Tuple, cst.List)):  # `loss, step = train(...)`: a part each
-                for name in _target_names(target):
-                    self._record(name, value, element=True)
+                for part in _target_names(target):
+                    self._record(part, value, element=True)
             return
         env = self.facts.env_read(target) if isinstance(target, cst.Subscript) else None
         if env is not None:
@@ -799,19 +799,19 @@ def _infer_roles(facts: ModuleFacts) -> None:
             role = None if a.element else facts.role_of(a.value, a.function)
             if role is None:
                 continue
-            key = (scope, a.target)
+            held = (scope, a.target)
             # a name that holds the local rank on one path and the global one only in a branch
             # (`rank = LOCAL_RANK if set, elif RANK: rank = RANK`) is taken as local: precision first
-            if role is Role.GLOBAL_RANK and a.conditions and facts.roles.get(key) is Role.LOCAL_RANK:
-                fallback.add(key)
+            if role is Role.GLOBAL_RANK and a.conditions and facts.roles.get(held) is Role.LOCAL_RANK:
+                fallback.add(held)
                 continue
-            if role is Role.LOCAL_RANK and key in fallback:
+            if role is Role.LOCAL_RANK and held in fallback:
                 continue
-            if role is Role.LOCAL_RANK and facts.roles.get(key) is Role.GLOBAL_RANK and key in branch_global:
-                fallback.add(key)
+            if role is Role.LOCAL_RANK and facts.roles.get(held) is Role.GLOBAL_RANK and held in branch_global:
+                fallback.add(held)
             if role is Role.GLOBAL_RANK and a.conditions:
-                branch_global.add(key)
-            facts.roles[key] = role
+                branch_global.add(held)
+            facts.roles[held] = role
 
 
 def _environment_dict(facts: ModuleFacts, comp: cst.DictComp) -> list[tuple[str, Role]]:
