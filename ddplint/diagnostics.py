@@ -28,6 +28,16 @@ class Fix:
 
 
 @dataclass(frozen=True)
+class Related:
+    """Where a finding that comes through a helper happens inside it (SARIF relatedLocations)."""
+
+    path: str
+    line: int  # 1-based
+    col: int  # 1-based
+    message: str
+
+
+@dataclass(frozen=True)
 class Diagnostic:
     path: str  # as the user named it (relative when they passed a relative path)
     line: int  # 1-based
@@ -40,6 +50,7 @@ class Diagnostic:
     fix: Fix | None = None
     source_line: str = ""  # the text of `line`, for fingerprints and context
     cell: int | None = None  # in a notebook: the cell (1-based, all cells counted); `line` is within it
+    related: tuple[Related, ...] = ()  # the write, load or setting inside the helper a call reaches
 
     def sort_key(self) -> tuple:
         return (self.path, self.cell or 0, self.line, self.col, self.code)

@@ -63,7 +63,8 @@ def test_json_output_schema():
     assert data["summary"] == {"files": 1, "problems": 2, "errors": 0, "fixable": 0, "baselined": 0}
     first = data["diagnostics"][0]
     assert set(first) == {"path", "cell", "line", "column", "end_line", "end_column", "code", "name", "severity",
-                          "message", "fix", "fixable"}
+                          "message", "fix", "fixable", "related"}
+    assert first["related"] == []
     assert (first["code"], first["name"], first["line"]) == ("DDP101", "hard-coded-cuda-index", 13)
 
 

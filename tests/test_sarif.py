@@ -88,6 +88,18 @@ def test_fixture_run_is_valid_and_carries_the_rule_docs(fixture_run, validator):
     assert run["invocations"] == [{"executionSuccessful": True}]
 
 
+def test_a_finding_through_a_helper_carries_the_place_inside_it(fixture_run):
+    _, log, _ = fixture_run
+    call = "fixtures/lint/projects/unguarded_save_helper/train.py"
+    (result,) = [r for r in log["runs"][0]["results"] if r["ruleId"] == "DDP301"
+                 and r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] == call]
+    (inside,) = result["relatedLocations"]
+    where = inside["physicalLocation"]
+    assert where["artifactLocation"]["uri"] == "fixtures/lint/projects/unguarded_save_helper/checkpointing.py"
+    assert (where["region"]["startLine"], where["region"]["startColumn"]) == (9, 5)
+    assert inside["message"]["text"] == "torch.save() here, on every rank"
+
+
 def test_results_match_the_json_report(fixture_run):
     _, log, reference = fixture_run
     run = log["runs"][0]

@@ -12,14 +12,14 @@ import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from ddplint.config import Config
-from ddplint.diagnostics import Diagnostic, Edit, FileError, Fix
+from ddplint.diagnostics import Diagnostic, Edit, FileError, Fix, Related
 from ddplint.lint import facts as facts_mod
 from ddplint.lint import limits
 from ddplint.lint.context import LintContext
 from ddplint.lint.engine import NOQA, LintResult
 from ddplint.lint.project import ProjectIndex
 from ddplint.lint.rules import ALL_RULES
-from ddplint.lint.rules.base import InsertBefore, Replace, Rule
+from ddplint.lint.rules.base import InsertBefore, Inside, Replace, Rule
 from ddplint.lint.source import SourceError, decode_source, read_bytes
 
 
@@ -91,14 +91,14 @@ def analyse(path, text, lines, config, rules, project, result: LintResult) -> No
         positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
         seen = set()  # one node can match a rule twice (`device=torch.device("cuda")`)
         for rule, finding in found:
-            diagnostic = _diagnostic(path, rule, finding, positions, module, lines)
+            diagnostic = _diagnostic(path, rule, finding, positions, module, lines, project)
             where = (diagnostic.code, diagnostic.line, diagnostic.col, diagnostic.end_line, diagnostic.end_col)
             if where not in seen and not _suppressed(diagnostic, lines):
                 seen.add(where)
                 result.diagnostics.append(diagnostic)
 
 
-def _diagnostic(path, rule, finding, positions, module, lines) -> Diagnostic:
+def _diagnostic(path, rule, finding, positions, module, lines, project: ProjectIndex) -> Diagnostic:
     where = positions[finding.node]
     start, end = where.start, where.end
     fix = None
@@ -115,7 +115,16 @@ def _diagnostic(path, rule, finding, positions, module, lines) -> Diagnostic:
         severity=rule.severity,
         fix=fix,
         source_line=lines[start.line - 1] if 0 < start.line <= len(lines) else "",
+        related=tuple(_related(path, inside, project) for inside in finding.inside),
     )
+
+
+def _related(path: Path, inside: Inside, project: ProjectIndex) -> Related:
+    """The place inside a helper, named as the linted file is (relative to the working
+    directory when the user named a relative path)."""
+    line, col = project.position(inside.path, inside.node) or (1, 1)
+    shown = str(inside.path) if Path(path).is_absolute() else os.path.relpath(inside.path)
+    return Related(shown, line, col, inside.message)
 
 
 def _edit(edit: Replace | InsertBefore, positions, module: cst.Module, lines: list[str]) -> Edit:

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from ddplint import __version__
 from ddplint.config import Config
-from ddplint.diagnostics import Diagnostic, Edit, FileError, Fix, Severity
+from ddplint.diagnostics import Diagnostic, Edit, FileError, Fix, Related, Severity
 from ddplint.lint.engine import FileOutcome, LintResult
 from ddplint.lint.source import SourceError, read_bytes
 
@@ -176,6 +176,7 @@ def _diagnostic(data: dict, path: str) -> Diagnostic:
         **data,
         "path": path,
         "severity": Severity(data["severity"]),
+        "related": tuple(Related(**r) for r in data.get("related", ())),
         "fix": None if fix is None else Fix(
             fix["description"],
             tuple(Edit(tuple(e["start"]), tuple(e["end"]), e["text"]) for e in fix["edits"]),

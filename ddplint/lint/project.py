@@ -7,9 +7,11 @@ script was named on the command line.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 import libcst as cst
+from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
 from ddplint.lint import facts as facts_mod
 from ddplint.lint.source import SourceError, read_source
@@ -24,6 +26,7 @@ class ProjectIndex:
         # (directory of the importer, dotted name) -> where it lives; rules ask about every call
         self._resolved: dict[tuple[Path, int, str], tuple[Path, str] | None] = {}
         self._files: dict[tuple[Path, tuple[str, ...]], Path | None] = {}  # (base, dotted parts) -> module file
+        self._positions: dict[Path, Mapping[cst.CSTNode, CodeRange] | None] = {}
 
     def facts_for(self, path: Path) -> facts_mod.ModuleFacts | None:
         path = path.resolve()
@@ -45,6 +48,18 @@ class ProjectIndex:
 
     def remember(self, path: Path, text: str, module: cst.Module, facts: facts_mod.ModuleFacts) -> None:
         self._cache[path.resolve()] = (text, module, facts)
+
+    def position(self, path: Path, node: cst.CSTNode) -> tuple[int, int] | None:
+        """(line, 1-based column) of a node of a parsed project module; positions are worked out
+        only for modules that a reported finding points into."""
+        path = path.resolve()
+        if path not in self._positions:
+            cached = self._cache.get(path)
+            self._positions[path] = None if cached is None else \
+                MetadataWrapper(cached[1], unsafe_skip_copy=True).resolve(PositionProvider)
+        positions = self._positions[path]
+        where = positions.get(node) if positions is not None else None
+        return (where.start.line, where.start.column + 1) if where is not None else None
 
     def resolve(self, importer: Path, qualified: str) -> tuple[Path, facts_mod.ModuleFacts, str] | None:
         """Find the project module that defines `qualified` ("util.misc.save_on_master").

@@ -27,6 +27,7 @@ from ddplint.lint.names import (
     string_value,
 )
 from ddplint.lint.roles import RANK_CALLS, RANKS
+from ddplint.lint.rules.base import Inside
 
 CHECKPOINT, LOG, MKDIR = "checkpoint", "log", "mkdir"
 CHECKPOINT_WRITERS = {"torch.save", "safetensors.torch.save_file", "safetensors.torch.save_model"}
@@ -168,34 +169,33 @@ def _is_devnull(target: cst.BaseExpression | None, facts: ModuleFacts) -> bool:
     return target is not None and facts.qualify(dotted(target)) == "os.devnull"
 
 
-def unguarded_writes(ctx: LintContext, kind: str) -> Iterator[tuple[CallSite, str | None]]:
+def unguarded_writes(ctx: LintContext, kind: str) -> Iterator[tuple[CallSite, Inside | None]]:
     """Sites of this module that every rank reaches and that write `kind`.
 
-    Yields the site and, for a call into another module of the project, the helper's name.
+    Yields the site and, for a call into another module of the project, the write inside it.
     """
     guards = ctx.guards
     for site in ctx.facts.calls:
         if guards.safe_helper(site):
             continue
-        if effect_of(site, ctx.facts) == kind:
-            helper = None
-        elif _helper_writes(ctx, site, kind, ctx.facts, ctx.path, top=True) \
-                and not _per_rank_path_argument(ctx, site, kind):
-            helper = dotted(site.node.func)  # (a helper given a per-rank path writes per rank)
-        else:
-            continue
+        inside = None
+        if effect_of(site, ctx.facts) != kind:
+            inside = _helper_writes(ctx, site, kind, ctx.facts, ctx.path, top=True)
+            if inside is None or _per_rank_path_argument(ctx, site, kind):
+                continue  # (a helper given a per-rank path writes per rank)
         # rank 0 first, the others after it (a cache): not concurrent, but a second makedirs still raises
         if not guards.main_only(site, main_first=kind != MKDIR) and not _undecided(ctx, site, ctx.facts, ctx.path):
-            yield site, helper
+            yield site, inside
 
 
 def _helper_writes(ctx: LintContext, site: CallSite, kind: str, facts: ModuleFacts, path: Path,
-                   top: bool = False) -> bool:
-    """The site calls a function of another project module that writes `kind` without a guard
-    (memoised per function and arguments; a recursive call adds nothing)."""
+                   top: bool = False) -> Inside | None:
+    """The unguarded write of `kind` in the function of another project module that the site
+    calls, followed through the helpers it calls (memoised per function and arguments; a
+    recursive call adds nothing)."""
     resolved = ctx.resolve_function(facts, path, ctx.method_target(facts, site))
     if resolved is None or resolved[0] is ctx.facts and top:
-        return False  # functions of the linted module are judged where they write
+        return None  # functions of the linted module are judged where they write
     inner_facts, inner_path, function = resolved
     definition = inner_facts.functions[function].node
     # `setup_logging()` leaves log_path=None: its `if log_path:` block stays dark
@@ -204,17 +204,18 @@ def _helper_writes(ctx: LintContext, site: CallSite, kind: str, facts: ModuleFac
     key = (id(inner_facts), function, "writes", kind, off, constants.key(bindings))
     cache = ctx.memo
     if key not in cache:
-        cache[key] = False  # recursion guard
-        cache[key] = any(
-            not ctx.guards.guarded_here(inner, inner_facts, inner_path)
+        cache[key] = None  # recursion guard
+        cache[key] = next((
+            found for inner in inner_facts.calls_within(function)
+            if not ctx.guards.guarded_here(inner, inner_facts, inner_path)
             and not (inner.locked and kind != MKDIR)
             and not constants.dark(inner.conditions, bindings)
             and not any(not c.negated and dotted(c.test) in off for c in inner.conditions)
-            and (effect_of(inner, inner_facts, bindings) == kind
-                 or _helper_writes(ctx, inner, kind, inner_facts, inner_path))
+            and (found := Inside(inner_path, inner.node, f"{dotted(inner.node.func) or 'the write'}() here, on every rank")
+                 if effect_of(inner, inner_facts, bindings) == kind
+                 else _helper_writes(ctx, inner, kind, inner_facts, inner_path)) is not None
             and not _undecided(ctx, inner, inner_facts, inner_path)
-            for inner in inner_facts.calls_within(function)
-        )
+        ), None)
     return cache[key]
 
 

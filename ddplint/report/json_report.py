@@ -41,6 +41,7 @@ def _diagnostic(d: Diagnostic, options: ReportOptions) -> dict:
         "message": d.message,
         "fix": fix,
         "fixable": fixable(d.fix, options),
+        "related": [{"path": r.path, "line": r.line, "column": r.col, "message": r.message} for r in d.related],
     }
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import gzip
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import quote
 
@@ -77,7 +78,7 @@ def _serialize(result, config, root, findings, prints, kept, unparsable, options
             artifacts[path] = _artifact(path, root)
         return artifacts[path]
 
-    results = [_result(d, index[d.code], prints[i], artifact(d.path), options)
+    results = [_result(d, index[d.code], prints[i], artifact, options)
                for i, d in enumerate(findings) if i in kept]
     notifications = [
         *(_notification(d.path, d.message, artifact(d.path), d) for d in unparsable),
@@ -130,8 +131,9 @@ def _region(line: int, col: int, end_line: int, end_col: int) -> om.Region:
     return om.Region(start_line=line, start_column=col, end_line=end_line, end_column=end_col)
 
 
-def _result(d: Diagnostic, rule_index: int, fingerprint: str, artifact: om.ArtifactLocation,
-            options: ReportOptions) -> om.Result:
+def _result(d: Diagnostic, rule_index: int, fingerprint: str,
+            artifact_of: Callable[[str], om.ArtifactLocation], options: ReportOptions) -> om.Result:
+    artifact = artifact_of(d.path)
     fixes = None
     if d.fix is not None and fixable(d.fix, options):  # an unsafe one only with --unsafe-fixes
         fixes = [om.Fix(
@@ -153,6 +155,11 @@ def _result(d: Diagnostic, rule_index: int, fingerprint: str, artifact: om.Artif
         level=d.severity.value,
         message=om.Message(text=d.message),
         locations=[_location(d, artifact)],
+        related_locations=[
+            om.Location(id=i, message=om.Message(text=r.message), physical_location=om.PhysicalLocation(
+                artifact_location=artifact_of(r.path), region=om.Region(start_line=r.line, start_column=r.col)))
+            for i, r in enumerate(d.related)
+        ] or None,
         partial_fingerprints={FINGERPRINT_KEY: fingerprint},
         fixes=fixes,
     )

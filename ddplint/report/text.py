@@ -1,5 +1,7 @@
 """`path:line:col: DDP101 message`, one finding per line, then a one-line summary.
 
+A finding at a call of a project helper ends with where the mistake is inside it:
+`(at utils.py:12:5)`.
 A fixable finding is marked `[*]`. On a terminal (or with --show-source) the source line
 and a caret under the reported span follow each finding; in a notebook the position reads
 `path:cell N, line L, col C`.
@@ -29,7 +31,8 @@ def render(result: LintResult, config: Config, options: ReportOptions = DEFAULTS
     for d in result.diagnostics:
         mark = "[*] " if fixable(d.fix, options) else ""
         code = paint(d.code, BOLD, RED if d.severity is Severity.ERROR else YELLOW)
-        lines.append(f"{paint(position(d), BOLD)}: {code} {paint(mark, CYAN) if mark else ''}{d.message}")
+        inside = "".join(f" (at {r.path}:{r.line}:{r.col})" for r in d.related)  # the helper's own line
+        lines.append(f"{paint(position(d), BOLD)}: {code} {paint(mark, CYAN) if mark else ''}{d.message}{inside}")
         if options.show_source and d.source_line:
             lines.extend(_snippet(d, paint))
         if options.show_fixes and d.fix is not None and mark:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
 import libcst as cst
@@ -41,12 +42,22 @@ class Remedy:
 
 
 @dataclass(frozen=True)
+class Inside:
+    """The node inside a project helper (in another module) that a reported call reaches."""
+
+    path: Path
+    node: cst.CSTNode
+    message: str
+
+
+@dataclass(frozen=True)
 class Finding:
     """A rule's report about one node; the engine turns it into a positioned Diagnostic."""
 
     node: cst.CSTNode
     message: str
     fix: Remedy | None = None
+    inside: tuple[Inside, ...] = ()  # for a call of a helper: where the mistake is in it
 
 
 class Rule:

@@ -17,10 +17,12 @@ class UnguardedCheckpointSave(Rule):
     beside_frameworks = OUTSIDE_TRAINER
 
     def check(self, ctx: LintContext) -> Iterator[Finding]:
-        for site, helper in unguarded_writes(ctx, CHECKPOINT):
-            what = f"{helper}() saves a checkpoint" if helper else f"{dotted(site.node.func) or 'save'}() runs"
+        for site, inside in unguarded_writes(ctx, CHECKPOINT):
+            name = dotted(site.node.func)
+            what = f"{name}() saves a checkpoint" if inside else f"{name or 'save'}() runs"
             yield Finding(
                 site.node,
                 f"{what} on every rank: all ranks write the same file at once (corrupt or truncated "
                 "checkpoint, N times the I/O); save only on the main process (if rank == 0:)",
+                inside=(inside,) if inside else (),
             )

@@ -19,10 +19,12 @@ class UnguardedLogWriter(Rule):
     severity = Severity.WARNING
 
     def check(self, ctx: LintContext) -> Iterator[Finding]:
-        for site, helper in unguarded_writes(ctx, LOG):
-            what = f"{helper}() writes to a file" if helper else f"{dotted(site.node.func) or 'this call'}() opens a log/output"
+        for site, inside in unguarded_writes(ctx, LOG):
+            name = dotted(site.node.func)
+            what = f"{name}() writes to a file" if inside else f"{name or 'this call'}() opens a log/output"
             yield Finding(
                 site.node,
                 f"{what} on every rank: each process writes the same file or run (interleaved, "
                 "duplicated or clobbered logs); create it only on the main process (if rank == 0:)",
+                inside=(inside,) if inside else (),
             )

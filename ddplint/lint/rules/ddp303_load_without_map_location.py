@@ -19,7 +19,7 @@ from ddplint.lint.names import (
     with_argument,
 )
 from ddplint.lint.paths import never_runs
-from ddplint.lint.rules.base import Finding, Remedy, Replace, Rule
+from ddplint.lint.rules.base import Finding, Inside, Remedy, Replace, Rule
 from ddplint.lint.writes import OUTSIDE_TRAINER
 
 
@@ -39,12 +39,14 @@ class LoadWithoutMapLocation(Rule):
         for site in facts.calls:
             if site.name == "torch.load" or ctx.guards.main_only(site) or never_runs(facts, site):
                 continue
-            if _helper_loads(ctx, site, facts, ctx.path, top=True):
+            inside = _helper_loads(ctx, site, facts, ctx.path, top=True)
+            if inside is not None:
                 yield Finding(
                     site.node,
                     f"{dotted(site.node.func)}() restores a checkpoint with torch.load and no map_location "
                     "on every rank: each puts the tensors back on the GPU they were saved from (all on GPU 0: "
                     "out of memory); pass map_location='cpu' or map_location=f'cuda:{local_rank}' in it",
+                    inside=(inside,),
                 )
         for site in facts.calls_to("torch.load"):
             call = site.node
@@ -73,17 +75,19 @@ def _bare_restore(ctx: LintContext, site: CallSite, facts: ModuleFacts) -> bool:
     return _restores(site, facts, ctx.memo[key])
 
 
-def _helper_loads(ctx: LintContext, site: CallSite, facts: ModuleFacts, path: Path, top: bool = False) -> bool:
-    """The site calls a function of another project module that restores a checkpoint without
-    map_location outside any rank test."""
-    def answer(inner_facts: ModuleFacts, inner_path: Path, function: str) -> bool:
-        return any(
-            not ctx.guards.guarded_here(inner, inner_facts, inner_path) and not never_runs(inner_facts, inner)
-            and (_bare_restore(ctx, inner, inner_facts) if inner.name == "torch.load"
-                 else _helper_loads(ctx, inner, inner_facts, inner_path))
-            for inner in inner_facts.calls_within(function)
-        )
-    return ask_helper(ctx, site, facts, path, "loads without map_location", answer, False, top)
+def _helper_loads(ctx: LintContext, site: CallSite, facts: ModuleFacts, path: Path,
+                  top: bool = False) -> Inside | None:
+    """The torch.load without map_location, outside any rank test, that restores a checkpoint in
+    the function of another project module the site calls (followed through its helpers)."""
+    def answer(inner_facts: ModuleFacts, inner_path: Path, function: str) -> Inside | None:
+        return next((
+            found for inner in inner_facts.calls_within(function)
+            if not ctx.guards.guarded_here(inner, inner_facts, inner_path) and not never_runs(inner_facts, inner)
+            and (found := (Inside(inner_path, inner.node, "torch.load() without map_location here, on every rank")
+                           if _bare_restore(ctx, inner, inner_facts) else None) if inner.name == "torch.load"
+                 else _helper_loads(ctx, inner, inner_facts, inner_path)) is not None
+        ), None)
+    return ask_helper(ctx, site, facts, path, "loads without map_location", answer, None, top)
 
 
 def _restoring_names(facts: ModuleFacts) -> set[str]:

@@ -20,7 +20,8 @@ class MakedirsRace(Rule):
     beside_frameworks = OUTSIDE_TRAINER
 
     def check(self, ctx: LintContext) -> Iterator[Finding]:
-        for site, helper in unguarded_writes(ctx, MKDIR):
+        for site, inside in unguarded_writes(ctx, MKDIR):
+            helper = dotted(site.node.func) if inside else None
             # os.makedirs and Path.mkdir both take exist_ok as their third parameter; os.mkdir has none
             mkdir = ctx.facts.qualify(dotted(site.node.func)) == "os.mkdir"
             if helper:
@@ -36,4 +37,5 @@ class MakedirsRace(Rule):
                 f"{remedy} (or create it only on the main process)",
                 Remedy("pass exist_ok=True", Replace(site.node, with_argument(site.node, "exist_ok", 2, cst.Name("True"))))
                 if fixable else None,
+                inside=(inside,) if inside else (),
             )

@@ -12,7 +12,7 @@ from ddplint.lint.facts import Assignment, CallSite, ModuleFacts, starts_own_wor
 from ddplint.lint.helpers import ask_helper
 from ddplint.lint.names import arg, dotted, int_value, names_in, reference, string_value
 from ddplint.lint.roles import LOCAL_RANK_FLAGS
-from ddplint.lint.rules.base import Finding, Rule
+from ddplint.lint.rules.base import Finding, Inside, Rule
 
 RENDEZVOUS = ("MASTER_PORT", "MASTER_ADDR")
 
@@ -36,11 +36,13 @@ class HardCodedMasterPort(Rule):
         for site in facts.calls:
             pinned = _pinned_by_helper(ctx, site, facts, ctx.path, top=True)
             if pinned is not None:
+                variable, inside = pinned
                 yield Finding(
                     site.node,
-                    f"{dotted(site.node.func)}() hard-codes {pinned} in a script that torchrun launches: it "
+                    f"{dotted(site.node.func)}() hard-codes {variable} in a script that torchrun launches: it "
                     "overrides the launcher's rendezvous and collides with other jobs on the node (address in "
                     "use or a hang); set it only where the environment does not (os.environ.setdefault)",
+                    inside=(inside,),
                 )
 
 
@@ -50,11 +52,12 @@ def _pinned(write: Assignment, facts: ModuleFacts) -> bool:
 
 
 def _pinned_by_helper(ctx: LintContext, site: CallSite, facts: ModuleFacts, path: Path,
-                      top: bool = False) -> str | None:
-    """The rendezvous variable a function of another project module pins."""
-    def answer(inner_facts: ModuleFacts, inner_path: Path, function: str) -> str | None:
+                      top: bool = False) -> tuple[str, Inside] | None:
+    """The rendezvous variable a function of another project module pins, and where."""
+    def answer(inner_facts: ModuleFacts, inner_path: Path, function: str) -> tuple[str, Inside] | None:
         return next((
-            variable for variable in RENDEZVOUS for write in inner_facts.env_writes.get(variable, [])
+            (variable, Inside(inner_path, write.value, f"{variable} set here"))
+            for variable in RENDEZVOUS for write in inner_facts.env_writes.get(variable, [])
             if (write.function == function or write.function.startswith(f"{function}.")) and _pinned(write, inner_facts)
         ), None) or next((
             found for inner in inner_facts.calls_within(function)

@@ -1,0 +1,56 @@
+"""A finding at a call of a project helper names where the mistake is inside the helper: in the
+text line, in the JSON `related` list and as SARIF relatedLocations (tests/test_sarif.py
+validates those against the schema), also when served from the cache."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+from conftest import FIXTURES, run_cli
+
+PROJECTS = FIXTURES / "lint" / "projects"
+
+
+def related_of(cwd, *args: str) -> dict[str, list[tuple[str, int, int]]]:
+    proc = run_cli("--output-format", "json", *args, cwd=cwd)
+    assert proc.returncode == 1, proc.stderr
+    return {
+        d["code"]: [(r["path"], r["line"], r["column"]) for r in d["related"]]
+        for d in json.loads(proc.stdout)["diagnostics"]
+    }
+
+
+def test_a_helper_save_and_makedirs_point_into_the_helper(tmp_path):
+    project = shutil.copytree(PROJECTS / "unguarded_save_helper", tmp_path / "project")
+    assert related_of(project, "--no-cache", "train.py") == {
+        "DDP301": [("checkpointing.py", 9, 5)], "DDP304": [("checkpointing.py", 8, 5)],
+    }
+    text = run_cli("--no-cache", "train.py", cwd=project).stdout
+    assert "DDP301 save_checkpoint() saves a checkpoint on every rank" in text
+    assert "(at checkpointing.py:9:5)" in text.splitlines()[0] + text.splitlines()[1]
+
+
+def test_a_helper_load_and_a_pinned_port_point_into_the_helper(tmp_path):
+    loads = shutil.copytree(PROJECTS / "helper_restore_without_map_location", tmp_path / "loads")
+    assert related_of(loads, "--no-cache", "train.py")["DDP303"] == [("ckpt_utils.py", 9, 13)]
+    port = shutil.copytree(PROJECTS / "helper_pins_port", tmp_path / "port")
+    (path, line, _), = related_of(port, "--no-cache", "train.py")["DDP403"]
+    assert path == "dist_setup.py" and "MASTER_PORT" in (port / path).read_text().splitlines()[line - 1]
+
+
+def test_an_absolute_path_on_the_command_line_gives_absolute_related_paths(tmp_path):
+    project = shutil.copytree(PROJECTS / "unguarded_save_helper", tmp_path / "project")
+    related = related_of(tmp_path, "--no-cache", str(project / "train.py"))
+    assert related["DDP301"] == [(str((project / "checkpointing.py").resolve()), 9, 5)]
+
+
+def test_the_cache_keeps_the_related_places(tmp_path):
+    project = shutil.copytree(PROJECTS / "unguarded_save_helper", tmp_path / "project")
+    first = related_of(project, "train.py")
+    assert (project / ".ddplint_cache").is_dir()
+    assert related_of(project, "train.py") == first
+
+
+def test_a_finding_in_the_linted_file_itself_has_no_related_places(tmp_path):
+    assert related_of(FIXTURES / "lint" / "device", "--no-cache", "hardcoded_to_cuda0.py") == {"DDP101": []}
