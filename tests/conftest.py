@@ -11,6 +11,8 @@ from ddplint.lint.rules import ALL_RULES, RULES_BY_CODE
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
+# The official SARIF 2.1.0 JSON schema (OASIS), kept with the tests so they run on any clone.
+SARIF_SCHEMA = ROOT / "tests" / "data" / "sarif-schema-2.1.0.json"
 
 
 def lint_source(source: str, tmp_path: Path, name: str = "train.py") -> LintResult:

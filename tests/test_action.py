@@ -11,10 +11,9 @@ import venv
 
 import jsonschema
 import yaml
-from conftest import ROOT
+from conftest import ROOT, SARIF_SCHEMA
 
 BAD = 'import torch\nimport torch.distributed as dist\n\ndist.init_process_group("nccl")\nx = torch.ones(1).to("cuda:0")\n'
-SCHEMA = ROOT.parent / "shared" / "sarif-schema-2.1.0.json"
 
 
 def expand(text: str, inputs: dict[str, str]) -> str:
@@ -50,8 +49,7 @@ def test_the_composite_action_installs_lints_and_hands_the_sarif_to_the_upload(t
     assert where.startswith(str(env_dir))  # installed into the fresh environment, not borrowed
     sarif = workspace / expand(upload["with"]["sarif_file"], inputs)
     log = json.loads(sarif.read_text(encoding="utf-8"))
-    if SCHEMA.is_file():  # beside the checkout in this project's layout
-        jsonschema.validate(log, json.loads(SCHEMA.read_text(encoding="utf-8")))
+    jsonschema.validate(log, json.loads(SARIF_SCHEMA.read_text(encoding="utf-8")))
     results = log["runs"][0]["results"]
     assert "DDP101" in {r["ruleId"] for r in results}
     assert {r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] for r in results} == {"train/main.py"}

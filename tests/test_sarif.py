@@ -14,7 +14,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from conftest import ROOT, run_cli
+from conftest import ROOT, SARIF_SCHEMA, run_cli
 
 from ddplint import __version__, catalog
 from ddplint import config as config_mod
@@ -23,12 +23,7 @@ from ddplint.lint.engine import LintResult, lint_paths
 from ddplint.lint.rules import CATALOG, RULES_BY_CODE
 from ddplint.report import FORMATS, sarif
 
-SCHEMA_PATH = ROOT.parent / "shared" / "sarif-schema-2.1.0.json"
 SARIF_CLI = shutil.which("sarif", path=str(Path(sys.executable).parent)) or "sarif"  # sarif-tools
-
-pytestmark = pytest.mark.skipif(
-    not SCHEMA_PATH.is_file(), reason=f"the SARIF 2.1.0 schema is not at {SCHEMA_PATH}"
-)
 
 # Tests that track one finding select DDP101 alone, so rules added later cannot move them.
 BAD = '''\
@@ -45,7 +40,7 @@ CLEAN = "print('no distributed training here')\n"
 
 @pytest.fixture(scope="module")
 def validator():
-    schema = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
+    schema = json.loads(SARIF_SCHEMA.read_text(encoding="utf-8"))
     return jsonschema.validators.validator_for(schema)(schema)
 
 
