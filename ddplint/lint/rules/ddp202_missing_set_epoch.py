@@ -7,11 +7,13 @@ from collections.abc import Iterator
 import libcst as cst
 
 from ddplint.diagnostics import Severity
+from ddplint.lint import constants
 from ddplint.lint.context import LintContext
 from ddplint.lint.facts import Assignment, CallSite, Loop, ModuleFacts
 from ddplint.lint.loaders import (
     EVAL_WORDS,
     LOADER,
+    SAMPLER,
     bound_names,
     epoch_loop,
     epoch_loops,
@@ -22,7 +24,7 @@ from ddplint.lint.loaders import (
 )
 from ddplint.lint.names import arg, data_name, names_in, reference
 from ddplint.lint.paths import dominates
-from ddplint.lint.rules.base import Finding, InsertBefore, Remedy, Rule
+from ddplint.lint.rules.base import Finding, InsertBefore, Inside, Remedy, Rule
 
 
 def _set_epoch_receivers(ctx: LintContext) -> tuple[set[str], bool]:
@@ -45,7 +47,8 @@ class MissingSetEpoch(Rule):
 
     def check(self, ctx: LintContext) -> Iterator[Finding]:
         facts = ctx.facts
-        shuffling = [s for s in samplers(facts) if not is_false(arg(s.node, 3, "shuffle"))]
+        inside = _samplers_from_helpers(ctx)
+        shuffling = [s for s in samplers(facts) if not is_false(arg(s.node, 3, "shuffle"))] + list(inside)
         if not shuffling:
             return
         if not facts.is_script:
@@ -79,12 +82,41 @@ class MissingSetEpoch(Rule):
                 continue  # loader.sampler.set_epoch(epoch)
             held = None if names else _holder(facts, site)  # given inline to a named loader
             label = names[0] if names else held[1] if held is not None else "sampler"
+            built = inside.get(site)
             yield Finding(
                 site.node,
                 f"DistributedSampler '{label}' is never given the epoch: every epoch sees the same "
                 f"order; call {label}.set_epoch(epoch) at the start of the epoch loop",
-                _set_epoch_fix(facts, site),
+                # a helper may return another sampler in other runs (RandomSampler): no fix
+                _set_epoch_fix(facts, site) if built is None else None,
+                inside=(built,) if built is not None else (),
             )
+
+
+def _samplers_from_helpers(ctx: LintContext) -> dict[CallSite, Inside]:
+    """Calls of a function of another project module that returns a shuffling DistributedSampler
+    it builds (`sampler = dist.data_sampler(dataset, shuffle=True, distributed=...)`), with where
+    it builds it; a `shuffle` parameter is read from the call's constant arguments."""
+    facts, found = ctx.facts, {}
+    for site in facts.calls:
+        if not bound_names(facts, site.node) or data_name(site.name) == SAMPLER:
+            continue
+        resolved = ctx.resolve_function(facts, ctx.path, ctx.method_target(facts, site))
+        if resolved is None or resolved[0] is facts:
+            continue
+        inner_facts, inner_path, function = resolved
+        returned = {id(value) for value in inner_facts.functions[function].returns}
+        bindings = constants.bind_call(site.node, inner_facts, function, {})
+        for inner in inner_facts.calls_within(function):
+            shuffle = arg(inner.node, 3, "shuffle")
+            if id(inner.node) not in returned or data_name(inner.name) != SAMPLER or is_false(shuffle):
+                continue
+            if constants.dark(inner.conditions, bindings) or isinstance(shuffle, cst.Name) \
+                    and bindings.get(shuffle.value, True) is False:
+                continue
+            found[site] = Inside(inner_path, inner.node, "the DistributedSampler is built here")
+            break
+    return found
 
 
 def _single_pass(facts: ModuleFacts, site: CallSite, names: list[str]) -> bool:
