@@ -39,6 +39,7 @@ from ddplint.lint.roles import (
     GROUP_RANK_CALL,
     MAIN_DECORATORS,
     MAIN_PREDICATES,
+    RANKS,
     WORLD_NAMES,
     Role,
     last_part,
@@ -102,7 +103,7 @@ class Guards:
         """
         answer = self._read(expr, facts, path, function, depth)
         if answer == (ALL, ALL):
-            return self.launch.worlds(expr, facts) or answer
+            return self.launch.worlds(expr, facts, path) or answer
         return answer
 
     def _read(self, expr: cst.BaseExpression, facts: ModuleFacts, path: Path, function: str,
@@ -306,7 +307,7 @@ class Guards:
                 return MAIN
             if isinstance(op, (cst.NotEqual, cst.GreaterThan, cst.IsNot)):
                 return NOTMAIN
-            if not _names_a_rank(left):  # `args.gpu >= 0` says which GPU, not how it was started
+            if facts.role_of(left, function) not in RANKS:  # `args.gpu >= 0` picks a GPU, not a launch
                 return None
             if isinstance(op, cst.GreaterThanEqual):  # `local_rank >= 0`: started by a launcher
                 return DIST
@@ -314,8 +315,7 @@ class Guards:
         if int_value(right) == 1 and isinstance(op, (cst.LessThan, cst.GreaterThanEqual)) \
                 and self._rankish(left, facts, path, function):
             return MAIN if isinstance(op, cst.LessThan) else NOTMAIN  # `rank < 1`, `rank >= 1`
-        if dotted(right) == "None" and isinstance(op, (cst.Is, cst.IsNot)) and _names_a_rank(left) \
-                and self._rankish(left, facts, path, function):
+        if dotted(right) == "None" and isinstance(op, (cst.Is, cst.IsNot)) and facts.role_of(left, function) in RANKS:
             return SINGLE if isinstance(op, cst.Is) else DIST  # `rank is None`: no process group
         if isinstance(op, (cst.In, cst.NotIn)) and ENV_ROLES.get(string_value(left) or "") is not None \
                 and facts.qualify(dotted(right)) == "os.environ":
@@ -442,14 +442,19 @@ class Guards:
         return _kind_of_worlds(false if condition.negated else true)
 
     def guarded_here(self, site: CallSite, facts: ModuleFacts | None = None, path: Path | None = None) -> bool:
-        """Only the main process (or a run without distribution) gets past the site's own guards."""
+        """Only the main process (or a run without distribution) gets past the site's own guards,
+        or the site is the launcher's, which runs once."""
         facts, path = facts or self.ctx.facts, path or self.ctx.path
-        for condition in site.conditions:
-            if self.condition_kind(condition, facts, path, site.function) in {MAIN, SINGLE}:
-                return True
-        if self.after_single_process_assert(site, facts, path) or self.in_launcher(site, facts):
+        return self._own_guards(site, facts, path) or self.in_launcher(site, facts)
+
+    def _own_guards(self, event: CallSite | Assignment, facts: ModuleFacts, path: Path) -> bool:
+        """The event's tests, an earlier single-process assert or its function's decorator let
+        only the main process, or a run without distribution, get there."""
+        if any(self.condition_kind(c, facts, path, event.function) in {MAIN, SINGLE} for c in event.conditions):
             return True
-        info = _enclosing_function(facts, site.function)
+        if self.after_single_process_assert(event, facts, path):
+            return True
+        info = _enclosing_function(facts, event.function)
         return info is not None and any(self._main_decorator(d) for d in info.decorators)
 
     def main_only(self, site: CallSite, facts: ModuleFacts | None = None, path: Path | None = None,
@@ -478,15 +483,11 @@ class Guards:
         GPU 0 is its own). By the event's own guards, or because every call of its function in
         the linted module is such a place; a function nothing here calls may run anywhere."""
         facts, path = self.ctx.facts, self.ctx.path
-        if any(self.condition_kind(c, facts, path, event.function) in {MAIN, SINGLE} for c in event.conditions):
-            return True
-        if self.after_single_process_assert(event, facts, path):
+        if self._own_guards(event, facts, path):
             return True
         info = _enclosing_function(facts, event.function)
         if info is None:
             return False
-        if any(self._main_decorator(d) for d in info.decorators):
-            return True
         key = (id(facts), info.name)
         if key not in self._one_process:
             self._one_process[key] = False  # a recursive cycle adds no caller that is one process
@@ -671,13 +672,6 @@ def _is_world(expr: cst.BaseExpression, facts: ModuleFacts, function: str) -> bo
         expr = expr.func
     name = facts.qualify(dotted(expr)) or ""
     return name.rsplit(".", 1)[-1] in WORLD_NAMES
-
-
-def _names_a_rank(expr: cst.BaseExpression) -> bool:
-    """A value that is a rank by its name (`args.local_rank`, `rank`), not a GPU choice that
-    may hold one (`args.gpu`): only a rank is -1 or None for "not launched"."""
-    name = reference(expr) if isinstance(expr, (cst.Name, cst.Attribute, cst.Subscript)) else None
-    return name is not None and "rank" in last_part(name)
 
 
 def _is_bool_literal(expr: cst.BaseExpression) -> bool:

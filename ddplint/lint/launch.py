@@ -14,12 +14,13 @@ test.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import libcst as cst
 
 from ddplint.lint.facts import DDP, INIT_PG, CallSite, ModuleFacts
-from ddplint.lint.names import reference
+from ddplint.lint.names import names_in, reference
 from ddplint.lint.summaries import FSDP, Effect
 
 if TYPE_CHECKING:
@@ -59,34 +60,35 @@ class LaunchTests:
         self.guards = guards
         self._tables: dict[int, dict[str, Worlds]] = {}
 
-    def worlds(self, expr: cst.BaseExpression, facts: ModuleFacts) -> Worlds | None:
-        """Where the test is true and where false, when it is one of the module's launch tests."""
-        table = self._table(facts)
+    def worlds(self, expr: cst.BaseExpression, facts: ModuleFacts, path: Path) -> Worlds | None:
+        """Where the test is true and where false, when it is one of the launch tests of the
+        module at `path`."""
+        table = self._table(facts, path)
         return table.get(test_key(expr)) if table else None
 
-    def _table(self, facts: ModuleFacts) -> dict[str, Worlds]:
+    def _table(self, facts: ModuleFacts, path: Path) -> dict[str, Worlds]:
         key = id(facts)
         if key not in self._tables:
             self._tables[key] = {}  # recursion guard: no test is a launch test while learning
-            self._tables[key] = self._learn(facts)
+            self._tables[key] = self._learn(facts, path)
         return self._tables[key]
 
-    def _learn(self, facts: ModuleFacts) -> dict[str, Worlds]:
+    def _learn(self, facts: ModuleFacts, path: Path) -> dict[str, Worlds]:
         from ddplint.lint.guards import ALL, DIST, KIND_WORLDS, SINGLE
 
         ctx = self.guards.ctx
         starts = [s for s in facts.calls if s.name in GROUP_STARTS]
         if facts is ctx.facts:
             starts += [s for s in ctx.summaries.sites_with(Effect.INIT_GROUP)
-                       if s.name not in GROUP_STARTS and self._starts_unconditionally(s, facts)]
+                       if s.name not in GROUP_STARTS and self._starts_unconditionally(s, facts, path)]
         sides: dict[str, set[str]] = {}
         tests: dict[str, cst.BaseExpression] = {}
         for site in starts:
             for condition in site.conditions:
                 test = condition.test
-                if "__name__" in test_key(test):
+                if "__name__" in names_in(test):
                     continue
-                if self.guards.worlds(test, facts, ctx.path, site.function) != (ALL, ALL):
+                if self.guards.worlds(test, facts, path, site.function) != (ALL, ALL):
                     continue
                 side = SINGLE if condition.negated else DIST
                 for expr in (test, *self._bound_from(test, facts)):
@@ -103,12 +105,12 @@ class LaunchTests:
                 table.setdefault(other, (false, true))
         return table
 
-    def _starts_unconditionally(self, site: CallSite, facts: ModuleFacts) -> bool:
+    def _starts_unconditionally(self, site: CallSite, facts: ModuleFacts, path: Path) -> bool:
         """A call of a helper that starts the group whenever it runs (`setup_ddp()`); not one
         that decides by a test of its own (`main(0, args)` of a `main` that starts the group
         under `args.nodes > 1`): that test is the launch test, read where it is."""
         ctx = self.guards.ctx
-        resolved = ctx.resolve_function(facts, ctx.path, ctx.method_target(facts, site))
+        resolved = ctx.resolve_function(facts, path, ctx.method_target(facts, site))
         if resolved is None:
             return True
         inner = [s for s in resolved[0].calls_within(resolved[2]) if s.name == INIT_PG]
