@@ -116,8 +116,8 @@ UNIQUE_PER_PROCESS = {"uuid.uuid4", "uuid.uuid1", "os.getpid", "tempfile.mktemp"
 FOLLOW = 2  # how many variables deep a path is followed to a rank or a fresh temporary name
 
 
-def _mentions_rank(expr: cst.BaseExpression | None, facts: ModuleFacts, function: str, depth: int = FOLLOW) -> bool:
-    """The expression names the rank or a name unique to the process, itself or through the
+def _per_rank(expr: cst.BaseExpression | None, facts: ModuleFacts, function: str, depth: int = FOLLOW) -> bool:
+    """The path names the rank or a name unique to the process, itself or through the
     variables it reads (`tmp = tempfile.mkdtemp()`, then `os.path.join(tmp, "ckpt.pt")`)."""
     if expr is None:
         return False
@@ -130,7 +130,7 @@ def _mentions_rank(expr: cst.BaseExpression | None, facts: ModuleFacts, function
         if facts.qualify(name) in UNIQUE_PER_PROCESS:
             return True
     return depth > 0 and any(
-        a.value is not expr and _mentions_rank(a.value, facts, a.function, depth - 1)
+        a.value is not expr and _per_rank(a.value, facts, a.function, depth - 1)
         for name in _read_names(expr) for a in facts.assigned(name)
     )
 
@@ -144,11 +144,6 @@ def _rank_word(name: str) -> bool:
     """`rank`, `local_rank`, `dist_rank`, `rank_id`: one value per process (not `node_rank`, `ranks`)."""
     lowered = name.lower()
     return "rank" in lowered and not any(word in lowered for word in ("node", "world", "ranks", "num_"))
-
-
-def _per_rank(target: cst.BaseExpression | None, facts: ModuleFacts, function: str) -> bool:
-    """The path names the rank (directly or through the variable that holds it)."""
-    return _mentions_rank(target, facts, function)
 
 
 def _per_rank_call(call: cst.Call, facts: ModuleFacts, function: str) -> bool:
