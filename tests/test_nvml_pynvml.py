@@ -151,6 +151,8 @@ class FakeNvmlLib:
             return GPU_IS_LOST
         if dev["index"] in self.memory_denied:
             return NO_PERMISSION
+        if dev["memory"] is None:  # unified memory (DGX Spark's GB10)
+            return NOT_SUPPORTED
         for key in ("total", "free", "used"):
             setattr(_out(ref), key, dev["memory"][key])
         return SUCCESS
@@ -270,9 +272,43 @@ class FakeNvmlLib:
     def _nvmlDeviceGetP2PStatus(self, h1, h2, index, ref):
         return self._opt(ref, self.inv["p2p_nvlink"][self._pos(h1)][self._pos(h2)])
 
+    def _nvmlDeviceGetComputeMode(self, handle, ref):
+        return self._opt(ref, self._dev(handle)["compute_mode"])
+
+    def _nvmlDeviceGetRemappedRows(self, handle, corr, unc, pending, failure):
+        rows = self._dev(handle)["remapped_rows"]
+        if rows is None:
+            return NOT_SUPPORTED
+        for ref, key in ((corr, "correctable"), (unc, "uncorrectable"), (pending, "pending"),
+                         (failure, "failure")):
+            self._set(ref, rows[key])
+        return SUCCESS
+
+    def _nvmlDeviceGetRetiredPagesPendingStatus(self, handle, ref):
+        return self._opt(ref, self._dev(handle)["retired_pages_pending"])
+
+    def _nvmlDeviceGetCurrentClocksEventReasons(self, handle, ref):
+        return self._opt(ref, self._dev(handle)["clock_events"])
+
+    def _nvmlDeviceGetCurrentClocksThrottleReasons(self, handle, ref):  # the older name
+        return self._opt(ref, self._dev(handle)["clock_events"])
+
+    def _nvmlDeviceGetGpuFabricInfo(self, handle, info):
+        # the driver writes through a pointer; a structure passed by value crashed a real H200
+        assert isinstance(info, type(ctypes.byref(ctypes.c_int()))), "pass the structure by reference"
+        fabric = self._dev(handle)["fabric"]
+        if fabric is None:
+            return NOT_SUPPORTED
+        _out(info).state, _out(info).status = fabric["state"], fabric["status"]
+        return SUCCESS
+
 
 @pytest.fixture
 def fake_nvml(monkeypatch):
+    return fake_installer(monkeypatch)
+
+
+def fake_installer(monkeypatch):
     """Install a FakeNvmlLib as pynvml's C library; pynvml's state is restored afterwards."""
     def install(lib: FakeNvmlLib) -> FakeNvmlLib:
         # the affinity mask has as many words as the recorded host had CPUs / 64
@@ -410,7 +446,8 @@ def test_a_gpu_that_fell_off_the_bus_still_fails_the_inventory(fake_nvml, tmp_pa
 
     results = host.run_host_checks(RuntimeOptions(script=Path("t.py")), 4, 0, environ={})
     assert results[0].status is Status.FAIL
-    assert results[0].summary == "NVML read failed (GPU is lost)"
+    assert results[0].summary == "a GPU fell off the bus (NVML: GPU is lost)"
+    assert "needs a reset" in results[0].fix
 
 
 def test_numa_node_comes_from_sysfs_and_nvml_only_where_sysfs_has_none(fake_nvml, tmp_path):

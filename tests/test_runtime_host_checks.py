@@ -100,10 +100,15 @@ def test_mixed_a100_40_and_80_warns_that_the_smallest_sets_the_limit():
     r = inventory_check(m, 4, {}, ("2.1.2+cu121", "12.0"))
     assert r.status is Status.WARN
     assert "the batch must fit the 40 GB card: the smallest sets the limit" in r.summary
-    assert any("CUDA_DEVICE_ORDER" in e for e in r.evidence)
-    # the same machine with only the two 80 GB cards is uniform
-    only80 = inventory_check(m, 2, {"CUDA_VISIBLE_DEVICES": "2,3"}, ("2.1.2+cu121", "12.0"))
+    assert "CUDA_DEVICE_ORDER is not PCI_BUS_ID: CUDA numbers them fastest first" in r.summary
+    # the same machine with only the two 80 GB cards is uniform, once CUDA numbers by PCI bus
+    pci_order = {"CUDA_VISIBLE_DEVICES": "2,3", "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+    only80 = inventory_check(m, 2, pci_order, ("2.1.2+cu121", "12.0"))
     assert only80.status is Status.PASS
+    # without it, "2,3" may name other GPUs than nvidia-smi's 2 and 3
+    fastest_first = inventory_check(m, 2, {"CUDA_VISIBLE_DEVICES": "2,3"}, ("2.1.2+cu121", "12.0"))
+    assert fastest_first.status is Status.WARN
+    assert fastest_first.fix == "export CUDA_DEVICE_ORDER=PCI_BUS_ID in the launch environment"
 
 
 def test_foreign_processes_warn_or_fail_by_how_much_they_hold():
@@ -248,7 +253,7 @@ def test_run_host_checks_on_a_replayed_machine_returns_every_check():
     opts = RuntimeOptions(script=Path("t.py"))
     reads = ReplayReads(copy.deepcopy(inventory("rtx4090_2x_pcie_cross_socket")))
     results = run_host_checks(opts, 2, 0, nvml=reads, environ={})
-    assert [r.check for r in results] == ["gpu.inventory", "gpu.topology", "stack.nvml",
+    assert [r.check for r in results] == ["gpu.inventory", "gpu.topology", "gpu.health", "stack.nvml",
                                           "env.port", "env.stale", "env.launch"]
     assert results[1].status is Status.WARN
     for r in results:

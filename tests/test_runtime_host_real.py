@@ -39,12 +39,12 @@ def test_real_pynvml_without_driver_skips_gpu_checks_and_the_rest_runs():
         open_nvml()
     results = run_host_checks(RuntimeOptions(script=Path("t.py")), 2, free_port())
     by = {r.check: r for r in results}
-    for check in ("gpu.inventory", "gpu.topology"):
+    for check in ("gpu.inventory", "gpu.topology", "gpu.health"):
         assert by[check].status is Status.SKIP
         assert by[check].summary == "NVML not available (no NVIDIA driver loaded)"
     assert by["env.port"].status is Status.PASS
     assert by["stack.nvml"].status is Status.PASS
-    assert set(by) == {"gpu.inventory", "gpu.topology", "stack.nvml", "env.port", "env.stale",
+    assert set(by) == {"gpu.inventory", "gpu.topology", "gpu.health", "stack.nvml", "env.port", "env.stale",
                        "env.launch"}
 
 

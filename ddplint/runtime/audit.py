@@ -50,8 +50,9 @@ def _progress(message: str) -> None:
     print(f"ddplint: {message}", file=sys.stderr, flush=True)
 
 
-def visible_gpu_count() -> int:
-    """GPUs CUDA would enumerate here, read through NVML (no torch import); 0 without a driver."""
+def visible_gpu_count() -> tuple[int, str | None]:
+    """(GPUs CUDA would enumerate here, read through NVML without importing torch; why none
+    can be used where the driver is broken). (0, None) on a host without an NVIDIA driver."""
     try:
         from ddplint.runtime.checks.gpu import visible_gpus
         from ddplint.runtime.nvml import (
@@ -59,20 +60,23 @@ def visible_gpu_count() -> int:
             NvmlUnavailable,
             load_machine,
             open_nvml,
+            read_failed,
         )
     except ImportError:
-        return 0
+        return 0, None
     try:
         reads = open_nvml()
-    except (NvmlUnavailable, NvmlReadFailed):
-        return 0
+    except NvmlUnavailable:
+        return 0, None
+    except NvmlReadFailed as e:
+        return 0, str(e)
     try:
         machine = load_machine(reads)
-    except Exception:
-        return 0
+    except reads.error as e:
+        return 0, str(read_failed(e))
     finally:
         reads.close()
-    return len(visible_gpus(machine, os.environ.get("CUDA_VISIBLE_DEVICES")).indices)
+    return len(visible_gpus(machine, os.environ.get("CUDA_VISIBLE_DEVICES")).indices), None
 
 
 def _validate(options: RuntimeOptions) -> tuple[int, str]:
@@ -93,12 +97,13 @@ def _validate(options: RuntimeOptions) -> tuple[int, str]:
             raise UsageError(f"{name} must be at least 1")
     if options.timeout <= 0 or options.rdzv_timeout <= 0:
         raise UsageError("--timeout and --rdzv-timeout must be positive")
-    gpus = visible_gpu_count()
+    gpus, broken = visible_gpu_count()
     nproc = options.nproc_per_node or gpus or 2
     if nproc < 1:
         raise UsageError("--nproc-per-node must be at least 1")
     if options.backend == "nccl" and not gpus:
-        raise UsageError("--backend nccl needs GPUs and none is visible; use --backend gloo")
+        why = f"none can be used: {broken}" if broken else "none is visible; use --backend gloo"
+        raise UsageError(f"--backend nccl needs GPUs and {why}")
     backend = options.backend if options.backend != "auto" else ("nccl" if gpus else "gloo")
     return nproc, backend
 

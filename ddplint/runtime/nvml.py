@@ -56,7 +56,56 @@ class NvmlUnavailable(Exception):
 
 
 class NvmlReadFailed(Exception):
-    """NVML is there but a read failed (e.g. a GPU fell off the bus)."""
+    """NVML is there but cannot be read: a GPU fell off the bus, or the driver is broken.
+    `fix` says what to do, in one line."""
+
+    def __init__(self, message: str, fix: str):
+        super().__init__(message)
+        self.fix = fix
+
+
+NVML_ERROR_DRIVER_NOT_LOADED = 9
+NVML_ERROR_LIBRARY_NOT_FOUND = 12
+NVML_ERROR_GPU_IS_LOST = 15
+NVML_ERROR_LIB_RM_VERSION_MISMATCH = 18
+REBOOT_FIX = ("reboot the node, or reload the NVIDIA kernel modules (sudo rmmod nvidia_uvm "
+              "nvidia_drm nvidia_modeset nvidia && sudo modprobe nvidia)")
+GPU_LOST_FIX = ("drain the node: a GPU that fell off the bus needs a reset (sudo nvidia-smi -r -i N) "
+                "or a reboot; nvidia-smi and `dmesg | grep Xid` (Xid 79) show which one")
+
+
+def read_failed(error: Exception) -> NvmlReadFailed:
+    """The NVMLError of a read that must not be skipped, as a failure in the user's terms."""
+    code = getattr(error, "value", None)
+    if code == NVML_ERROR_GPU_IS_LOST:
+        return NvmlReadFailed(f"a GPU fell off the bus (NVML: {error})", GPU_LOST_FIX)
+    if code == NVML_ERROR_LIB_RM_VERSION_MISMATCH:
+        return NvmlReadFailed(
+            f"the NVIDIA kernel module and the user-space driver differ (NVML: {error}): the "
+            "driver was upgraded without a reboot, and CUDA fails on every GPU (error 803)",
+            REBOOT_FIX)
+    return NvmlReadFailed(f"NVML read failed ({error})",
+                          "run nvidia-smi: the GPU it cannot read needs attention before a job")
+
+
+def nvidia_gpus_on_pci(sysfs: str = "/sys") -> list[str]:
+    """PCI addresses of NVIDIA display and 3D controllers, whatever driver is (not) bound."""
+    found = []
+    root = os.path.join(sysfs, "bus", "pci", "devices")
+    try:
+        names = sorted(os.listdir(root))
+    except OSError:
+        return []
+    for name in names:
+        try:
+            with open(os.path.join(root, name, "vendor")) as v, \
+                    open(os.path.join(root, name, "class")) as c:
+                vendor, klass = v.read().strip(), c.read().strip()
+        except OSError:
+            continue
+        if vendor == "0x10de" and klass[:6] in ("0x0300", "0x0302"):
+            found.append(name)
+    return found
 
 
 class NvmlReads(Protocol):
@@ -65,7 +114,10 @@ class NvmlReads(Protocol):
     Devices are numbered 0..device_count()-1 over the GPUs this process may open, in NVML
     order; `nvml_index(i)` is the number nvidia-smi gives the same GPU, and `unopened()` lists
     the GPUs NVML counts but will not hand out (cgroup- or SLURM-constrained devices).
+    `lacking` names the calls the installed pynvml has no wrapper for (an old package).
     """
+
+    lacking: set[str]
 
     def driver_version(self) -> str: ...
     def cuda_driver_version(self) -> int: ...
@@ -90,6 +142,11 @@ class NvmlReads(Protocol):
     def nvlinks(self, i: int) -> list[dict[str, Any]]: ...  # link, state, version, remote_*
     def topology_level(self, i: int, j: int) -> int | None: ...  # NVML_TOPOLOGY_*
     def p2p_nvlink(self, i: int, j: int) -> int | None: ...  # NVML_P2P_STATUS_* (0 = OK)
+    def compute_mode(self, i: int) -> int | None: ...  # NVML_COMPUTEMODE_*
+    def remapped_rows(self, i: int) -> dict[str, int] | None: ...  # correctable, uncorrectable, pending, failure
+    def retired_pages_pending(self, i: int) -> int | None: ...  # NVML_FEATURE_DISABLED/ENABLED
+    def clock_events(self, i: int) -> int | None: ...  # nvmlClocksEventReason* bit mask
+    def fabric(self, i: int) -> dict[str, int] | None: ...  # state, status (NVSwitch systems)
 
 
 @dataclass
@@ -101,12 +158,22 @@ class Process:
 
 
 @dataclass
+class Health:
+    """What NVML says about a GPU's fitness for a long job; None where it has no answer."""
+    compute_mode: int | None = None  # NVML_COMPUTEMODE_*
+    remapped_rows: dict[str, int] | None = None  # correctable, uncorrectable, pending, failure
+    retired_pages_pending: int | None = None  # 1: pages wait for a reset to be retired
+    clock_events: int | None = None  # why the clocks are below their maximum, a bit mask
+    fabric: dict[str, int] | None = None  # NVSwitch fabric registration: state, status
+
+
+@dataclass
 class Gpu:
     index: int  # NVML's (and nvidia-smi's) index; its position in Machine.gpus is CUDA's
     name: str
     uuid: str
     pci_bus_id: str
-    memory_total: int | None  # None: not readable (a MIG parent GPU without privileges)
+    memory_total: int | None  # None: NVML has no answer (MIG parent without privileges, GB10)
     memory_free: int | None
     memory_used: int | None
     persistence_mode: int | None
@@ -121,6 +188,7 @@ class Gpu:
     nvlinks: list[dict[str, Any]]
     compute_capability: list[int] | None = None
     mig_devices: list[str] = field(default_factory=list)
+    health: Health = field(default_factory=Health)
 
     @property
     def active_links(self) -> list[dict[str, Any]]:
@@ -139,6 +207,7 @@ class Machine:
     topology: list[list[int | None]] = field(default_factory=list)
     p2p_nvlink: list[list[int | None]] = field(default_factory=list)
     unopened: list[dict[str, Any]] = field(default_factory=list)  # index, error
+    lacking: list[str] = field(default_factory=list)  # NVML calls the installed pynvml lacks
 
     def link(self, i: int, j: int) -> str:
         """The `nvidia-smi topo -m` cell for GPUs i and j: X, NV#, PIX, PXB, PHB, NODE, SYS."""
@@ -151,16 +220,29 @@ class Machine:
         return TOPOLOGY_LEVELS.get(level, "?") if level is not None else "?"
 
 
+def _to_switch(machine: Machine, link: dict[str, Any]) -> bool:
+    """A link ends at an NVSwitch: the driver says so, or (drivers before R470 do not answer
+    the remote type) its far end is no GPU of this host, as NCCL tells by the remote PCI device."""
+    if link.get("remote_type") is not None:
+        return link["remote_type"] == NVLINK_DEVICE_TYPE_SWITCH
+    bus = link.get("remote_bus_id")
+    return bus is not None and not any(_same_bus(bus, g.pci_bus_id) for g in machine.gpus)
+
+
+def _to_gpu(link: dict[str, Any], gpu: Gpu) -> bool:
+    return link.get("remote_type") in (NVLINK_DEVICE_TYPE_GPU, None) and \
+        _same_bus(link.get("remote_bus_id"), gpu.pci_bus_id)
+
+
 def nvlink_count(machine: Machine, i: int, j: int) -> int:
     """Active NVLinks from GPU i to GPU j: direct links, or switch links when P2P over NVLink works."""
     a, b = machine.gpus[i], machine.gpus[j]
-    direct = [l for l in a.active_links if l.get("remote_type") == NVLINK_DEVICE_TYPE_GPU
-              and _same_bus(l.get("remote_bus_id"), b.pci_bus_id)]
+    direct = [link for link in a.active_links if _to_gpu(link, b)]
     if direct:
         return len(direct)
     p2p_ok = machine.p2p_nvlink and machine.p2p_nvlink[i][j] == 0
-    switch_a = [l for l in a.active_links if l.get("remote_type") == NVLINK_DEVICE_TYPE_SWITCH]
-    switch_b = [l for l in b.active_links if l.get("remote_type") == NVLINK_DEVICE_TYPE_SWITCH]
+    switch_a = [link for link in a.active_links if _to_switch(machine, link)]
+    switch_b = [link for link in b.active_links if _to_switch(machine, link)]
     if p2p_ok and switch_a and switch_b:
         return min(len(switch_a), len(switch_b))
     return 0
@@ -169,7 +251,7 @@ def nvlink_count(machine: Machine, i: int, j: int) -> int:
 def links_within(machine: Machine, i: int, job: list[int]) -> int:
     """GPU i's active NVLinks that carry the job's traffic: its direct links to the job's other
     GPUs, or all its switch links (through NVSwitch every link reaches every peer)."""
-    if any(l.get("remote_type") == NVLINK_DEVICE_TYPE_SWITCH for l in machine.gpus[i].active_links):
+    if any(_to_switch(machine, link) for link in machine.gpus[i].active_links):
         return len(machine.gpus[i].active_links)
     return sum(nvlink_count(machine, i, j) for j in job if j != i)
 
@@ -226,13 +308,15 @@ def load_machine(reads: NvmlReads) -> Machine:
             processes=procs, pcie=reads.pcie(i), numa_node=reads.numa_node(i),
             cpus=reads.cpu_affinity(i), nvlinks=reads.nvlinks(i),
             compute_capability=reads.compute_capability(i), mig_devices=reads.mig_devices(i),
+            health=Health(reads.compute_mode(i), reads.remapped_rows(i),
+                          reads.retired_pages_pending(i), reads.clock_events(i), reads.fabric(i)),
         ))
     topology = [[reads.topology_level(i, j) if i != j else 0 for j in range(count)]
                 for i in range(count)]
     p2p = [[reads.p2p_nvlink(i, j) if i != j else None for j in range(count)]
            for i in range(count)]
     return Machine(reads.driver_version(), reads.cuda_driver_version(), gpus, topology, p2p,
-                   reads.unopened())
+                   reads.unopened(), sorted(reads.lacking))
 
 
 def record(reads: NvmlReads) -> dict[str, Any]:
@@ -253,6 +337,9 @@ def record(reads: NvmlReads) -> dict[str, Any]:
             "compute_processes": compute, "graphics_processes": graphics,
             "pcie": reads.pcie(i), "numa_node": reads.numa_node(i),
             "cpu_affinity": reads.cpu_affinity(i), "nvlinks": reads.nvlinks(i),
+            "compute_mode": reads.compute_mode(i), "remapped_rows": reads.remapped_rows(i),
+            "retired_pages_pending": reads.retired_pages_pending(i),
+            "clock_events": reads.clock_events(i), "fabric": reads.fabric(i),
         })
     return {
         "driver_version": reads.driver_version(),
@@ -273,6 +360,7 @@ class ReplayReads:
     def __init__(self, inventory: dict[str, Any]):
         self._inv = inventory
         self._dev = inventory["devices"]
+        self.lacking: set[str] = set()
 
     @classmethod
     def from_file(cls, path: str | os.PathLike) -> ReplayReads:
@@ -348,6 +436,21 @@ class ReplayReads:
     def p2p_nvlink(self, i, j):
         return self._inv["p2p_nvlink"][i][j]
 
+    def compute_mode(self, i):
+        return self._dev[i]["compute_mode"]
+
+    def remapped_rows(self, i):
+        return self._dev[i]["remapped_rows"]
+
+    def retired_pages_pending(self, i):
+        return self._dev[i]["retired_pages_pending"]
+
+    def clock_events(self, i):
+        return self._dev[i]["clock_events"]
+
+    def fabric(self, i):
+        return self._dev[i]["fabric"]
+
 
 def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
@@ -367,11 +470,16 @@ class PynvmlReads:
         self.error = pynvml.NVMLError
         self._no_permission = pynvml.NVMLError_NoPermission
         self._missing = pynvml.NVMLError_FunctionNotFound
-        # "not there on this GPU/driver" answers, which mean "no value" rather than a failure
+        # answers that mean "no value for this field" rather than a failed GPU: not there on
+        # this GPU or driver, or one read that did not answer (DGX Spark's unified memory is
+        # NOT_SUPPORTED; a busy GPU can time out one query)
         self._absent = tuple(
             getattr(pynvml, n) for n in ("NVMLError_NotSupported", "NVMLError_FunctionNotFound",
                                          "NVMLError_InvalidArgument", "NVMLError_NoPermission",
-                                         "NVMLError_NotFound") if hasattr(pynvml, n))
+                                         "NVMLError_NotFound", "NVMLError_Unknown",
+                                         "NVMLError_Timeout") if hasattr(pynvml, n))
+        self._past_last_link = getattr(pynvml, "NVMLError_InvalidArgument", ())
+        self.lacking: set[str] = set()  # wrappers this pynvml does not have
         self._handles: list[Any] = []
         self._indices: list[int] = []
         self._unopened: list[dict[str, Any]] = []
@@ -382,7 +490,14 @@ class PynvmlReads:
             except self._no_permission as e:  # a device the cgroup keeps from this process
                 self._unopened.append({"index": index, "error": str(e)})
 
-    def _opt(self, fn, *args):
+    def _opt(self, name: str, *args):
+        """pynvml.<name>(*args), None where the value is not there: NVML answers NOT_SUPPORTED
+        (or UNKNOWN/TIMEOUT for this one field), or the pynvml installed is too old to have the
+        wrapper (`lacking` names it). GPU_IS_LOST and other errors propagate."""
+        fn = getattr(self._n, name, None)
+        if fn is None:
+            self.lacking.add(name)
+            return None
         try:
             return fn(*args)
         except self._absent:
@@ -416,21 +531,22 @@ class PynvmlReads:
         return _text(self._n.nvmlDeviceGetPciInfo(self._handles[i]).busId)
 
     def compute_capability(self, i):
-        cc = self._opt(self._n.nvmlDeviceGetCudaComputeCapability, self._handles[i])
+        cc = self._opt("nvmlDeviceGetCudaComputeCapability", self._handles[i])
         return [int(cc[0]), int(cc[1])] if cc is not None else None
 
     def memory(self, i):
-        try:
-            m = self._n.nvmlDeviceGetMemoryInfo(self._handles[i])
-        except self._no_permission:  # a MIG-enabled GPU answers only with privileges
+        """None where NVML has no answer: a MIG-enabled GPU without privileges (NO_PERMISSION),
+        a unified-memory GPU such as DGX Spark's GB10 (NOT_SUPPORTED)."""
+        m = self._opt("nvmlDeviceGetMemoryInfo", self._handles[i])
+        if m is None:
             return None
         return {"total": int(m.total), "free": int(m.free), "used": int(m.used)}
 
     def persistence_mode(self, i):
-        return self._opt(self._n.nvmlDeviceGetPersistenceMode, self._handles[i])
+        return self._opt("nvmlDeviceGetPersistenceMode", self._handles[i])
 
     def mig_mode(self, i):
-        mode = self._opt(self._n.nvmlDeviceGetMigMode, self._handles[i])
+        mode = self._opt("nvmlDeviceGetMigMode", self._handles[i])
         return list(mode) if mode is not None else None
 
     def mig_devices(self, i):
@@ -439,14 +555,14 @@ class PynvmlReads:
             return []
         h, n = self._handles[i], self._n
         uuids = []
-        for k in range(self._opt(n.nvmlDeviceGetMaxMigDeviceCount, h) or 0):
-            mig = self._opt(n.nvmlDeviceGetMigDeviceHandleByIndex, h, k)
+        for k in range(self._opt("nvmlDeviceGetMaxMigDeviceCount", h) or 0):
+            mig = self._opt("nvmlDeviceGetMigDeviceHandleByIndex", h, k)
             if mig is not None:
                 uuids.append(_text(n.nvmlDeviceGetUUID(mig)))
         return uuids
 
     def ecc_uncorrected(self, i):
-        get = self._n.nvmlDeviceGetTotalEccErrors
+        get = "nvmlDeviceGetTotalEccErrors"
         vol = self._opt(get, self._handles[i], 1, 0)  # UNCORRECTED, VOLATILE_ECC
         if vol is None:
             return None
@@ -458,8 +574,11 @@ class PynvmlReads:
         h = self._handles[i]
         plist = None
         for version in ("_v3", "_v2"):
+            fn = getattr(self._n, f"nvmlDeviceGet{kind}RunningProcesses{version}", None)
+            if fn is None:  # an old pynvml without this wrapper
+                continue
             try:
-                plist = getattr(self._n, f"nvmlDeviceGet{kind}RunningProcesses{version}")(h)
+                plist = fn(h)
                 break
             except self._missing:
                 continue
@@ -492,17 +611,17 @@ class PynvmlReads:
         return self._procs("Graphics", i)
 
     def process_name(self, pid):
-        name = self._opt(self._n.nvmlSystemGetProcessName, pid)
+        name = self._opt("nvmlSystemGetProcessName", pid)
         return _text(name) if name is not None else None
 
     def pcie(self, i):
-        h, n = self._handles[i], self._n
-        values = [self._opt(fn, h) for fn in (
-            n.nvmlDeviceGetMaxPcieLinkGeneration, n.nvmlDeviceGetMaxPcieLinkWidth,
-            n.nvmlDeviceGetCurrPcieLinkGeneration, n.nvmlDeviceGetCurrPcieLinkWidth)]
+        h = self._handles[i]
+        values = [self._opt(name, h) for name in (
+            "nvmlDeviceGetMaxPcieLinkGeneration", "nvmlDeviceGetMaxPcieLinkWidth",
+            "nvmlDeviceGetCurrPcieLinkGeneration", "nvmlDeviceGetCurrPcieLinkWidth")]
         if values[0] is None:
             return None
-        return dict(zip(("max_gen", "max_width", "cur_gen", "cur_width"), values))
+        return dict(zip(("max_gen", "max_width", "cur_gen", "cur_width"), values, strict=True))
 
     def numa_node(self, i):
         """The NUMA node of the GPU's PCI device, as `nvidia-smi topo -m` reads it from sysfs;
@@ -510,38 +629,79 @@ class PynvmlReads:
         on x86 hosts, where GPUs are not NUMA nodes themselves)."""
         node = sysfs_numa_node(self.pci_bus_id(i), self._sysfs)
         if node is None:
-            node = self._opt(self._n.nvmlDeviceGetNumaNodeId, self._handles[i])
+            node = self._opt("nvmlDeviceGetNumaNodeId", self._handles[i])
         return None if node is None or node < 0 else int(node)
 
     def cpu_affinity(self, i):
         words = max(1, -(-(os.cpu_count() or 1) // 64))
-        mask = self._opt(self._n.nvmlDeviceGetCpuAffinity, self._handles[i], words)
+        mask = self._opt("nvmlDeviceGetCpuAffinity", self._handles[i], words)
         return [int(w) for w in mask] if mask is not None else None
 
     def nvlinks(self, i):
         h, n = self._handles[i], self._n
         links = []
         for link in range(getattr(n, "NVML_NVLINK_MAX_LINKS", 18)):
-            state = self._opt(n.nvmlDeviceGetNvLinkState, h, link)
-            if state is None:
+            try:
+                state = n.nvmlDeviceGetNvLinkState(h, link)
+            except self._past_last_link:
                 break
-            remote_type = self._opt(n.nvmlDeviceGetNvLinkRemoteDeviceType, h, link)
+            except self._absent:  # this link has no state to read (a PCIe card answers so)
+                continue
+            remote_type = self._opt("nvmlDeviceGetNvLinkRemoteDeviceType", h, link)
             entry = {"link": link, "state": int(state),
-                     "version": self._opt(n.nvmlDeviceGetNvLinkVersion, h, link),
+                     "version": self._opt("nvmlDeviceGetNvLinkVersion", h, link),
                      "remote_type": remote_type, "remote_bus_id": None}
             if state == 1 and remote_type != NVLINK_DEVICE_TYPE_SWITCH:
-                remote = self._opt(n.nvmlDeviceGetNvLinkRemotePciInfo, h, link)
+                remote = self._opt("nvmlDeviceGetNvLinkRemotePciInfo", h, link)
                 entry["remote_bus_id"] = _text(remote.busId) if remote is not None else None
             links.append(entry)
         return links
 
     def topology_level(self, i, j):
-        return self._opt(self._n.nvmlDeviceGetTopologyCommonAncestor,
+        return self._opt("nvmlDeviceGetTopologyCommonAncestor",
                          self._handles[i], self._handles[j])
 
     def p2p_nvlink(self, i, j):
-        return self._opt(self._n.nvmlDeviceGetP2PStatus, self._handles[i], self._handles[j],
+        return self._opt("nvmlDeviceGetP2PStatus", self._handles[i], self._handles[j],
                          getattr(self._n, "NVML_P2P_CAPS_INDEX_NVLINK", 2))
+
+    def compute_mode(self, i):
+        return self._opt("nvmlDeviceGetComputeMode", self._handles[i])
+
+    def remapped_rows(self, i):
+        rows = self._opt("nvmlDeviceGetRemappedRows", self._handles[i])  # Ampere and later
+        if rows is None:
+            return None
+        return dict(zip(("correctable", "uncorrectable", "pending", "failure"), map(int, rows),
+                        strict=True))
+
+    def retired_pages_pending(self, i):
+        return self._opt("nvmlDeviceGetRetiredPagesPendingStatus", self._handles[i])
+
+    def clock_events(self, i):
+        """nvmlDeviceGetCurrentClocksEventReasons (R535+), else its older name ...ThrottleReasons."""
+        names = [n for n in ("nvmlDeviceGetCurrentClocksEventReasons",
+                             "nvmlDeviceGetCurrentClocksThrottleReasons") if hasattr(self._n, n)]
+        if not names:
+            self.lacking.add("nvmlDeviceGetCurrentClocksEventReasons")
+        for name in names:
+            reasons = self._opt(name, self._handles[i])
+            if reasons is not None:
+                return int(reasons)
+        return None
+
+    def fabric(self, i):
+        """The GPU's registration with the NVSwitch fabric (Hopper and later). pynvml hands the
+        structure to the C function as given, so it must be passed by reference: a structure
+        passed by value crashes the process (seen on an H200, driver 580)."""
+        info_type = getattr(self._n, "c_nvmlGpuFabricInfo_t", None)
+        if info_type is None:
+            self.lacking.add("nvmlDeviceGetGpuFabricInfo")
+            return None
+        info = info_type()
+        if self._opt("nvmlDeviceGetGpuFabricInfo", self._handles[i], ctypes.byref(info)) is None:
+            return None
+        return {"state": int(info.state), "status": int(info.status)}
 
 
 def _bytes_or_none(value) -> int | None:
@@ -565,8 +725,9 @@ def sysfs_numa_node(bus_id: str, sysfs: str = "/sys") -> int | None:
     return node if node >= 0 else None
 
 
-def open_nvml() -> PynvmlReads:
-    """Initialise the real NVML, or raise NvmlUnavailable with the reason in one line."""
+def open_nvml(sysfs: str = "/sys", procfs: str = "/proc") -> PynvmlReads:
+    """Initialise the real NVML; NvmlUnavailable where there is no NVIDIA driver to ask,
+    NvmlReadFailed (with the fix) where GPUs are there but the driver cannot drive them."""
     try:
         import pynvml
     except ImportError:
@@ -575,15 +736,24 @@ def open_nvml() -> PynvmlReads:
         pynvml.nvmlInit()
     except pynvml.NVMLError as e:
         value = getattr(e, "value", None)
-        if value in (getattr(pynvml, "NVML_ERROR_LIBRARY_NOT_FOUND", 12),
-                     getattr(pynvml, "NVML_ERROR_DRIVER_NOT_LOADED", 9)):
+        if value == NVML_ERROR_LIB_RM_VERSION_MISMATCH:
+            raise read_failed(e) from None
+        if value in (NVML_ERROR_LIBRARY_NOT_FOUND, NVML_ERROR_DRIVER_NOT_LOADED):
+            gpus = nvidia_gpus_on_pci(sysfs)
+            loaded = os.path.isdir(os.path.join(procfs, "driver", "nvidia"))
+            if value == NVML_ERROR_DRIVER_NOT_LOADED and gpus and not loaded:
+                raise NvmlReadFailed(
+                    f"NVIDIA GPUs are on the PCI bus ({', '.join(gpus[:4])}"
+                    f"{', ...' if len(gpus) > 4 else ''}) but the NVIDIA driver is not loaded",
+                    "load it (sudo modprobe nvidia) and read `dmesg | grep -i nvidia`; a kernel "
+                    "updated without rebuilding the driver module (DKMS) is the usual cause") from None
             raise NvmlUnavailable("NVML not available (no NVIDIA driver loaded)") from None
         raise NvmlUnavailable(f"NVML not available ({e})") from None
     try:
         return PynvmlReads(pynvml)
     except pynvml.NVMLError as e:
         pynvml.nvmlShutdown()
-        raise NvmlReadFailed(f"NVML read failed ({e})") from None
+        raise read_failed(e) from None
 
 
 def main() -> int:
@@ -596,7 +766,7 @@ def main() -> int:
     try:
         inventory = record(reads)
     except reads.error as e:
-        print(f"ddplint: NVML read failed ({e})", file=sys.stderr)
+        print(f"ddplint: {read_failed(e)}", file=sys.stderr)
         return 2
     finally:
         reads.close()

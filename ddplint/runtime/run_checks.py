@@ -12,6 +12,7 @@ import linecache
 import re
 from dataclasses import dataclass
 
+from ddplint.runtime.checks.causes import cause_of
 from ddplint.runtime.checks.comm import NCCL_HINT
 from ddplint.runtime.launcher import LaunchResult, describe_phase
 from ddplint.runtime.sites import is_user_file, short
@@ -70,9 +71,13 @@ def check_failure(result: LaunchResult, world: int, base: str) -> CheckResult:
         stopped = sorted([r["rank"] for r in records.values() if r.get("status") == "terminated"] + missing)
         if stopped:
             evidence.append(f"rank(s) {', '.join(map(str, stopped))} stopped by torchrun after the failure")
+        cause = cause_of(err["message"], err.get("text"), "\n".join(err.get("stderr_tail", [])))
+        if cause is not None:
+            evidence.insert(0, f"cause: {cause.what}")
         return CheckResult("run.failure", Status.FAIL, f"rank {first['rank']} raised {err['message']}{where}",
-                           evidence, data={"ranks": [{"rank": r["rank"], **{k: v for k, v in r["error"].items()
-                                                                               if k != "t"}} for r in raised]})
+                           evidence, fix=cause.fix if cause else None,
+                           data={"ranks": [{"rank": r["rank"], **{k: v for k, v in r["error"].items()
+                                                                  if k != "t"}} for r in raised]})
     if result.hang is not None:
         return CheckResult("run.failure", Status.SKIP, "no rank raised before the audit timed out (see run.hang)")
     if missing:

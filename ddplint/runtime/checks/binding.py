@@ -30,6 +30,7 @@ from ddplint.runtime.verdict import CheckResult, Status
 
 DUPLICATE_GPU = re.compile(r"Duplicate GPU detected ?: rank (\d+) and rank (\d+) both on CUDA "
                            r"device ([0-9a-fA-F]+)")
+MULTIPLE_RANKS = re.compile(r"Multiple Ranks are using the same GPU/Partition")
 BIND_FIX = ("bind each rank before building the model: torch.cuda.set_device(int(os.environ"
             "['LOCAL_RANK'])) and use torch.device('cuda', local_rank) (see DDP101, DDP102, DDP103)")
 
@@ -118,8 +119,15 @@ def rank_table(records: list[dict]) -> list[str]:
     return lines
 
 
-def duplicate_gpu(records: list[dict]) -> tuple[list[int], str, str] | None:
-    """(ranks, PCI bus id, NCCL's line) when NCCL refused two ranks on one GPU."""
+def duplicate_gpu(records: list[dict]) -> tuple[list[int], str | None, str] | None:
+    """(ranks, PCI bus id or None, NCCL's line) when NCCL refused two ranks on one GPU.
+
+    NCCL before 2.30 names both ranks and the bus ("Duplicate GPU detected : rank 1 and rank 0
+    both on CUDA device 1a000"); from 2.30 it says "Multiple Ranks are using the same
+    GPU/Partition" on each refused rank, naming neither.
+    """
+    shared: list[int] = []
+    line = None
     for rec in sorted(records, key=rank_of):
         texts = [(rec.get("error") or {}).get("text") or "",
                  (part(rec, "comm").get("allreduce") or {}).get("error") or ""]
@@ -129,7 +137,11 @@ def duplicate_gpu(records: list[dict]) -> tuple[list[int], str, str] | None:
                 digits = m[3].rjust(9, "0")
                 bus = f"{digits[:-5]}:{digits[-5:-3]}:{digits[-3:-1]}.{digits[-1]}"
                 return sorted({int(m[1]), int(m[2])}), bus, m[0]
-    return None
+            m = MULTIPLE_RANKS.search(text)
+            if m and rank_of(rec) not in shared:
+                shared.append(rank_of(rec))
+                line = m[0]
+    return (shared, None, line) if shared and line else None
 
 
 def distinct_check(records: list[dict]) -> CheckResult:
@@ -139,9 +151,11 @@ def distinct_check(records: list[dict]) -> CheckResult:
     duplicate = duplicate_gpu(records)
     if duplicate is not None:
         ranks, bus, line = duplicate
+        where = f"the GPU at PCI {bus}" if bus else "a GPU"
         return CheckResult("bind.distinct", Status.FAIL,
-                           f"{ranks_text(ranks)} share the GPU at PCI {bus}: NCCL refused them "
-                           "(Duplicate GPU detected)", table + [f"NCCL: {line}"], BIND_FIX,
+                           f"{ranks_text(ranks)} share {where}: NCCL refused them "
+                           f"({'Duplicate GPU detected' if bus else MULTIPLE_RANKS.pattern})",
+                           table + [f"NCCL: {line}"], BIND_FIX,
                            rule="DDP101", data={"ranks": ranks, "pci_bus_id": bus})
     reached = [r for r in records if part(r, "binding") and not part(r, "binding").get("error")]
     if not reached:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 
+from ddplint.runtime.checks.causes import cause_of
 from ddplint.runtime.checks.common import Findings, size_text
 from ddplint.runtime.checks.records import env, node, part, rank_of, ranks_text
 from ddplint.runtime.verdict import CheckResult, Status
@@ -70,10 +71,19 @@ def wait_all(works: list, deadline: float, what: str) -> None:
 
 def error_line(exc: BaseException) -> str:
     """The line of an error that says what went wrong: NCCL's "Last error:" detail (such as
-    "Duplicate GPU detected : rank 1 and rank 0 both on CUDA device 1a000") over its headline."""
+    "Duplicate GPU detected : rank 1 and rank 0 both on CUDA device 1a000", or NCCL 2.30's
+    "Multiple Ranks are using the same GPU/Partition") over its headline."""
     lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()] or [repr(exc)]
-    detail = next((line for line in lines if "Duplicate GPU detected" in line), lines[0])
-    return detail[:300]
+    after = next((lines[k + 1] for k, line in enumerate(lines[:-1])
+                  if line.rstrip(":").lower() == "last error"), None)
+    return (after or lines[0])[:300]
+
+
+def failure_fix(*texts: str | None) -> str:
+    """The fix for a failed collective: the known cause's (two ranks on one GPU, a broken
+    driver), else where to look in NCCL's own log."""
+    cause = cause_of(*texts)
+    return cause.fix if cause else NCCL_HINT
 
 
 def measure() -> dict:
@@ -144,8 +154,16 @@ def bandwidth_row(nbytes: int, seconds: float, world: int) -> dict:
 
 
 def last_nccl_line(log: str | None) -> str | None:
-    lines = [l for l in (log or "").splitlines() if "NCCL" in l]
-    return lines[-1].strip() if lines else None
+    """NCCL's last word in the log: the detail under its last "Last error:" when that comes
+    last (it says what went wrong; the line above it only says "invalid usage")."""
+    lines = [line.strip().lstrip("|").strip() for line in (log or "").splitlines()]
+    picked = None
+    for k, line in enumerate(lines):
+        if "NCCL" in line:
+            picked = line
+        elif line.rstrip(":").lower() == "last error" and k + 1 < len(lines) and lines[k + 1]:
+            picked = lines[k + 1]
+    return picked
 
 
 def allreduce_check(records: list[dict], log_tail: str | None = None) -> CheckResult:
@@ -167,7 +185,7 @@ def allreduce_check(records: list[dict], log_tail: str | None = None) -> CheckRe
         world = comm.get("world_size", world)
         if comm.get("error"):
             found.add(Status.FAIL, f"rank {rank}: the all_reduce test raised {comm['error']}",
-                      NCCL_HINT)
+                      failure_fix(comm["error"]))
         elif ar is None and rec.get("init_called") and _no_nccl(rec):
             found.add(Status.FAIL, f"rank {rank} ({node(rec)}): this torch build has no NCCL "
                                    f"(torch {_torch_version(rec)}), so the nccl backend cannot "
@@ -185,7 +203,8 @@ def allreduce_check(records: list[dict], log_tail: str | None = None) -> CheckRe
                                    f"after {ar['seconds']:g} s with no result", NCCL_HINT)
         elif "error" in ar:
             found.add(Status.FAIL, f"all_reduce failed in the {ar['phase']} on rank {rank} "
-                                   f"after {ar['seconds']:g} s: {ar['error']}", NCCL_HINT)
+                                   f"after {ar['seconds']:g} s: {ar['error']}",
+                      failure_fix(ar["error"]))
         elif str(comm.get("world_size")) != env(rec).get("WORLD_SIZE", str(comm.get("world_size"))):
             found.add(Status.FAIL, f"rank {rank}'s process group has {comm['world_size']} "
                                    f"rank(s) but torchrun started {env(rec)['WORLD_SIZE']}: "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import importlib.util
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -130,9 +131,12 @@ def inventory_check(machine: Machine, nproc: int, environ: dict[str, str],
         found.add(Status.WARN, f"mixed GPUs ({', '.join(names)}): the batch must fit the "
                                f"{card}: the smallest sets the limit",
                   "size the per-GPU batch for the smallest card, or use only identical GPUs")
-        if environ.get("CUDA_DEVICE_ORDER") != "PCI_BUS_ID":
-            evidence.append("CUDA_DEVICE_ORDER is not PCI_BUS_ID: CUDA numbers mixed GPUs "
-                            "fastest first, so CUDA indices may not match nvidia-smi's")
+    if len({g.name for g in machine.gpus}) > 1 and environ.get("CUDA_DEVICE_ORDER") != "PCI_BUS_ID":
+        found.add(Status.WARN, "GPUs of different models and CUDA_DEVICE_ORDER is not PCI_BUS_ID: "
+                               "CUDA numbers them fastest first, nvidia-smi and "
+                               "CUDA_VISIBLE_DEVICES indices by PCI bus, so cuda:N may not be "
+                               "the GPU you picked",
+                  "export CUDA_DEVICE_ORDER=PCI_BUS_ID in the launch environment")
 
     for gpu in used:
         status, line = _foreign(gpu)
@@ -214,11 +218,12 @@ def _gpu_data(gpu) -> dict:
                            "kind": p.kind} for p in gpu.processes]}
 
 
-def nvml_module_check() -> CheckResult:
+def nvml_module_check(lacking: Sequence[str] = ()) -> CheckResult:
     """stack.nvml: `import pynvml` must load nvidia-ml-py, not the old `pynvml` distribution.
 
     Both install a module named pynvml; the old one (a package directory) wins the import and
-    reports wrong NVLink counts on recent drivers.
+    reports wrong NVLink counts on recent drivers. `lacking`: the NVML calls the loaded module
+    has no wrapper for (the fields they read were left out, the other checks still ran).
     """
     spec = importlib.util.find_spec("pynvml")
     if spec is None or spec.origin is None:
@@ -226,19 +231,27 @@ def nvml_module_check() -> CheckResult:
                            fix="pip install nvidia-ml-py")
     origin = Path(spec.origin).resolve()
     owner = _owner(origin)
+    missing = (f"; it lacks {', '.join(lacking)}, so those reads were left out"
+               if lacking else "")
+    evidence = [str(origin)] + ([f"calls this pynvml lacks: {', '.join(lacking)}"] if lacking else [])
+    reinstall = "pip install --force-reinstall nvidia-ml-py"
     if owner is None:
         return CheckResult("stack.nvml", Status.WARN,
-                           f"the pynvml module at {origin} belongs to no installed distribution",
-                           fix="pip install --force-reinstall nvidia-ml-py")
+                           f"the pynvml module at {origin} belongs to no installed distribution"
+                           + missing, evidence, fix=reinstall)
     name, version = owner
-    if name == "nvidia-ml-py":
+    if name == "nvidia-ml-py" and not lacking:
         return CheckResult("stack.nvml", Status.PASS,
-                           f"pynvml comes from nvidia-ml-py {version}", [str(origin)])
+                           f"pynvml comes from nvidia-ml-py {version}", evidence)
+    if name == "nvidia-ml-py":
+        return CheckResult("stack.nvml", Status.WARN,
+                           f"nvidia-ml-py {version} is older than the driver's NVML{missing}",
+                           evidence, fix="pip install --upgrade nvidia-ml-py")
     return CheckResult(
         "stack.nvml", Status.WARN,
         f"`import pynvml` loads the stale `{name}` {version} distribution, not nvidia-ml-py "
-        "(wrong NVLink counts on recent drivers)", [str(origin)],
-        fix=f"pip uninstall -y {name} && pip install --force-reinstall nvidia-ml-py")
+        f"(wrong NVLink counts on recent drivers){missing}", evidence,
+        fix=f"pip uninstall -y {name} && {reinstall}")
 
 
 def _owner(origin: Path) -> tuple[str, str] | None:

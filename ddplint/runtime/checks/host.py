@@ -6,12 +6,20 @@ import os
 
 from ddplint.runtime.checks.env import launch_env_check
 from ddplint.runtime.checks.gpu import inventory_check, nvml_module_check, visible_gpus
+from ddplint.runtime.checks.health import health_check
 from ddplint.runtime.checks.ports import port_check
 from ddplint.runtime.checks.stack import installed_torch_cuda
 from ddplint.runtime.checks.stale import stale_check
 from ddplint.runtime.checks.topology import topology_check
 from ddplint.runtime.nodes import Nodes, rendezvous_address
-from ddplint.runtime.nvml import NvmlReadFailed, NvmlReads, NvmlUnavailable, load_machine, open_nvml
+from ddplint.runtime.nvml import (
+    NvmlReadFailed,
+    NvmlReads,
+    NvmlUnavailable,
+    load_machine,
+    open_nvml,
+    read_failed,
+)
 from ddplint.runtime.options import RuntimeOptions
 from ddplint.runtime.verdict import CheckResult, Status
 
@@ -19,7 +27,7 @@ from ddplint.runtime.verdict import CheckResult, Status
 def run_host_checks(options: RuntimeOptions, nproc: int, master_port: int,
                     nvml: NvmlReads | None = None,
                     environ: dict[str, str] | None = None) -> list[CheckResult]:
-    """gpu.inventory, gpu.topology, stack.nvml, env.port, env.stale, env.launch.
+    """gpu.inventory, gpu.topology, gpu.health, stack.nvml, env.port, env.stale, env.launch.
 
     `nvml` replaces the real library (tests replay recorded machines through it).
     """
@@ -32,17 +40,19 @@ def run_host_checks(options: RuntimeOptions, nproc: int, master_port: int,
     except NvmlUnavailable as e:
         results.append(CheckResult("gpu.inventory", Status.SKIP, str(e)))
         results.append(CheckResult("gpu.topology", Status.SKIP, str(e)))
+        results.append(CheckResult("gpu.health", Status.SKIP, str(e)))
     except NvmlReadFailed as e:
-        results.append(CheckResult("gpu.inventory", Status.FAIL, str(e),
-                                   fix="run nvidia-smi; a GPU that fell off the bus needs a reset"))
+        results.append(CheckResult("gpu.inventory", Status.FAIL, str(e), fix=e.fix))
         results.append(CheckResult("gpu.topology", Status.SKIP, str(e)))
+        results.append(CheckResult("gpu.health", Status.SKIP, str(e)))
     if machine is not None:
         inventory = inventory_check(machine, nproc, environ, installed_torch_cuda(),
                                     options.backend)
         results.append(inventory)
         job = visible_gpus(machine, environ.get("CUDA_VISIBLE_DEVICES")).indices[:nproc]
         results.append(topology_check(machine, job))
-    results.append(nvml_module_check())
+        results.append(health_check(machine, job, nproc))
+    results.append(nvml_module_check(machine.lacking if machine else []))
     addr, port = rendezvous_address(options, master_port)
     record_port = Nodes.of(options, master_port).port if options.nnodes > 1 else None
     results.append(port_check(addr, port, options.node_rank, record_port))
@@ -56,6 +66,6 @@ def _read_machine():
     try:
         return load_machine(reads)
     except reads.error as e:
-        raise NvmlReadFailed(f"NVML read failed ({e})") from None
+        raise read_failed(e) from None
     finally:
         reads.close()

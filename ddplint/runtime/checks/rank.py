@@ -27,6 +27,7 @@ from ddplint.runtime.nvml import (
     NvmlUnavailable,
     load_machine,
     open_nvml,
+    read_failed,
 )
 from ddplint.runtime.verdict import CheckResult
 
@@ -40,7 +41,7 @@ def nvml_view() -> dict:
     try:
         machine = load_machine(reads)
     except reads.error as exc:
-        return {"error": f"NVML read failed ({exc})"}
+        return {"error": str(read_failed(exc))}
     finally:
         reads.close()
     visible = visible_gpus(machine, os.environ.get("CUDA_VISIBLE_DEVICES")).indices
@@ -49,6 +50,8 @@ def nvml_view() -> dict:
     return {"driver_version": machine.driver_version,
             "cuda_driver_version": machine.cuda_driver_version, "visible": len(visible),
             "uuids": [machine.gpus[i].uuid for i in visible],
+            "gpus": [{"name": machine.gpus[i].name, "capability": machine.gpus[i].compute_capability}
+                     for i in visible],
             "expected_busbw_gbps": gbps, "basis": basis}
 
 

@@ -132,12 +132,51 @@ def collect_versions() -> dict:
         "nccl_available": torch.distributed.is_nccl_available(),
         "cuda_available": torch.cuda.is_available(),
         "device_count": torch.cuda.device_count(),
+        # the GPU architectures this build has kernels for (compile-time flags: no CUDA init)
+        "arch_list": torch.cuda.get_arch_list() if torch.cuda.is_available() else [],
         "packages": packages,
         "packages_hash": hashlib.sha256("\n".join(packages).encode()).hexdigest()[:16],
         "script": script,
         "script_sha256": _sha256(script),
         "git_commit": _git_commit(script),
     }
+
+
+_ARCH = re.compile(r"^(sm|compute)_(\d+?)(\d)([a-z]?)$")
+
+
+def runs_on(arch_list: list[str], capability: list[int]) -> bool:
+    """Whether a build with these architectures has code for a GPU of this compute capability.
+
+    Machine code (sm_XY) runs on the same major version at an equal or higher minor (sm_80 on
+    8.6); PTX (compute_XY) is compiled by the driver for any equal or newer GPU. Code for an
+    architecture-specific variant (sm_90a) runs only on that exact GPU.
+    """
+    for arch in arch_list:
+        m = _ARCH.match(arch)
+        if m is None:
+            continue
+        kind, major, minor, variant = m[1], int(m[2]), int(m[3]), m[4]
+        if variant:
+            if [major, minor] == list(capability):
+                return True
+        elif kind == "sm" and major == capability[0] and minor <= capability[1]:
+            return True
+        elif kind == "compute" and (major, minor) <= (capability[0], capability[1]):
+            return True
+    return False
+
+
+def _without_kernels(arch_list: list[str] | None, gpus: list[dict]) -> list[tuple[str, list[int]]]:
+    """(name, capability) of each distinct visible GPU this torch build has no code for."""
+    if not arch_list:  # a CPU build, or a torch that does not say
+        return []
+    seen: dict[tuple, str] = {}
+    for gpu in gpus:
+        cc = gpu.get("capability")
+        if cc and tuple(cc) not in seen and not runs_on(arch_list, cc):
+            seen[tuple(cc)] = gpu.get("name", "GPU")
+    return [(name, list(cc)) for cc, name in seen.items()]
 
 
 def versions_check(records: list[dict]) -> CheckResult:
@@ -179,6 +218,14 @@ def versions_check(records: list[dict]) -> CheckResult:
         elif v["cuda_available"] and v["device_count"] != seen:
             found.add(Status.WARN, f"{where}: torch sees {v['device_count']} GPUs, NVML {seen}",
                       "check CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER in the launch environment")
+        for name, capability in _without_kernels(v.get("arch_list"), nv.get("gpus", [])):
+            cc = f"{capability[0]}.{capability[1]}"
+            found.add(Status.FAIL, f"{where}: torch {v['torch']} has no kernels for the {name} "
+                                   f"(compute capability {cc}, sm_{capability[0]}{capability[1]}); "
+                                   f"it was built for {', '.join(v['arch_list'])}",
+                      "install a torch build for a newer CUDA that lists sm_"
+                      f"{capability[0]}{capability[1]} in torch.cuda.get_arch_list(); until then "
+                      "every kernel fails with 'no kernel image is available'")
     if found.items:
         return CheckResult("stack.versions", found.status, found.summary, evidence, found.fix)
     v = part(by_rank[next(iter(nodes.values()))[0]], "info")["versions"]
