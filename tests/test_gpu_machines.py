@@ -74,6 +74,7 @@ def test_dgx_spark_unified_memory_reads_as_unknown_memory_and_the_gpu_counts(fak
     checks = host(reads)
     assert checks["gpu.inventory"].status is Status.PASS, checks["gpu.inventory"].summary
     assert checks["gpu.inventory"].summary == "1 x NVIDIA GB10 free for 1 process"
+    assert any("memory not reported by NVML" in e for e in checks["gpu.inventory"].evidence)
     assert checks["gpu.health"].status is Status.PASS
     # the audit counts the GPU, so --backend nccl is not refused and auto picks nccl
     monkeypatch.setattr("ddplint.runtime.nvml.sysfs_numa_node", lambda bus, sysfs="/sys": None)

@@ -189,8 +189,8 @@ def _gpu_line(gpu) -> str:
                     for p in gpu.processes)
     memory = (f"{mib(gpu.memory_total)} total, {mib(gpu.memory_used)} used, "
               f"{mib(gpu.memory_free)} free" if gpu.memory_total is not None else
-              "memory not readable (NVML_ERROR_NO_PERMISSION, as on a MIG-enabled GPU "
-              "without privileges)")
+              "memory not reported by NVML (a MIG-enabled GPU without privileges, or "
+              "unified memory as on DGX Spark's GB10)")
     return (f"{gpu.label} {gpu.name} {gpu.uuid} bus {gpu.pci_bus_id}: "
             f"{memory}; {', '.join(flags)}{procs}")
 
