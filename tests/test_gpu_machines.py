@@ -31,6 +31,7 @@ from ddplint.runtime.checks.gpu import inventory_check, nvml_module_check  # noq
 from ddplint.runtime.checks.health import health_check  # noqa: E402
 from ddplint.runtime.checks.host import run_host_checks  # noqa: E402
 from ddplint.runtime.checks.stack import runs_on, versions_check  # noqa: E402
+from ddplint.runtime.gpucount import GpuCount, count_gpus, gpu_device_nodes, torch_gpu_count  # noqa: E402
 from ddplint.runtime.nvml import (  # noqa: E402
     NvmlReadFailed,
     NvmlUnavailable,
@@ -78,7 +79,7 @@ def test_dgx_spark_unified_memory_reads_as_unknown_memory_and_the_gpu_counts(fak
     assert checks["gpu.health"].status is Status.PASS
     # the audit counts the GPU, so --backend nccl is not refused and auto picks nccl
     monkeypatch.setattr("ddplint.runtime.nvml.sysfs_numa_node", lambda bus, sysfs="/sys": None)
-    assert audit.visible_gpu_count() == (1, None)
+    assert count_gpus({}) == GpuCount(1, "NVML")
 
 
 @pytest.mark.parametrize("code", [NOT_SUPPORTED, UNKNOWN, TIMEOUT])
@@ -181,8 +182,8 @@ def test_driver_library_mismatch_fails_with_reboot_and_refuses_nccl(fake_nvml, m
     checks = {r.check: r for r in run_host_checks(OPTIONS, 2, 0, environ={})}
     assert checks["gpu.inventory"].status is Status.FAIL
     assert checks["gpu.inventory"].fix.startswith("reboot the node")
-    count, why = audit.visible_gpu_count()
-    assert count == 0 and "upgraded without a reboot" in why
+    counted = count_gpus({})
+    assert counted.count == 0 and "upgraded without a reboot" in counted.broken
     script = Path(__file__)
     with pytest.raises(audit.UsageError, match="--backend nccl needs GPUs and none can be used: "
                                                "the NVIDIA kernel module"):
@@ -433,3 +434,69 @@ def test_cuda_errors_that_are_machine_problems_name_their_fix(text, starts):
 
 def test_an_ordinary_error_has_no_machine_cause():
     assert cause_of("ValueError: expected 3 channels", "CUDA out of memory. Tried to allocate 2 GiB") is None
+
+
+# -- GPUs that NVML cannot count ---------------------------------------------------------------
+
+
+def test_gpu_device_nodes_are_what_makes_the_audit_ask_torch(tmp_path):
+    (tmp_path / "nvidiactl").touch()
+    assert gpu_device_nodes(str(tmp_path)) == []  # the control node alone is no GPU
+    (tmp_path / "nvidia0").touch()
+    (tmp_path / "kfd").touch()
+    assert gpu_device_nodes(str(tmp_path)) == [str(tmp_path / "kfd"), str(tmp_path / "nvidia0")]
+
+
+def test_torch_counts_rocm_gpus_and_says_so(tmp_path):
+    rocm = tmp_path / "python"  # stands in for a ROCm build's interpreter: its torch's answer
+    rocm.write_text('#!/bin/sh\necho \'[8, "6.2.41133-dd7f95766"]\'\n')
+    rocm.chmod(0o755)
+    assert torch_gpu_count(str(rocm)) == GpuCount(8, "torch (ROCm/HIP)")
+    broken = tmp_path / "broken"
+    broken.write_text("#!/bin/sh\necho Traceback >&2; exit 1\n")
+    broken.chmod(0o755)
+    assert torch_gpu_count(str(broken)) == GpuCount(0, "")
+
+
+def test_without_nvml_and_with_gpu_nodes_the_real_torch_is_asked(tmp_path):
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is None:
+        pytest.skip("torch is not installed")
+    (tmp_path / "kfd").touch()
+    # this machine has no driver: NVML is unavailable, torch (a CPU build) answers 0
+    assert count_gpus({}, dev=str(tmp_path)) == GpuCount(0, "")
+
+
+def test_a_torch_count_lets_nccl_run_and_names_its_source(monkeypatch):
+    counted = GpuCount(4, "torch (ROCm/HIP)")
+    monkeypatch.setattr(audit, "count_gpus", lambda environ: counted)
+    nproc, backend, gpus = audit._validate(RuntimeOptions(script=Path(__file__), backend="auto"))
+    assert (nproc, backend, gpus) == (4, "nccl", counted)  # RCCL answers to "nccl" in torch
+    monkeypatch.setattr("ddplint.runtime.checks.host.installed_torch_cuda", lambda: None)
+    checks = {r.check: r for r in run_host_checks(OPTIONS, 4, 0, environ={}, counted=counted)}
+    if checks["gpu.inventory"].status is Status.SKIP:  # no NVML here (the usual CI machine)
+        assert checks["gpu.inventory"].summary.endswith(
+            "4 GPUs counted by torch (ROCm/HIP); their memory, processes and health are not checked")
+    else:  # a machine with an NVIDIA driver reads its GPUs through NVML as usual
+        assert "counted by torch" not in checks["gpu.inventory"].summary
+
+
+def _bound(rank, uuid, bus, group="0"):
+    return {"rank": rank, "status": "completed",
+            "info": {"hostname": f"n{group}", "env": {"RANK": str(rank), "LOCAL_RANK": str(rank),
+                                                      "GROUP_RANK": group}},
+            "binding": {"device_type": "cuda", "gpu": {"index": 0, "name": "AMD Instinct MI250X",
+                                                       "uuid": uuid, "pci_bus_id": bus}}}
+
+
+def test_gpus_without_uuids_are_told_apart_by_node_and_pci_bus():
+    apart = distinct_check([_bound(0, "", "00000000:C1:00.0"), _bound(1, "", "00000000:C6:00.0")])
+    assert apart.status is Status.PASS, apart.summary
+    shared = distinct_check([_bound(0, "", "00000000:C1:00.0"), _bound(1, "", "00000000:C1:00.0")])
+    assert shared.status is Status.FAIL
+    assert shared.summary == "ranks 0-1 share GPU cuda:0 PCI 00000000:C1:00.0 on node 0 (n0)"
+    nodes = distinct_check([_bound(0, "", "00000000:C1:00.0", "0"), _bound(1, "", "00000000:C1:00.0", "1")])
+    assert nodes.status is Status.PASS  # the same bus id on two nodes is two GPUs
+    unknown = distinct_check([_bound(0, "", None), _bound(1, "", None)])
+    assert unknown.status is Status.SKIP  # never a false "ranks share a GPU"

@@ -4,7 +4,8 @@
 script not found, torch missing, interrupted) with a one-line reason on stderr.
 
 Hook points for the machine checks (`ddplint.runtime.checks`, optional modules):
-- before torchrun starts: `checks.host.run_host_checks(options, nproc, master_port)` ->
+- before torchrun starts: `checks.host.run_host_checks(options, nproc, master_port, None, None,
+  gpus)` ->
   list[CheckResult], reported first;
 - after the run: `checks.rank.rank_checks(records, log_tail)` -> list[CheckResult], over
   every rank's record (the dicts the probe's rank hooks filled are under "info", "comm",
@@ -23,6 +24,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+from ddplint.runtime.gpucount import GpuCount, count_gpus
 from ddplint.runtime.options import RuntimeOptions
 from ddplint.runtime.sandbox import (
     Plan,
@@ -50,37 +52,8 @@ def _progress(message: str) -> None:
     print(f"ddplint: {message}", file=sys.stderr, flush=True)
 
 
-def visible_gpu_count() -> tuple[int, str | None]:
-    """(GPUs CUDA would enumerate here, read through NVML without importing torch; why none
-    can be used where the driver is broken). (0, None) on a host without an NVIDIA driver."""
-    try:
-        from ddplint.runtime.checks.gpu import visible_gpus
-        from ddplint.runtime.nvml import (
-            NvmlReadFailed,
-            NvmlUnavailable,
-            load_machine,
-            open_nvml,
-            read_failed,
-        )
-    except ImportError:
-        return 0, None
-    try:
-        reads = open_nvml()
-    except NvmlUnavailable:
-        return 0, None
-    except NvmlReadFailed as e:
-        return 0, str(e)
-    try:
-        machine = load_machine(reads)
-    except reads.error as e:
-        return 0, str(read_failed(e))
-    finally:
-        reads.close()
-    return len(visible_gpus(machine, os.environ.get("CUDA_VISIBLE_DEVICES")).indices), None
-
-
-def _validate(options: RuntimeOptions) -> tuple[int, str]:
-    """(processes per node, backend to report) or UsageError."""
+def _validate(options: RuntimeOptions) -> tuple[int, str, GpuCount]:
+    """(processes per node, backend to report, the GPUs counted) or UsageError."""
     script = options.script
     assert script is not None
     if not script.exists():
@@ -97,15 +70,16 @@ def _validate(options: RuntimeOptions) -> tuple[int, str]:
             raise UsageError(f"{name} must be at least 1")
     if options.timeout <= 0 or options.rdzv_timeout <= 0:
         raise UsageError("--timeout and --rdzv-timeout must be positive")
-    gpus, broken = visible_gpu_count()
-    nproc = options.nproc_per_node or gpus or 2
+    gpus = count_gpus(dict(os.environ))
+    nproc = options.nproc_per_node or gpus.count or 2
     if nproc < 1:
         raise UsageError("--nproc-per-node must be at least 1")
-    if options.backend == "nccl" and not gpus:
-        why = f"none can be used: {broken}" if broken else "none is visible; use --backend gloo"
+    if options.backend == "nccl" and not gpus.count:
+        why = (f"none can be used: {gpus.broken}" if gpus.broken else
+               "none is visible; use --backend gloo")
         raise UsageError(f"--backend nccl needs GPUs and {why}")
-    backend = options.backend if options.backend != "auto" else ("nccl" if gpus else "gloo")
-    return nproc, backend
+    backend = options.backend if options.backend != "auto" else ("nccl" if gpus.count else "gloo")
+    return nproc, backend, gpus
 
 
 def _master_port(options: RuntimeOptions) -> int:
@@ -149,7 +123,7 @@ def run_audit(options: RuntimeOptions) -> int:
         if preflight:
             options = replace(options, script=SMOKE, script_args=())
         options = resolve_layout(options, dict(os.environ))  # --nnodes etc. or SLURM's
-        nproc, backend = _validate(options)
+        nproc, backend, gpus = _validate(options)
         port = _master_port(options)
     except (UsageError, LayoutError) as exc:
         print(f"ddplint: error: {exc}", file=sys.stderr)
@@ -177,14 +151,15 @@ def run_audit(options: RuntimeOptions) -> int:
             rundir = RunDir(tempfile.mkdtemp(prefix="ddplint-run-"))
             containment = _containment(options, script)
             plan = Plan(containment.roots, rundir.path) if containment.sandboxed else None
-            host = _call_hook("host", "run_host_checks", options, nproc, port)
+            host = _call_hook("host", "run_host_checks", options, nproc, port, None, None, gpus)
             rundir.write_config({"steps": options.steps, "epochs": options.epochs,
                                  "backend": options.backend, "timeout": options.timeout,
                                  "sandbox": plan is not None})
             command = torchrun_command(rundir, script, options.script_args, nproc, options.nnodes,
                                        options.node_rank, options.master_addr, port,
                                        options.rdzv_backend, options.rdzv_endpoint)
-            _progress(f"launching torchrun: {nproc} processes x {options.nnodes} node(s), {backend}, "
+            counted = f" (GPUs counted by {gpus.source})" if gpus.count and gpus.source != "NVML" else ""
+            _progress(f"launching torchrun: {nproc} processes x {options.nnodes} node(s), {backend}{counted}, "
                       f"port {port}, timeout {options.timeout:g} s"
                       + (", sandboxed" if plan else ", not sandboxed (see io.sandbox)"))
             result = Launch(rundir, command, nproc, options.timeout, options.rdzv_timeout, _progress,

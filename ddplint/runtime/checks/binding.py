@@ -144,6 +144,17 @@ def duplicate_gpu(records: list[dict]) -> tuple[list[int], str | None, str] | No
     return (shared, None, line) if shared and line else None
 
 
+def _identity(rec: dict) -> str | tuple[str, str] | None:
+    """What tells a rank's GPU from another: its UUID, else (node, PCI bus id) for builds that
+    report no UUID (older ROCm), else nothing: ranks are then never said to share a GPU."""
+    gpu = part(rec, "binding")["gpu"]
+    if gpu.get("uuid"):
+        return gpu["uuid"]
+    if gpu.get("pci_bus_id"):
+        return node(rec), gpu["pci_bus_id"]
+    return None
+
+
 def distinct_check(records: list[dict]) -> CheckResult:
     if not records:
         return CheckResult("bind.distinct", Status.SKIP, "no rank reported")
@@ -167,10 +178,13 @@ def distinct_check(records: list[dict]) -> CheckResult:
         why = ("the script had not touched CUDA by its first batch" if available
                else "no GPU: the ranks run on CPU")
         return CheckResult("bind.distinct", Status.SKIP, why, table)
-    shared = {uuid: ranks for uuid, ranks in
-              group_by(on_gpu, lambda r: part(r, "binding")["gpu"]["uuid"]).items()
-              if len(ranks) > 1}
+    shared = {key: ranks for key, ranks in group_by(on_gpu, _identity).items()
+              if key is not None and len(ranks) > 1}
     data = {"ranks": {rank_of(r): part(r, "binding").get("gpu", {}).get("uuid") for r in reached}}
+    if not shared and any(_identity(r) is None for r in on_gpu):
+        return CheckResult("bind.distinct", Status.SKIP,
+                           "the GPUs report neither a UUID nor a PCI bus id: whether ranks share "
+                           "one cannot be told", table, data=data)
     if not shared:
         cpu = [rank_of(r) for r in reached if not part(r, "binding").get("gpu")]
         if cpu:
@@ -186,7 +200,7 @@ def distinct_check(records: list[dict]) -> CheckResult:
     for ranks in shared.values():
         gpu = part(by_rank[ranks[0]], "binding")["gpu"]
         where = {node(by_rank[r]) for r in ranks}
-        parts.append(f"{ranks_text(ranks)} share GPU cuda:{gpu['index']} {gpu['uuid']} "
-                     f"on {', '.join(sorted(where))}")
+        parts.append(f"{ranks_text(ranks)} share GPU cuda:{gpu['index']} "
+                     f"{gpu['uuid'] or 'PCI ' + gpu['pci_bus_id']} on {', '.join(sorted(where))}")
     return CheckResult("bind.distinct", Status.FAIL, "; ".join(parts), table, BIND_FIX,
                        rule="DDP101", data=data)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 
+from ddplint.runtime.checks.common import plural
 from ddplint.runtime.checks.env import launch_env_check
 from ddplint.runtime.checks.gpu import inventory_check, nvml_module_check, visible_gpus
 from ddplint.runtime.checks.health import health_check
@@ -11,6 +12,7 @@ from ddplint.runtime.checks.ports import port_check
 from ddplint.runtime.checks.stack import installed_torch_cuda
 from ddplint.runtime.checks.stale import stale_check
 from ddplint.runtime.checks.topology import topology_check
+from ddplint.runtime.gpucount import GpuCount
 from ddplint.runtime.nodes import Nodes, rendezvous_address
 from ddplint.runtime.nvml import (
     NvmlReadFailed,
@@ -26,10 +28,12 @@ from ddplint.runtime.verdict import CheckResult, Status
 
 def run_host_checks(options: RuntimeOptions, nproc: int, master_port: int,
                     nvml: NvmlReads | None = None,
-                    environ: dict[str, str] | None = None) -> list[CheckResult]:
+                    environ: dict[str, str] | None = None,
+                    counted: GpuCount | None = None) -> list[CheckResult]:
     """gpu.inventory, gpu.topology, gpu.health, stack.nvml, env.port, env.stale, env.launch.
 
-    `nvml` replaces the real library (tests replay recorded machines through it).
+    `nvml` replaces the real library (tests replay recorded machines through it); `counted`
+    is who counted the GPUs, which names torch's count where NVML has none.
     """
     environ = dict(os.environ) if environ is None else environ
     results: list[CheckResult] = []
@@ -38,7 +42,16 @@ def run_host_checks(options: RuntimeOptions, nproc: int, master_port: int,
     try:
         machine = load_machine(nvml) if nvml is not None else _read_machine()
     except NvmlUnavailable as e:
-        results.append(CheckResult("gpu.inventory", Status.SKIP, str(e)))
+        if counted is not None and counted.count:
+            results.append(CheckResult(
+                "gpu.inventory", Status.SKIP,
+                f"{e}: {plural(counted.count, 'GPU')} counted by {counted.source}; their "
+                "memory, processes and health are not checked",
+                fix="for the full check on NVIDIA GPUs, make libnvidia-ml visible "
+                    "(NVIDIA_DRIVER_CAPABILITIES=compute,utility in a container)"
+                    if "CUDA" in counted.source else None))
+        else:
+            results.append(CheckResult("gpu.inventory", Status.SKIP, str(e)))
         results.append(CheckResult("gpu.topology", Status.SKIP, str(e)))
         results.append(CheckResult("gpu.health", Status.SKIP, str(e)))
     except NvmlReadFailed as e:
