@@ -31,7 +31,12 @@ from ddplint.runtime.checks.gpu import inventory_check, nvml_module_check  # noq
 from ddplint.runtime.checks.health import health_check  # noqa: E402
 from ddplint.runtime.checks.host import run_host_checks  # noqa: E402
 from ddplint.runtime.checks.stack import runs_on, versions_check  # noqa: E402
-from ddplint.runtime.gpucount import GpuCount, count_gpus, gpu_device_nodes, torch_gpu_count  # noqa: E402
+from ddplint.runtime.gpucount import (  # noqa: E402
+    GpuCount,
+    count_gpus,
+    gpu_device_nodes,
+    torch_gpu_count,
+)
 from ddplint.runtime.nvml import (  # noqa: E402
     NvmlReadFailed,
     NvmlUnavailable,
