@@ -70,8 +70,19 @@ def test_srun_task_reads_its_layout_from_slurm():
 
 
 def test_bad_layouts_are_one_line_errors():
-    with pytest.raises(LayoutError, match="run one ddplint per node: srun --ntasks-per-node=1"):
+    with pytest.raises(LayoutError, match="run one ddplint per node: srun --nodes 4 --ntasks-per-node=1"):
         resolve_layout(RuntimeOptions(script=Path("t.py")), dict(SRUN, SLURM_NTASKS="32"))
+    # eight tasks on one node would start eight torchruns, each with every rank
+    one_node = dict(SRUN, SLURM_NNODES="1", SLURM_NTASKS="8", SLURM_NODEID="0")
+    with pytest.raises(LayoutError, match=r"^srun started 8 tasks on 1 node; ddplint starts "
+                                          r"torchrun, which starts the ranks, so run one ddplint "
+                                          r"per node: srun --nodes 1 --ntasks-per-node=1 "):
+        resolve_layout(RuntimeOptions(script=Path("t.py")), one_node)
+    # one task on one node, and a batch script (no step) with 8 tasks allotted, are fine
+    alone = resolve_layout(RuntimeOptions(script=Path("t.py")), dict(one_node, SLURM_NTASKS="1"))
+    assert alone.nnodes == 1
+    batch = {k: v for k, v in one_node.items() if k != "SLURM_STEP_ID"}
+    assert resolve_layout(RuntimeOptions(script=Path("t.py")), batch).nnodes == 1
     with pytest.raises(LayoutError, match="--master-port is required with --nnodes > 1"):
         resolve_layout(RuntimeOptions(script=Path("t.py"), nnodes=2), {})
     with pytest.raises(LayoutError, match=r"--node-rank 2 is outside 0\.\.1"):

@@ -89,7 +89,7 @@ def audit(tmp_path_factory, leftover):
 def test_every_machine_check_reports(audit):
     checks, _, _ = audit
     for name in ("gpu.inventory", "gpu.topology", "gpu.health", "stack.nvml", "env.port", "env.stale",
-                 "env.launch", "stack.versions", "stack.consistent", "env.ranks",
+                 "env.launch", "net.interconnect", "stack.versions", "stack.consistent", "env.ranks",
                  "bind.distinct", "comm.allreduce", "comm.bandwidth", "mem.fit"):
         assert name in checks, name
 

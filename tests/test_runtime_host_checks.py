@@ -254,7 +254,7 @@ def test_run_host_checks_on_a_replayed_machine_returns_every_check():
     reads = ReplayReads(copy.deepcopy(inventory("rtx4090_2x_pcie_cross_socket")))
     results = run_host_checks(opts, 2, 0, nvml=reads, environ={})
     assert [r.check for r in results] == ["gpu.inventory", "gpu.topology", "gpu.health", "stack.nvml",
-                                          "env.port", "env.stale", "env.launch"]
+                                          "env.port", "env.stale", "env.launch", "net.interconnect"]
     assert results[1].status is Status.WARN
     for r in results:
         json.dumps(r.to_json())

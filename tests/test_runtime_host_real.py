@@ -45,7 +45,7 @@ def test_real_pynvml_without_driver_skips_gpu_checks_and_the_rest_runs():
     assert by["env.port"].status is Status.PASS
     assert by["stack.nvml"].status is Status.PASS
     assert set(by) == {"gpu.inventory", "gpu.topology", "gpu.health", "stack.nvml", "env.port", "env.stale",
-                       "env.launch"}
+                       "env.launch", "net.interconnect"}
 
 
 def _nvml_check_in(pythonpath: str | None) -> dict:

@@ -73,11 +73,15 @@ def resolve_layout(options: RuntimeOptions, environ: dict[str, str]) -> RuntimeO
     so all nodes agree without flags. Flags given on the command line win.
     """
     slurm_nodes = int(environ.get("SLURM_NNODES") or environ.get("SLURM_JOB_NUM_NODES") or 1)
-    if options.nnodes == 1 and slurm_nodes > 1 and "SLURM_STEP_ID" in environ:
-        tasks = int(environ.get("SLURM_NTASKS") or slurm_nodes)
-        if tasks != slurm_nodes:
-            raise LayoutError(f"srun started {tasks} tasks on {slurm_nodes} nodes; run one "
-                              "ddplint per node: srun --ntasks-per-node=1 ddplint --runtime ...")
+    in_srun = "SLURM_STEP_ID" in environ
+    tasks = int(environ.get("SLURM_NTASKS") or slurm_nodes) if in_srun else 1
+    if options.nnodes == 1 and in_srun and tasks > slurm_nodes:
+        # each task would start its own torchrun with every rank: N audits fighting for the GPUs
+        raise LayoutError(f"srun started {tasks} tasks on {slurm_nodes} node"
+                          f"{'s' if slurm_nodes > 1 else ''}; ddplint starts torchrun, which "
+                          "starts the ranks, so run one ddplint per node: srun --nodes "
+                          f"{slurm_nodes} --ntasks-per-node=1 ddplint --runtime ...")
+    if options.nnodes == 1 and slurm_nodes > 1 and in_srun:
         nodelist = environ.get("SLURM_STEP_NODELIST") or environ.get("SLURM_JOB_NODELIST") or ""
         changes = {"nnodes": slurm_nodes, "node_rank": int(environ.get("SLURM_NODEID", "0"))}
         if options.master_addr == "127.0.0.1" and nodelist:

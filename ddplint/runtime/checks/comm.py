@@ -275,9 +275,7 @@ def bandwidth_check(records: list[dict]) -> CheckResult:
         return CheckResult("comm.bandwidth", Status.PASS,
                            f"{head}; no GPU links to compare with", evidence, data=data)
     if len(nodes) > 1:
-        evidence.append("ranks span several nodes: the network sets the limit; compare with "
-                        "the NIC bandwidth (e.g. 400 Gb/s InfiniBand ~ 50 GB/s)")
-        return CheckResult("comm.bandwidth", Status.PASS, head, evidence, data=data)
+        return _across_nodes(records, head, best["busbw_gbps"], evidence, data)
     limits = [part(r, "info").get("nvml", {}) for r in records]
     limit = next((l for l in limits if l.get("expected_busbw_gbps")), None)
     if limit is None:
@@ -294,4 +292,34 @@ def bandwidth_check(records: list[dict]) -> CheckResult:
                            evidence, "run with NCCL_DEBUG=INFO to see which transport NCCL "
                            "chose (P2P/SHM/NET); check NCCL_P2P_DISABLE, NVLink state and "
                            "PCIe ACS settings", data=data)
+    return CheckResult("comm.bandwidth", Status.PASS, head, evidence, data=data)
+
+
+def _across_nodes(records: list[dict], head: str, busbw: float, evidence: list[str],
+                  data: dict) -> CheckResult:
+    """Between nodes the NICs set the limit: each rank sends through the nearest active port,
+    so a node's share is its fastest ports, one per local rank, and the slowest node decides."""
+    per_node: dict[str, float] = {}
+    for rec in records:
+        rates = part(rec, "info").get("nics_gbps")
+        if rates is None:
+            continue
+        local = int(env(rec).get("LOCAL_WORLD_SIZE", "1") or 1)
+        per_node[node(rec)] = sum(rates[:local]) / 8  # Gb/s -> GB/s
+    if not per_node or not all(per_node.values()) or len(per_node) < len({node(r) for r in records}):
+        evidence.append("ranks span several nodes: the network sets the limit, and no active "
+                        "InfiniBand/RoCE port rate was read to compare with (TCP sockets?)")
+        return CheckResult("comm.bandwidth", Status.PASS, head, evidence, data=data)
+    allowed = min(per_node.values())
+    share = busbw / allowed
+    evidence.append(f"ranks span several nodes: their active InfiniBand/RoCE ports allow about "
+                    f"{allowed:.1f} GB/s per node; measured {share:.0%} of that")
+    data.update(expected_busbw_gbps=allowed, share=share)
+    if share < FAR_BELOW:
+        return CheckResult("comm.bandwidth", Status.WARN,
+                           f"{head}: {share:.0%} of the {allowed:.1f} GB/s the nodes' ports allow",
+                           evidence, "run with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=NET to see "
+                           "whether NCCL uses IB (NET/IB) or sockets (NET/Socket); check "
+                           "NCCL_IB_HCA, GPUDirect RDMA (nvidia-peermem) and the switch",
+                           data=data)
     return CheckResult("comm.bandwidth", Status.PASS, head, evidence, data=data)

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Callable
 
 from ddplint.runtime.checks.common import Findings, truthy
+from ddplint.runtime.checks.network import Interface, interface, unusable
 from ddplint.runtime.verdict import CheckResult, Status
 
 PREFIXES = ("NCCL_", "TORCH_NCCL_", "TORCH_DISTRIBUTED_", "CUDA_", "GLOO_", "OMP_NUM_THREADS")
@@ -30,7 +32,10 @@ def nccl_ifname_matches(spec: str, names: list[str]) -> list[str]:
 
 
 def launch_env_check(environ: dict[str, str], nproc: int, nnodes: int,
-                     ifnames: list[str] | None = None, cpus: int | None = None) -> CheckResult:
+                     ifnames: list[str] | None = None, cpus: int | None = None,
+                     ifinfo: Callable[[str], Interface] = interface) -> CheckResult:
+    """`ifnames`, `cpus` and `ifinfo` (an interface's state and addresses) replace this host's
+    in tests."""
     names = interfaces() if ifnames is None else ifnames
     cpus = cpus or os.cpu_count() or 1
     found = Findings()
@@ -60,6 +65,11 @@ def launch_env_check(environ: dict[str, str], nproc: int, nnodes: int,
             found.add(Status.FAIL, f"NCCL_SOCKET_IFNAME={spec} selects no interface of this "
                                    f"host (it has {', '.join(names)})",
                       f"set NCCL_SOCKET_IFNAME to one of {', '.join(names)} or unset it")
+        elif dead := unusable(picked, ifinfo):
+            found.add(Status.FAIL, f"NCCL_SOCKET_IFNAME={spec} selects only interfaces that cannot "
+                                   f"carry NCCL's connections ({'; '.join(dead)})",
+                      "bring the interface up with an address, or point NCCL_SOCKET_IFNAME at "
+                      "one that has one (ip addr)")
     gloo = get("GLOO_SOCKET_IFNAME")
     if gloo:
         missing = [n for n in gloo.split(",") if n and n not in names]

@@ -8,6 +8,7 @@ from ddplint.runtime.checks.common import plural
 from ddplint.runtime.checks.env import launch_env_check
 from ddplint.runtime.checks.gpu import inventory_check, nvml_module_check, visible_gpus
 from ddplint.runtime.checks.health import health_check
+from ddplint.runtime.checks.network import interconnect_check
 from ddplint.runtime.checks.ports import port_check
 from ddplint.runtime.checks.stack import installed_torch_cuda
 from ddplint.runtime.checks.stale import stale_check
@@ -30,7 +31,8 @@ def run_host_checks(options: RuntimeOptions, nproc: int, master_port: int,
                     nvml: NvmlReads | None = None,
                     environ: dict[str, str] | None = None,
                     counted: GpuCount | None = None) -> list[CheckResult]:
-    """gpu.inventory, gpu.topology, gpu.health, stack.nvml, env.port, env.stale, env.launch.
+    """gpu.inventory, gpu.topology, gpu.health, stack.nvml, env.port, env.stale, env.launch,
+    net.interconnect.
 
     `nvml` replaces the real library (tests replay recorded machines through it); `counted`
     is who counted the GPUs, which names torch's count where NVML has none.
@@ -71,6 +73,7 @@ def run_host_checks(options: RuntimeOptions, nproc: int, master_port: int,
     results.append(port_check(addr, port, options.node_rank, record_port))
     results.append(stale_check(machine, job, port, options.nnodes))
     results.append(launch_env_check(environ, nproc, options.nnodes))
+    results.append(interconnect_check(environ, options.nnodes))
     return results
 
 

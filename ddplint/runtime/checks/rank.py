@@ -18,6 +18,7 @@ from ddplint.runtime.checks.comm import allreduce_check, bandwidth_check, measur
 from ddplint.runtime.checks.consistency import consistent_check
 from ddplint.runtime.checks.gpu import visible_gpus
 from ddplint.runtime.checks.memory import estimate, fit_check
+from ddplint.runtime.checks.network import active_rates
 from ddplint.runtime.checks.ranks import ranks_check
 from ddplint.runtime.checks.records import IDENTITY_VARS
 from ddplint.runtime.checks.stack import collect_versions, versions_check
@@ -61,6 +62,7 @@ def collect_rank_info() -> dict:
             "versions": collect_versions()}
     if os.environ.get("LOCAL_RANK", "0") == "0":  # one NVML read per node is enough
         info["nvml"] = nvml_view()
+        info["nics_gbps"] = active_rates()
     return info
 
 
