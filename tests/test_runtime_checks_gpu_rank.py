@@ -226,7 +226,7 @@ STALL_SCRIPT = textwrap.dedent("""
     comm.SMOKE_TIMEOUT_S = comm.SWEEP_TIMEOUT_S = 3.0
     if os.environ["RANK"] == "1":
         real = rank_checks.measure
-        rank_checks.measure = lambda: (time.sleep(8), real())[1]
+        rank_checks.measure = lambda *phase: (time.sleep(8), real(*phase))[1]
     dist.init_process_group("gloo")
     data = TensorDataset(torch.randn(64, 4))
     for (x,) in DataLoader(data, batch_size=8, sampler=DistributedSampler(data)):
@@ -258,6 +258,44 @@ def test_a_stalled_first_collective_stops_the_script_and_is_reported_in_a_real_a
     assert [r["status"] for r in report["ranks"]] == ["stopped", "stopped"]
     assert checks["run.hang"]["status"] == "PASS"  # stopped by the probe, not by --timeout
     assert wall < 90, wall  # not the 60 s limits, nor --timeout
+
+
+SETUP_STALL_SCRIPT = textwrap.dedent("""
+    import os, time
+    import torch, torch.distributed as dist
+    from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
+    from ddplint.runtime.checks import comm, rank as rank_checks
+    # test rig: rank 1 never gets through the first collective, as a rank whose NCCL
+    # communicator setup blocks inside it; rank 0 waits for it longer than the audit's limit
+    comm.SMOKE_TIMEOUT_S = 300.0
+    if os.environ["RANK"] == "1":
+        rank_checks.measure = lambda *phase: time.sleep(300)
+    dist.init_process_group("gloo")
+    data = TensorDataset(torch.randn(64, 4))
+    for (x,) in DataLoader(data, batch_size=8, sampler=DistributedSampler(data)):
+        dist.all_reduce(x)
+""")
+
+
+@pytest.mark.slow
+def test_a_first_collective_that_never_completes_is_a_communicator_setup_stall(tmp_path):
+    (tmp_path / "train.py").write_text(SETUP_STALL_SCRIPT)
+    out = tmp_path / "report.json"
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    start = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "ddplint", "--runtime", "--timeout", "200",
+                           "--rdzv-timeout", "20", "--format", "json", "--output", str(out),
+                           "train.py"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=400, check=False)
+    wall = time.monotonic() - start
+    assert proc.returncode == 1, proc.stderr
+    hang = {c["check"]: c for c in json.loads(out.read_text())["checks"]}["run.hang"]
+    assert hang["status"] == "FAIL"
+    assert hang["summary"] == ("stalled in communicator setup: the first collective after "
+                               "init_process_group did not complete within 20 s")
+    assert hang["data"]["reason"] == "comm setup"
+    assert any(e.startswith(("NCCL's last line", "NCCL said nothing")) for e in hang["evidence"])
+    assert wall < 150, wall  # the rendezvous limit, not --timeout
 
 
 def test_a_tensor_that_refuses_its_device_is_ignored():

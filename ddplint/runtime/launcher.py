@@ -58,9 +58,10 @@ class PortInUse(Exception):
 
 @dataclass
 class Hang:
-    reason: str  # "timeout" | "rendezvous" | "init"
+    reason: str  # "timeout" | "rendezvous" | "init" | "comm setup"
     after_s: float  # since the launch
-    limit_s: float  # the limit that ran out: --timeout, or --rdzv-timeout for rendezvous and init
+    limit_s: float  # the limit that ran out: --timeout, or --rdzv-timeout for rendezvous, init
+    # and the communicator setup in the first collective
     phases: dict[int, dict]
     stacks: dict[int, str]
 
@@ -218,6 +219,8 @@ class Launch:
         for p in phases.values():
             if p.get("phase") == "init" and now - p.get("since", now) >= self.rdzv_timeout:
                 return Hang("init", elapsed, self.rdzv_timeout, phases, {})
+            if p.get("phase") == "first collective" and now - p.get("since", now) >= self.rdzv_timeout:
+                return Hang("comm setup", elapsed, self.rdzv_timeout, phases, {})
         return None
 
     def _ranks_started(self) -> bool:

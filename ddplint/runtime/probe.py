@@ -76,12 +76,12 @@ class Probe:
         state = {**state, "since": time.time()}
         self.rundir.write_small(self.rundir.phase_path(self.rank), json.dumps(state))
 
-    def _hook(self, name: str, key: str) -> None:
+    def _hook(self, name: str, key: str, *args) -> None:
         fn = self._rank_hooks.get(name)
         if fn is None:
             return
         try:
-            self.record[key] = fn() or {}
+            self.record[key] = fn(*args) or {}
         except Exception as exc:  # a machine check must not break the data audit
             self.record[key] = {"error": f"{type(exc).__name__}: {exc}"}
 
@@ -118,8 +118,10 @@ class Probe:
             probe.phase("init")
             result = orig_init(*args, **kwargs)
             probe.record["backend"]["used"] = dist.get_backend()
-            probe.phase("first collective")  # ddplint's own all_reduce smoke test and sweep
-            probe._hook("after_init_process_group", "comm")
+            # ddplint's own all_reduce smoke test, which sets up the NCCL communicator unless
+            # the script passed device_id; then the sweep (measure() publishes that phase)
+            probe.phase("first collective")
+            probe._hook("after_init_process_group", "comm", probe.phase)
             if probe.record["comm"].get("stalled"):
                 from ddplint.runtime.dataprobe import AuditStop
 

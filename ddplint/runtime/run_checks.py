@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 
 from ddplint.runtime.checks.causes import cause_of
-from ddplint.runtime.checks.comm import NCCL_HINT
+from ddplint.runtime.checks.comm import NCCL_HINT, last_nccl_line
 from ddplint.runtime.launcher import LaunchResult, describe_phase
 from ddplint.runtime.sites import is_user_file, short
 from ddplint.runtime.verdict import CheckResult, Status
@@ -139,6 +139,12 @@ def check_hang(result: LaunchResult, world: int, base: str, timeout: float) -> C
         summary = f"rendezvous did not complete within {hang.limit_s:g} s"
     elif hang.reason == "init":
         summary = f"init_process_group did not return within {hang.limit_s:g} s"
+    elif hang.reason == "comm setup":
+        summary = (f"stalled in communicator setup: the first collective after "
+                   f"init_process_group did not complete within {hang.limit_s:g} s")
+        nccl = last_nccl_line(result.log_tail)
+        evidence.append(f"NCCL's last line: {nccl}" if nccl else
+                        "NCCL said nothing: rerun with NCCL_DEBUG=WARN to see why it waits")
     else:
         summary = f"the ranks did not finish within {hang.limit_s:g} s"
     rule = fix = None

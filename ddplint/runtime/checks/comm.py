@@ -86,11 +86,13 @@ def failure_fix(*texts: str | None) -> str:
     return cause.fix if cause else NCCL_HINT
 
 
-def measure() -> dict:
+def measure(phase=None) -> dict:
     """all_reduce smoke test, then the bandwidth sweep (times are the slowest rank's).
 
     Every collective is bounded: a stall is returned as {"stalled": True} with the phase, so
-    the probe can stop the script (its own collectives would hang the same way).
+    the probe can stop the script (its own collectives would hang the same way). `phase`
+    publishes "bandwidth sweep" once the first all_reduce is through: until then the rank is
+    setting up the communicator, which the launcher bounds by the rendezvous timeout.
     """
     import torch
     import torch.distributed as dist
@@ -114,6 +116,8 @@ def measure() -> dict:
     expected = world * (world + 1) / 2
     out["allreduce"] = {"ok": value == expected, "value": value, "expected": expected,
                         "seconds": round(time.perf_counter() - start, 6)}
+    if phase is not None:
+        phase("bandwidth sweep")
 
     sizes = GPU_SIZES if device.type == "cuda" else CPU_SIZES
     deadline = time.monotonic() + SWEEP_TIMEOUT_S

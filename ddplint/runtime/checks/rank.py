@@ -66,8 +66,8 @@ def collect_rank_info() -> dict:
     return info
 
 
-def after_init_process_group() -> dict:
-    return measure()
+def after_init_process_group(phase=None) -> dict:
+    return measure(phase)
 
 
 def _subclasses(cls: type) -> set[type]:
