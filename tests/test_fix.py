@@ -13,7 +13,7 @@ from conftest import FIXTURES, run_cli
 from ddplint import config as config_mod
 from ddplint.lint import fixes as fixes_mod
 from ddplint.lint.engine import lint_paths
-from ddplint.lint.rules import RULES_BY_CODE
+from ddplint.lint.rules import KNOWN_RULES
 from ddplint.lint.rules.base import Finding, Remedy, Replace, Rule
 
 SCRIPT = textwrap.dedent(
@@ -53,7 +53,7 @@ FIXED = (
 
 
 def config_for(root):
-    return config_mod.Config(root=root, codes=frozenset(RULES_BY_CODE))
+    return config_mod.Config(root=root, rules=KNOWN_RULES)
 
 
 def test_fix_rewrites_in_place_and_reports_what_is_left(tmp_path):
