@@ -60,7 +60,7 @@ def add_noqa_paths(paths: list[Path], config: Config) -> NoqaReport:
         result = lint_text(path, text, config, rules, project)
         report.errors.extend([*result.errors, *result.internal_errors])
         wanted: dict[int, list[str]] = {}
-        for d in result.diagnostics:
+        for d in sorted(result.diagnostics, key=lambda d: d.code):
             if d.code != SYNTAX_ERROR and d.code not in wanted.setdefault(d.line, []):
                 wanted[d.line].append(d.code)
         if not wanted:

@@ -4,7 +4,8 @@ Each finding is an issue with GitLab's required fields: description, check_name,
 fingerprint unique to it (the baseline/SARIF fingerprint, which survives edits above it, with
 its path), severity (error -> major, warning -> minor, info -> info) and location.path
 (repository-relative) with location.lines.begin. A notebook finding names its cell in the
-description and points at the notebook's first line.
+description and points at the notebook's first line. A file that could not be linted is not
+an issue in the code: stderr and the exit status (2) say so.
 """
 
 from __future__ import annotations
