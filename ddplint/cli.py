@@ -28,7 +28,7 @@ def _fail(message: str) -> None:
 
 @click.command(
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
-    epilog="Exit status: 0 no findings, 1 findings (or a runtime check FAILed), "
+    epilog="Exit status: 0 no findings, 1 findings at or above --fail-on (or a runtime check FAILed), "
     "2 usage error, unreadable input or internal error.",
 )
 @click.argument("paths", nargs=-1)

@@ -92,3 +92,10 @@ def test_statistics_are_sorted_by_count_then_code(tmp_path):
     rows = [line.split()[:2] for line in proc.stdout.splitlines()[:-1]]
     assert rows == [["3", "DDP304"], ["2", "DDP101"], ["1", "DDP302"], ["1", "DDP402"]]
     assert proc.stdout.splitlines()[-1] == "Found 7 problems."
+
+
+def test_help_documents_the_new_options_and_formats():
+    out = run_cli("--help").stdout
+    for text in ("--fail-on", "--exclude", "--extend-exclude", "--add-noqa", "concise", "gitlab", "junit",
+                 "lint the working directory", "at or above --fail-on"):
+        assert text in out, text
