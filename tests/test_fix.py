@@ -11,6 +11,7 @@ import pytest
 from conftest import FIXTURES, run_cli
 
 from ddplint import config as config_mod
+from ddplint.diagnostics import Severity
 from ddplint.lint import fixes as fixes_mod
 from ddplint.lint.engine import lint_paths
 from ddplint.lint.rules import KNOWN_RULES
@@ -114,6 +115,7 @@ def test_a_failed_write_leaves_the_file_whole_and_no_temporary_file(tmp_path, mo
 def test_a_fix_that_would_not_parse_is_left_out_and_the_others_are_applied(tmp_path, monkeypatch):
     class BrokenFix(Rule):
         code, name = "DDP304", "makedirs-race"
+        severity = Severity.ERROR  # every rule states its level
 
         def check(self, ctx):
             for site in ctx.facts.calls_to("os.makedirs"):

@@ -23,7 +23,7 @@ from ddplint.config import Config
 from ddplint.diagnostics import Diagnostic, FileError, Severity
 from ddplint.lint import limits
 from ddplint.lint.discovery import SourceFile, discover, discover_sources
-from ddplint.lint.noqa import file_exemption, unknown_codes
+from ddplint.lint.noqa import FileExemption, file_exemption, unknown_codes
 from ddplint.lint.notebook import is_notebook, notebook_source
 from ddplint.lint.source import (
     MAX_BYTES,
@@ -175,7 +175,8 @@ def lint_text(path: Path, text: str, config: Config, rules: list[Rule], project:
     """The findings in one module's text. Never raises for anything the text holds."""
     result = LintResult(files=1)
     lines = source_lines(text)
-    exempt = file_exemption(lines)
+    mentions_noqa = "noqa" in text.lower()
+    exempt = file_exemption(lines) if mentions_noqa else FileExemption()
     if exempt.whole:  # `# ddplint: noqa`: the file is not linted at all
         return result
     tree: ast.Module | None
@@ -189,7 +190,7 @@ def lint_text(path: Path, text: str, config: Config, rules: list[Rule], project:
     except limits.TooComplex as exc:
         result.errors.append(FileError(str(path), str(exc)))
         return result
-    if config.codes and "noqa" in text.lower():
+    if config.codes and mentions_noqa:
         result.warnings.extend(unknown_codes(path, lines, config.codes))
     if not MIGHT_BE_DISTRIBUTED.search(text):
         return result

@@ -46,8 +46,6 @@ def file_exemption(lines: list[str]) -> FileExemption:
     whole = False
     codes: set[str] = set()
     for line in lines:
-        if "noqa" not in line.lower():
-            continue
         match = FILE_NOQA.match(line)
         if match is None:
             continue
@@ -63,8 +61,6 @@ def unknown_codes(path: Path, lines: list[str], known: frozenset[str]) -> list[F
     """`# noqa: DDP999` or `# ddplint: noqa: DDP999`: warnings, one per unknown ddplint code."""
     out = []
     for number, line in enumerate(lines, start=1):
-        if "noqa" not in line.lower():
-            continue
         match = FILE_NOQA.match(line) or NOQA.search(line)
         for code in (match and codes_of(match)) or ():
             if OUR_CODE.fullmatch(code) and code not in known:
