@@ -15,8 +15,10 @@ LINT_ONLY = {
     "extend_select": "extend_select", "unsafe_fixes": "unsafe_fixes", "show_fixes": "show_fixes",
     "statistics": "statistics", "color": "color", "show_source": "show_source",
     "stdin_filename": "stdin_filename", "respect_gitignore": "respect_gitignore", "use_cache": "cache",
-    "baseline_path": "baseline", "write_baseline": "write_baseline",
+    "baseline_path": "baseline", "write_baseline": "write_baseline", "exclude": "exclude",
+    "extend_exclude": "extend_exclude", "fail_on": "fail_on", "add_noqa": "add_noqa",
 }
+LEVELS = "error, warning, info"
 
 
 def _fail(message: str) -> None:
@@ -26,17 +28,28 @@ def _fail(message: str) -> None:
 
 @click.command(
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
-    epilog="Exit status: 0 no findings, 1 findings (or a runtime check FAILed), "
+    epilog="Exit status: 0 no findings, 1 findings at or above --fail-on (or a runtime check FAILed), "
     "2 usage error, unreadable input or internal error.",
 )
 @click.argument("paths", nargs=-1)
-@click.option("--select", multiple=True, metavar="CODES",
-              help="Comma-separated rule codes or prefixes to enable (e.g. DDP1,DDP301); default ALL.")
-@click.option("--extend-select", multiple=True, metavar="CODES",
-              help="Rule codes or prefixes to enable in addition to those selected.")
-@click.option("--ignore", multiple=True, metavar="CODES", help="Comma-separated rule codes or prefixes to disable.")
-@click.option("--output-format", "--format", "output_format", type=click.Choice(["text", "json", "sarif", "github"]),
-              default="text", show_default=True, help="Output format (--format is the same option).")
+@click.option("--select", multiple=True, metavar="RULES",
+              help="Comma-separated rule codes, prefixes or names to enable (e.g. DDP1,DDP301,"
+              "missing-set-epoch; ALL for every rule). Default: the error and warning rules.")
+@click.option("--extend-select", multiple=True, metavar="RULES",
+              help="Rules to enable in addition to those selected (e.g. the info rule DDP402).")
+@click.option("--ignore", multiple=True, metavar="RULES", help="Comma-separated rule codes, prefixes or names to disable.")
+@click.option("--fail-on", metavar="LEVEL",
+              help=f"Exit 1 only for findings of this level or above ({LEVELS}); the others are still "
+              "reported. Default: info, every finding (config: fail-on).")
+@click.option("--exclude", multiple=True, metavar="PATTERNS",
+              help="Comma-separated glob patterns to skip, replacing the configured and default excludes.")
+@click.option("--extend-exclude", multiple=True, metavar="PATTERNS",
+              help="Glob patterns to skip in addition to the excludes.")
+@click.option("--output-format", "--format", "output_format",
+              type=click.Choice(["text", "concise", "json", "sarif", "github", "gitlab", "junit"]),
+              default="text", show_default=True,
+              help="Output format: concise is one line per finding, never with source; gitlab is GitLab "
+              "Code Quality JSON; junit is JUnit XML (--format is the same option).")
 @click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path),
               help="Write the report to FILE instead of stdout.")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path),
@@ -47,6 +60,8 @@ def _fail(message: str) -> None:
 @click.option("--exit-zero", is_flag=True, help="Exit 0 even when there are findings.")
 @click.option("--fix", is_flag=True, help="Apply the safe fixes (with --unsafe-fixes, all) in place, then report what is left.")
 @click.option("--diff", is_flag=True, help="Print what --fix would change as a unified diff; change no file.")
+@click.option("--add-noqa", is_flag=True,
+              help="Add `# noqa: CODE` to the lines with findings (merging codes into an existing noqa), and exit.")
 @click.option("--jobs", "-j", type=click.IntRange(min=0), default=0, show_default=True,
               help="Worker processes for linting at most; 0: one per core (at most 8), started only "
               "when the files are large enough to pay for them.")
@@ -66,7 +81,9 @@ def _fail(message: str) -> None:
               help="Report only findings not recorded in FILE (config: `baseline`).")
 @click.option("--write-baseline", type=click.Path(dir_okay=False, path_type=Path), metavar="FILE",
               help="Record every current finding in FILE and exit 0.")
-@click.option("--list-rules", is_flag=True, help="List every rule: code, name, severity, summary.")
+@click.option("--list-rules", is_flag=True,
+              help="List every rule: code, name, level, whether it is on by default (default) or must be "
+              "selected (opt-in), summary.")
 @click.option("--explain", metavar="CODE", help="Print the documentation of a rule.")
 @click.option("--runtime", is_flag=True,
               help="Audit at runtime, torchrun's way: `ddplint --runtime [OPTIONS] SCRIPT [SCRIPT ARGS]` "
@@ -105,7 +122,10 @@ def cli(paths: tuple[str, ...], select, ignore, output_format, output, config_pa
     """Find distributed-training mistakes in PyTorch scripts.
 
     \b
-    ddplint train.py src/ nb.ipynb      lint files, directories, notebooks (static, no torch needed)
+    ddplint                             lint the working directory (static, no torch needed)
+    ddplint train.py src/ nb.ipynb      lint files, directories, notebooks
+    ddplint --extend-select DDP402 .    also the info-level rules you name (off by default)
+    ddplint --fail-on error .           report every finding, exit 1 only for error-level ones
     ddplint --baseline base.json .      only findings not recorded by --write-baseline base.json
     ddplint --explain DDP101            show a rule's documentation
     ddplint --runtime train.py ARGS     run the script under torchrun and audit it
@@ -175,7 +195,8 @@ def _list_rules() -> None:
             summary = doc(rule.code).summary
         except DocError as exc:
             _fail(str(exc))
-        click.echo(f"{rule.code}  {rule.name:<{width}}  {rule.severity.value:<8} {summary}")
+        default = "default" if rule.severity.on_by_default else "opt-in"
+        click.echo(f"{rule.code}  {rule.name:<{width}}  {rule.severity.value:<7}  {default:<7}  {summary}")
     sys.exit(EXIT_CLEAN)
 
 

@@ -9,9 +9,11 @@ import fnmatch
 import os
 import re
 import sys
-from dataclasses import dataclass, field, replace
-from functools import cache
+from dataclasses import dataclass, replace
+from functools import cache, cached_property
 from pathlib import Path, PurePosixPath
+
+from ddplint.diagnostics import RuleInfo, Severity
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -24,7 +26,7 @@ DEFAULT_EXCLUDE = (
 )
 KNOWN_KEYS = {
     "select", "extend-select", "ignore", "per-file-ignores", "exclude", "extend-exclude",
-    "extend-main-process-predicates", "extend-main-process-helpers", "respect-gitignore", "baseline",
+    "extend-main-process-predicates", "extend-main-process-helpers", "respect-gitignore", "baseline", "fail-on",
 }
 STANDALONE = ("ddplint.toml", ".ddplint.toml")
 
@@ -37,7 +39,7 @@ class ConfigError(Exception):
 class Config:
     root: Path  # directory of the pyproject.toml, or the working directory
     source: Path | None = None  # the pyproject.toml or ddplint.toml that was read
-    select: tuple[str, ...] = ("ALL",)
+    select: tuple[str, ...] | None = None  # None: the rules on by default (error and warning level)
     extend_select: tuple[str, ...] = ()
     ignore: tuple[str, ...] = ()
     per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = ()
@@ -48,11 +50,24 @@ class Config:
     force_exclude: bool = False
     respect_gitignore: bool = True
     baseline: Path | None = None  # findings recorded there are not reported
-    codes: frozenset[str] = field(default_factory=frozenset)  # codes known to this build
+    fail_on: Severity = Severity.INFO  # findings of this level or above fail the run
+    rules: tuple[RuleInfo, ...] = ()  # the rules known to this build
+
+    @cached_property
+    def codes(self) -> frozenset[str]:
+        return frozenset(rule.code for rule in self.rules)
+
+    @cached_property
+    def _defaults(self) -> frozenset[str]:
+        return frozenset(rule.code for rule in self.rules if rule.severity.on_by_default)
 
     def enabled(self, code: str) -> bool:
-        """ruff's rule: the most specific matching selector wins; ignore wins a tie."""
-        selected = max((len(s) for s in (*self.select, *self.extend_select) if _matches(s, code)), default=-1)
+        """ruff's rule: the most specific matching selector wins; ignore wins a tie. The default
+        selection is the least specific of all: any selector that names a rule overrides it."""
+        selected = max((len(s) for s in (*(self.select or ()), *self.extend_select) if _matches(s, code)),
+                       default=-1)
+        if self.select is None and code in self._defaults:
+            selected = max(selected, 0)
         ignored = max((len(s) for s in self.ignore if _matches(s, code)), default=-1)
         return selected >= 0 and selected > ignored
 
@@ -167,10 +182,25 @@ def _has_table(pyproject: Path) -> bool:
         return True  # reported when it is read
 
 
-def check_selectors(selectors: tuple[str, ...], codes: frozenset[str], where: str) -> None:
+def resolve_selectors(selectors: tuple[str, ...], rules: tuple[RuleInfo, ...], where: str) -> tuple[str, ...]:
+    """Selectors as codes: `ALL`, a code or code prefix (any case), or a rule's name
+    (`hard-coded-cuda-index`). Anything else is an error, not silence."""
+    names = {rule.name: rule.code for rule in rules}
+    out = []
     for s in selectors:
-        if s != "ALL" and not any(c.startswith(s) for c in codes):
+        code = names.get(s.strip().lower(), s.strip().upper())
+        if code != "ALL" and not any(rule.code.startswith(code) for rule in rules):
             raise ConfigError(f"unknown rule selector {s!r} in {where} (see `ddplint --list-rules`)")
+        out.append(code)
+    return tuple(out)
+
+
+def parse_level(value: object, where: str) -> Severity:
+    """`fail-on` / `--fail-on`: one of the levels, by name."""
+    levels = ", ".join(level.value for level in Severity)
+    if not isinstance(value, str) or value.strip().lower() not in {level.value for level in Severity}:
+        raise ConfigError(f"unknown level {value!r} in {where} (one of {levels})")
+    return Severity(value.strip().lower())
 
 
 def _strings(table: dict, key: str, where: str) -> tuple[str, ...] | None:
@@ -192,17 +222,17 @@ def root_of(start: Path) -> Path:
     return found.parent if found is not None else project_root(start)
 
 
-def load(start: Path, codes: frozenset[str]) -> Config:
+def load(start: Path, rules: tuple[RuleInfo, ...]) -> Config:
     """Read the configuration that governs `start` (a file named by --config, or the nearest one
     above); none gives the defaults, rooted at the working directory."""
     found = _governing(start)
     if found is None:
-        return Config(root=project_root(start), codes=codes)
+        return Config(root=project_root(start), rules=rules)
     try:
         data = tomllib.loads(found.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise ConfigError(f"{found}: cannot read: {getattr(exc, 'strerror', None) or exc}") from None
-    config = Config(root=found.parent, source=found, codes=codes)
+    config = Config(root=found.parent, source=found, rules=rules)
     table: dict | None
     if found.name in STANDALONE:
         table, where = data, str(found)
@@ -231,7 +261,9 @@ def load(start: Path, codes: frozenset[str]) -> Config:
             changes[attr] = value
     for key in ("select", "extend_select", "ignore"):
         if key in changes:
-            check_selectors(changes[key], codes, where)
+            changes[key] = resolve_selectors(changes[key], rules, where)
+    if "fail-on" in table:
+        changes["fail_on"] = parse_level(table["fail-on"], f"{where} `fail-on`")
     if "respect-gitignore" in table:
         if not isinstance(table["respect-gitignore"], bool):
             raise ConfigError(f"{where}: `respect-gitignore` must be true or false")
@@ -246,7 +278,6 @@ def load(start: Path, codes: frozenset[str]) -> Config:
     pairs = []
     for pattern, selectors in pfi.items():
         codes_for = _strings({pattern: selectors}, pattern, f"{where} per-file-ignores") or ()
-        check_selectors(codes_for, codes, f"{where} per-file-ignores")
-        pairs.append((pattern, codes_for))
+        pairs.append((pattern, resolve_selectors(codes_for, rules, f"{where} per-file-ignores")))
     changes["per_file_ignores"] = tuple(pairs)
     return replace(config, **changes)

@@ -7,8 +7,35 @@ from enum import Enum
 
 
 class Severity(str, Enum):
+    """A rule's level. error: breaks training or corrupts its results (hangs, wrong devices,
+    duplicated or missing data, races on files); warning: likely wrong, or costs performance;
+    info: advisory. Error and warning rules are on by default, info rules only when selected."""
+
     ERROR = "error"
     WARNING = "warning"
+    INFO = "info"
+
+    @property
+    def rank(self) -> int:
+        """Higher is more severe: `--fail-on` compares levels by it."""
+        return _RANKS[self]
+
+    @property
+    def on_by_default(self) -> bool:
+        return self is not Severity.INFO
+
+
+_RANKS = {Severity.INFO: 0, Severity.WARNING: 1, Severity.ERROR: 2}
+
+
+@dataclass(frozen=True)
+class RuleInfo:
+    """What selection and listing need to know about a rule, without importing the rules
+    (and libcst with them): a run served from the cache never does."""
+
+    code: str
+    name: str
+    severity: Severity
 
 
 @dataclass(frozen=True)

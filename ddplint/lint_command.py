@@ -15,6 +15,7 @@ import click
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 STDIN = "-"
+TEXT_FORMATS = ("text", "concise")  # for people: colour, and --statistics in place of the list
 
 
 @dataclass(frozen=True)
@@ -22,6 +23,9 @@ class LintOptions:
     select: tuple[str, ...] = ()
     extend_select: tuple[str, ...] = ()
     ignore: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()  # replaces the configured excludes
+    extend_exclude: tuple[str, ...] = ()  # added to them
+    fail_on: str | None = None  # a level's name; None: the configuration's (default info)
     output_format: str = "text"
     output: Path | None = None
     config_path: Path | None = None
@@ -29,6 +33,7 @@ class LintOptions:
     exit_zero: bool = False
     fix: bool = False
     diff: bool = False
+    add_noqa: bool = False
     unsafe_fixes: bool = False
     show_fixes: bool = False
     statistics: bool = False
@@ -49,8 +54,9 @@ def fail(message: str) -> NoReturn:
     sys.exit(EXIT_ERROR)
 
 
-def split_codes(values: tuple[str, ...]) -> tuple[str, ...]:
-    return tuple(code.strip().upper() for value in values for code in value.split(",") if code.strip())
+def split_list(values: tuple[str, ...]) -> tuple[str, ...]:
+    """Repeated and comma-separated option values (`--select DDP1,DDP301 --select DDP4`)."""
+    return tuple(item.strip() for value in values for item in value.split(",") if item.strip())
 
 
 def run(paths: tuple[str, ...], options: LintOptions) -> NoReturn:
@@ -58,14 +64,17 @@ def run(paths: tuple[str, ...], options: LintOptions) -> NoReturn:
     from ddplint.report.options import ReportOptions
 
     started = time.perf_counter()
-    if not paths:
-        fail("no paths given (try `ddplint train.py` or `ddplint --help`)")
+    paths = paths or (".",)  # as ruff: no path lints the working directory
     if STDIN in paths and len(paths) > 1:
         fail("`-` (standard input) cannot be combined with other paths")
-    if STDIN in paths and (options.fix or options.diff):
-        fail("--fix and --diff rewrite files; they do not read standard input")
+    if STDIN in paths and (options.fix or options.diff or options.add_noqa):
+        fail("--fix, --diff and --add-noqa rewrite files; they do not read standard input")
+    if options.add_noqa and (options.fix or options.diff):
+        fail("--add-noqa cannot be combined with --fix or --diff")
     config = _config(paths, options)
     _verbose(options, f"configuration: {config.source or 'defaults'} (project root {config.root})")
+    if options.add_noqa:
+        _add_noqa(paths, config)
 
     fix_failed = False
     if options.diff:
@@ -102,12 +111,12 @@ def run(paths: tuple[str, ...], options: LintOptions) -> NoReturn:
     terminal = options.output is None and sys.stdout.isatty()
     color = options.color == "always" or (options.color == "auto" and terminal and "NO_COLOR" not in os.environ)
     report_options = ReportOptions(
-        color=color and options.output_format == "text",
+        color=color and options.output_format in TEXT_FORMATS,
         show_source=terminal if options.show_source is None else options.show_source,
         show_fixes=options.show_fixes, quiet=options.quiet, unsafe_fixes=options.unsafe_fixes,
         baselined=baselined,
     )
-    if options.statistics and options.output_format == "text":
+    if options.statistics and options.output_format in TEXT_FORMATS:
         rendered = _statistics(result, report_options)
     else:
         from ddplint.report import FORMATS
@@ -117,7 +126,8 @@ def run(paths: tuple[str, ...], options: LintOptions) -> NoReturn:
     _verbose(options, f"{result.files} file{'s' * (result.files != 1)} in {time.perf_counter() - started:.2f} s")
     if result.errors or result.internal_errors or fix_failed:
         sys.exit(EXIT_ERROR)
-    sys.exit(EXIT_FINDINGS if result.diagnostics and not options.exit_zero else EXIT_CLEAN)
+    failing = any(d.severity.rank >= config.fail_on.rank for d in result.diagnostics)
+    sys.exit(EXIT_FINDINGS if failing and not options.exit_zero else EXIT_CLEAN)
 
 
 def _config(paths: tuple[str, ...], options: LintOptions):
@@ -131,8 +141,8 @@ def _config(paths: tuple[str, ...], options: LintOptions):
         else:
             named = [options.stdin_filename or "." if p == STDIN else p for p in paths]
             start = Path(os.path.commonpath([os.path.abspath(p) for p in named]))
-        codes = _codes(config_mod.root_of(start), options)
-        config = config_mod.load(start, codes)
+        rules = _rules(config_mod.root_of(start), options)
+        config = config_mod.load(start, rules)
         changes: dict = {"force_exclude": options.force_exclude}
         if not options.respect_gitignore:
             changes["respect_gitignore"] = False
@@ -140,23 +150,28 @@ def _config(paths: tuple[str, ...], options: LintOptions):
                                    ("--extend-select", "extend_select", options.extend_select),
                                    ("--ignore", "ignore", options.ignore)):
             if values:
-                changes[attr] = split_codes(values)
-                config_mod.check_selectors(changes[attr], codes, flag)
+                changes[attr] = config_mod.resolve_selectors(split_list(values), rules, flag)
         if options.extend_select:
             changes["extend_select"] = (*config.extend_select, *changes["extend_select"])
+        if options.exclude:
+            changes["exclude"] = split_list(options.exclude)
+        if options.extend_exclude:
+            changes["extend_exclude"] = (*config.extend_exclude, *split_list(options.extend_exclude))
+        if options.fail_on is not None:
+            changes["fail_on"] = config_mod.parse_level(options.fail_on, "--fail-on")
         return replace(config, **changes)
     except config_mod.ConfigError as exc:
         fail(str(exc))
 
 
-def _codes(root: Path, options: LintOptions) -> frozenset[str]:
+def _rules(root: Path, options: LintOptions):
     if options.cache:
-        from ddplint.lint.cache import known_codes
+        from ddplint.lint.cache import known_rules
 
-        return known_codes(root)
-    from ddplint.lint.rules import RULES_BY_CODE
+        return known_rules(root)
+    from ddplint.lint.rules import KNOWN_RULES
 
-    return frozenset(RULES_BY_CODE)
+    return KNOWN_RULES
 
 
 def _lint_files(paths, config, options: LintOptions):
@@ -219,6 +234,21 @@ def _fix(paths, config, options: LintOptions, write: bool):
             for code, count in sorted(changed.codes.items()):
                 click.echo(f"  {changed.path}: {count} × {code}", err=True)
     return report
+
+
+def _add_noqa(paths, config) -> NoReturn:
+    """--add-noqa: a `# noqa: CODE` on the first line of every finding, then exit."""
+    from ddplint.lint.add_noqa import add_noqa_paths
+
+    report = add_noqa_paths([Path(p) for p in paths], config)
+    for skipped in report.skipped:
+        click.echo(f"ddplint: warning: {skipped.path}:{skipped.line}: {skipped.message}", err=True)
+    for error in report.errors:
+        click.echo(f"ddplint: error: {error.path}: {error.message}", err=True)
+    files = len(report.files)
+    click.echo(f"Added `# noqa` to {report.lines} line{'s' * (report.lines != 1)} "
+               f"in {files} file{'s' * (files != 1)}.", err=True)
+    sys.exit(EXIT_ERROR if report.errors else EXIT_CLEAN)
 
 
 def _statistics(result, options) -> str:

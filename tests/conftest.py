@@ -7,7 +7,7 @@ import pytest
 from ddplint import config as config_mod
 from ddplint.lint.engine import LintResult, lint_text
 from ddplint.lint.project import ProjectIndex
-from ddplint.lint.rules import ALL_RULES, RULES_BY_CODE
+from ddplint.lint.rules import ALL_RULES, KNOWN_RULES
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
@@ -19,7 +19,7 @@ def lint_source(source: str, tmp_path: Path, name: str = "train.py") -> LintResu
     """Lint a snippet as a file on disk (so helper modules beside it resolve), in-process."""
     path = tmp_path / name
     path.write_text(source, encoding="utf-8")
-    config = config_mod.Config(root=tmp_path, codes=frozenset(RULES_BY_CODE))
+    config = config_mod.Config(root=tmp_path, rules=KNOWN_RULES)
     return lint_text(path, source, config, [rule() for rule in ALL_RULES], ProjectIndex())
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ddplint import config as config_mod
 from ddplint.lint.engine import lint_paths
-from ddplint.lint.rules import RULES_BY_CODE
+from ddplint.lint.rules import KNOWN_RULES
 
 LINT_FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "lint"
 HEADER = re.compile(r"^# ddplint-expect:(.*)$", re.MULTILINE)
@@ -50,7 +50,7 @@ def load_cases() -> list[Case]:
 
 
 def found(case: Case) -> frozenset[tuple[str, int]]:
-    config = config_mod.Config(root=case.path.parent, codes=frozenset(RULES_BY_CODE))
+    config = config_mod.Config(root=case.path.parent, rules=KNOWN_RULES, select=("ALL",))  # every rule
     result = lint_paths([case.path], config, jobs=1)
     assert not result.errors and not result.internal_errors, (result.errors, result.internal_errors)
     return frozenset((d.code, d.line) for d in result.diagnostics)

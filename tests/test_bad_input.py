@@ -125,7 +125,7 @@ def test_a_file_just_under_the_cap_lints_in_seconds(tmp_path):
 def test_the_cpu_time_limit_skips_a_slow_file(tmp_path, monkeypatch):
     from ddplint import config as config_mod
     from ddplint.lint import engine
-    from ddplint.lint.rules import RULES_BY_CODE
+    from ddplint.lint.rules import KNOWN_RULES
 
     path = tmp_path / "slow.py"
     path.write_text(HEAD + "x = [" + ", ".join(str(i) for i in range(20_000)) + "]\n")
@@ -138,7 +138,7 @@ def test_the_cpu_time_limit_skips_a_slow_file(tmp_path, monkeypatch):
 
     monkeypatch.setattr(limits, "CPU_SECONDS", 0.05)
     monkeypatch.setattr(limits, "cpu_time_limit", first_file_only)
-    config = config_mod.Config(root=tmp_path, codes=frozenset(RULES_BY_CODE))
+    config = config_mod.Config(root=tmp_path, rules=KNOWN_RULES)
     result = engine.lint_paths([path, BAD], config, jobs=1)
     assert [e.message for e in result.errors] == ["took more than 0.05 s of CPU time to lint; skipped"]
     assert {d.path for d in result.diagnostics} == {str(BAD)}
@@ -160,7 +160,7 @@ def test_a_helper_module_is_parsed_on_a_cpu_budget_of_its_own():
 def test_a_helper_that_runs_out_of_its_budget_is_left_out_and_the_file_is_linted(tmp_path, monkeypatch):
     from ddplint import config as config_mod
     from ddplint.lint import analysis, engine
-    from ddplint.lint.rules import RULES_BY_CODE
+    from ddplint.lint.rules import KNOWN_RULES
 
     (tmp_path / "helpers.py").write_text("import torch\n\ndef save(m):\n    torch.save(m, 'm.pt')\n")
     script = tmp_path / "train.py"
@@ -172,7 +172,7 @@ def test_a_helper_that_runs_out_of_its_budget_is_left_out_and_the_file_is_linted
         raise limits.OutOfTime
 
     monkeypatch.setattr(analysis, "_too_complex", out_of_time)
-    result = engine.lint_paths([script], config_mod.Config(root=tmp_path, codes=frozenset(RULES_BY_CODE)), jobs=1)
+    result = engine.lint_paths([script], config_mod.Config(root=tmp_path, rules=KNOWN_RULES), jobs=1)
     assert result.errors == [] and result.internal_errors == []
     assert [(d.code, d.line) for d in result.diagnostics] == [("DDP301", 7)]  # the helper's save is unknown
 
@@ -282,10 +282,10 @@ def test_a_fix_killed_by_sigterm_leaves_no_temporary_file(tmp_path, monkeypatch)
 
     monkeypatch.setattr(fixes_mod.os, "replace", terminate_first)
     from ddplint import config as config_mod
-    from ddplint.lint.rules import RULES_BY_CODE
+    from ddplint.lint.rules import KNOWN_RULES
 
     with pytest.raises(SystemExit):
-        fixes_mod.fix_paths([path], config_mod.Config(root=tmp_path, codes=frozenset(RULES_BY_CODE)), write=True)
+        fixes_mod.fix_paths([path], config_mod.Config(root=tmp_path, rules=KNOWN_RULES), write=True)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["train.py"]
     assert path.read_text() == FIX_ME
 
@@ -295,6 +295,6 @@ def test_syntax_newer_than_the_running_python_is_linted_not_a_syntax_error(tmp_p
     path = tmp_path / "train.py"
     path.write_text('import torch.distributed as dist\ncfg = {"a": 1}\ndist.init_process_group("nccl")\n'
                     'print(f"{cfg["a"]}")\n')
-    proc = run_cli(str(path))
+    proc = run_cli("--extend-select", "DDP402", str(path))  # the info rule is opt-in
     assert proc.returncode == 1 and "DDP001" not in proc.stdout
     assert ":3:1: DDP103" in proc.stdout and ":3:1: DDP402" in proc.stdout

@@ -10,7 +10,7 @@ from conftest import run_cli
 from ddplint import config as config_mod
 from ddplint.lint import cache as cache_mod
 from ddplint.lint.engine import lint_paths
-from ddplint.lint.rules import RULES_BY_CODE
+from ddplint.lint.rules import KNOWN_RULES
 
 SCRIPT = (
     "import torch\n"
@@ -51,7 +51,7 @@ class Counting:
 
 
 def run(project, **changes):
-    config = config_mod.load(project, frozenset(RULES_BY_CODE))
+    config = config_mod.load(project, KNOWN_RULES)
     from dataclasses import replace
 
     config = replace(config, **changes)
@@ -133,7 +133,7 @@ def test_cli_no_cache_writes_nothing_and_a_cached_run_prints_the_same(project):
 
 def test_a_corrupt_cache_is_ignored_and_rewritten(project):
     run_cli("train.py", cwd=project)
-    entries = [e for e in (project / ".ddplint_cache").glob("*.json") if not e.name.startswith("codes-")]
+    entries = [e for e in (project / ".ddplint_cache").glob("*.json") if not e.name.startswith("rules-")]
     for entry in (project / ".ddplint_cache").glob("*.json"):
         entry.write_text("{broken")
     proc = run_cli("train.py", cwd=project)

@@ -226,9 +226,16 @@ def test_huge_file_is_refused_with_one_line(tmp_path):
     assert proc.returncode == 2 and "larger than the 512 KiB ddplint lints; skipped" in proc.stderr
 
 
-def test_no_paths_is_a_usage_error():
-    proc = run_cli()
-    assert proc.returncode == 2 and "no paths given" in proc.stderr
+def test_no_path_lints_the_working_directory(tmp_path):
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "train.py").write_text(DIST_SCRIPT)
+    (tmp_path / "clean.py").write_text("x = 1\n")
+    proc = run_cli(cwd=tmp_path)
+    assert proc.returncode == 1, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert len(lines) == 2 and lines[0].startswith("sub/train.py:4:23: DDP101 ")
+    assert lines[1] == "Found 1 problem in 1 file."
+    assert run_cli(cwd=tmp_path / "sub").stdout.startswith("train.py:4:23: DDP101 ")
 
 
 def test_static_path_never_imports_torch_or_pynvml():

@@ -7,7 +7,7 @@ from conftest import run_cli
 
 from ddplint import config as config_mod
 from ddplint.lint import engine
-from ddplint.lint.rules import RULES_BY_CODE
+from ddplint.lint.rules import KNOWN_RULES, RULES_BY_CODE
 
 SCRIPT = textwrap.dedent(
     """\
@@ -112,7 +112,7 @@ def test_rule_crash_is_reported_with_file_and_rule_and_others_continue(tmp_path,
         return original(self, ctx)
 
     monkeypatch.setattr(RULES_BY_CODE["DDP103"], "check", check)
-    config = config_mod.Config(root=tmp_path, codes=frozenset(RULES_BY_CODE))
+    config = config_mod.Config(root=tmp_path, rules=KNOWN_RULES)
     result = engine.lint_paths([crashing, fine], config, jobs=1)
     assert [(e.path, e.message) for e in result.internal_errors] == [
         (str(crashing), "internal error in DDP103: ValueError: boom")
@@ -125,7 +125,7 @@ def test_parallel_and_serial_runs_agree(tmp_path, monkeypatch):
     for i in range(20):
         (tmp_path / f"t{i}.py").write_text(SCRIPT)
     monkeypatch.setattr(engine, "BYTES_PER_WORKER", 1)  # workers for these few bytes too
-    config = config_mod.Config(root=tmp_path, codes=frozenset(RULES_BY_CODE))
+    config = config_mod.Config(root=tmp_path, rules=KNOWN_RULES)
     serial = engine.lint_paths([tmp_path], config, jobs=1)
     parallel = engine.lint_paths([tmp_path], config, jobs=2)
     assert serial.diagnostics == parallel.diagnostics and serial.files == parallel.files == 20

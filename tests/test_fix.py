@@ -11,9 +11,10 @@ import pytest
 from conftest import FIXTURES, run_cli
 
 from ddplint import config as config_mod
+from ddplint.diagnostics import Severity
 from ddplint.lint import fixes as fixes_mod
 from ddplint.lint.engine import lint_paths
-from ddplint.lint.rules import RULES_BY_CODE
+from ddplint.lint.rules import KNOWN_RULES
 from ddplint.lint.rules.base import Finding, Remedy, Replace, Rule
 
 SCRIPT = textwrap.dedent(
@@ -53,7 +54,7 @@ FIXED = (
 
 
 def config_for(root):
-    return config_mod.Config(root=root, codes=frozenset(RULES_BY_CODE))
+    return config_mod.Config(root=root, rules=KNOWN_RULES)
 
 
 def test_fix_rewrites_in_place_and_reports_what_is_left(tmp_path):
@@ -114,6 +115,7 @@ def test_a_failed_write_leaves_the_file_whole_and_no_temporary_file(tmp_path, mo
 def test_a_fix_that_would_not_parse_is_left_out_and_the_others_are_applied(tmp_path, monkeypatch):
     class BrokenFix(Rule):
         code, name = "DDP304", "makedirs-race"
+        severity = Severity.ERROR  # every rule states its level
 
         def check(self, ctx):
             for site in ctx.facts.calls_to("os.makedirs"):

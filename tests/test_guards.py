@@ -13,7 +13,7 @@ from ddplint.lint import project as project_mod
 from ddplint.lint.context import LintContext
 from ddplint.lint.engine import lint_text
 from ddplint.lint.project import ProjectIndex
-from ddplint.lint.rules import ALL_RULES, RULES_BY_CODE
+from ddplint.lint.rules import ALL_RULES, KNOWN_RULES
 
 PRELUDE = """\
 import os
@@ -47,7 +47,7 @@ def context(source: str, tmp_path: Path, config: config_mod.Config | None = None
     path = tmp_path / "train.py"
     path.write_text(source)
     module = cst.parse_module(source)
-    config = config or config_mod.Config(root=tmp_path, codes=frozenset(RULES_BY_CODE))
+    config = config or config_mod.Config(root=tmp_path, rules=KNOWN_RULES)
     return LintContext(path, module, facts_mod.collect(module), ProjectIndex(), config)
 
 
@@ -142,7 +142,7 @@ def test_helper_modules_are_parsed_once_per_run(tmp_path, monkeypatch):
     read = []
     real = project_mod.read_source
     monkeypatch.setattr(project_mod, "read_source", lambda path: read.append(path.name) or real(path))
-    config = config_mod.Config(root=tmp_path, codes=frozenset(RULES_BY_CODE))
+    config = config_mod.Config(root=tmp_path, rules=KNOWN_RULES)
     rules = [rule() for rule in ALL_RULES]
     index = ProjectIndex()
     for name in ("a.py", "b.py"):

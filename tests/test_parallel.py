@@ -9,7 +9,7 @@ import pytest
 from ddplint import config as config_mod
 from ddplint.lint import engine
 from ddplint.lint.discovery import SourceFile
-from ddplint.lint.rules import RULES_BY_CODE
+from ddplint.lint.rules import KNOWN_RULES
 
 KB = 1024
 
@@ -38,7 +38,7 @@ def test_a_small_run_starts_no_worker_process(tmp_path, monkeypatch):
         raise AssertionError("a worker pool was started for a few kB of source")
 
     monkeypatch.setattr(engine, "ProcessPoolExecutor", refuse)
-    config = config_mod.Config(root=tmp_path, codes=frozenset(RULES_BY_CODE))
+    config = config_mod.Config(root=tmp_path, rules=KNOWN_RULES)
     assert engine.lint_paths([tmp_path], config).files == 30
 
 

@@ -18,6 +18,16 @@ def test_every_rule_has_a_complete_doc(rule):
     assert rule_doc.examples("Bad") and rule_doc.examples("Good")
 
 
+@pytest.mark.parametrize("rule", CATALOG, ids=lambda r: r.code)
+def test_every_doc_states_the_rules_level_and_default(rule):
+    intro = doc(rule.code).markdown.split("\n## ", 1)[0]
+    if rule.severity.on_by_default:
+        assert f"\nLevel: **{rule.severity.value}**, on by default.\n" in intro
+    else:
+        assert (f"\nLevel: **{rule.severity.value}**, off by default (advisory): enable it with "
+                f"`--extend-select {rule.code}`.") in intro
+
+
 @pytest.mark.parametrize("code,kind,index", CASES)
 def test_doc_examples_behave_as_documented(code, kind, index, lint):
     example = doc(code).examples(kind)[index]

@@ -47,6 +47,8 @@ def test_each_rule_has_its_doc_file():
     assert docs == {f"{r.code}-{r.name}" for r in CATALOG}
 
 
-def test_readme_rule_table_lists_the_catalog():
-    table = re.findall(r"^\| (DDP\d{3}) \| ([a-z0-9-]+) \|", (ROOT / "README.md").read_text(), re.MULTILINE)
-    assert table == [(r.code, r.name) for r in CATALOG]
+def test_readme_rule_table_lists_the_catalog_with_levels():
+    table = re.findall(r"^\| (DDP\d{3}) \| ([a-z0-9-]+) \| ([a-z ()-]+) \|", (ROOT / "README.md").read_text(),
+                       re.MULTILINE)
+    assert table == [(r.code, r.name, r.severity.value + ("" if r.severity.on_by_default else " (opt-in)"))
+                     for r in CATALOG]

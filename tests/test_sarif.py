@@ -20,7 +20,7 @@ from ddplint import __version__, catalog
 from ddplint import config as config_mod
 from ddplint.diagnostics import Diagnostic, Edit, Fix, Severity
 from ddplint.lint.engine import LintResult, lint_paths
-from ddplint.lint.rules import CATALOG, RULES_BY_CODE
+from ddplint.lint.rules import CATALOG, KNOWN_RULES, RULES_BY_CODE
 from ddplint.report import FORMATS, sarif
 
 SARIF_CLI = shutil.which("sarif", path=str(Path(sys.executable).parent)) or "sarif"  # sarif-tools
@@ -68,8 +68,9 @@ def test_fixture_run_is_valid_and_carries_the_rule_docs(fixture_run, validator):
     driver = run["tool"]["driver"]
     assert (driver["name"], driver["semanticVersion"]) == ("ddplint", __version__)
     assert driver["informationUri"].startswith("https://")
-    # every registered rule can fire with the default selection; syntax errors are notifications
-    assert [r["id"] for r in driver["rules"]] == [r.code for r in CATALOG if r.code != "DDP001"]
+    # every rule of the default selection is listed (the info rules are opt-in); syntax errors are notifications
+    assert [r["id"] for r in driver["rules"]] == [r.code for r in CATALOG
+                                                  if r.code != "DDP001" and r.severity.on_by_default]
     for descriptor in driver["rules"]:
         rule, rule_doc = RULES_BY_CODE[descriptor["id"]], catalog.doc(descriptor["id"])
         assert descriptor["name"] == rule.name
@@ -188,7 +189,7 @@ def test_only_selected_rules_are_described(tmp_path):
 
 def fingerprint_map(tmp_path: Path, source: str) -> dict[int, str]:
     (tmp_path / "train.py").write_text(source, encoding="utf-8")
-    config = config_mod.Config(root=tmp_path, codes=frozenset(RULES_BY_CODE), select=("DDP101",))
+    config = config_mod.Config(root=tmp_path, rules=KNOWN_RULES, select=("DDP101",))
     log = json.loads(FORMATS["sarif"](lint_paths([tmp_path / "train.py"], config, jobs=1), config))
     return {r["locations"][0]["physicalLocation"]["region"]["startLine"]: r["partialFingerprints"]["ddplint/v1"]
             for r in log["runs"][0]["results"]}
@@ -287,7 +288,7 @@ def test_past_the_result_limit_the_most_severe_are_kept(tmp_path, monkeypatch, c
 
 def test_past_the_size_limit_results_are_dropped_until_it_fits(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
-    config = config_mod.Config(root=tmp_path)
+    config = config_mod.Config(root=tmp_path, select=("ALL",))
     empty = len(gzip.compress(FORMATS["sarif"](LintResult(files=1), config).encode()))
     monkeypatch.setattr(sarif, "MAX_COMPRESSED_BYTES", empty + 1500)
     result = LintResult(diagnostics=[

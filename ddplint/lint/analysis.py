@@ -16,7 +16,8 @@ from ddplint.diagnostics import Diagnostic, Edit, FileError, Fix, Related
 from ddplint.lint import facts as facts_mod
 from ddplint.lint import limits
 from ddplint.lint.context import LintContext
-from ddplint.lint.engine import NOQA, LintResult
+from ddplint.lint.engine import LintResult
+from ddplint.lint.noqa import line_suppresses
 from ddplint.lint.project import ProjectIndex
 from ddplint.lint.rules import ALL_RULES
 from ddplint.lint.rules.base import InsertBefore, Inside, Replace, Rule
@@ -145,12 +146,4 @@ def _edit(edit: Replace | InsertBefore, positions, module: cst.Module, lines: li
 
 
 def _suppressed(diagnostic: Diagnostic, lines: list[str]) -> bool:
-    if not 0 < diagnostic.line <= len(lines):
-        return False
-    match = NOQA.search(lines[diagnostic.line - 1])
-    if match is None:
-        return False
-    codes = match.group("codes")
-    if codes is None:
-        return True
-    return diagnostic.code in {c.strip().upper() for c in codes.split(",")}
+    return 0 < diagnostic.line <= len(lines) and line_suppresses(lines[diagnostic.line - 1], diagnostic.code)

@@ -21,7 +21,15 @@ from pathlib import Path
 
 from ddplint import __version__
 from ddplint.config import Config
-from ddplint.diagnostics import Diagnostic, Edit, FileError, Fix, Related, Severity
+from ddplint.diagnostics import (
+    Diagnostic,
+    Edit,
+    FileError,
+    Fix,
+    Related,
+    RuleInfo,
+    Severity,
+)
 from ddplint.lint.engine import FileOutcome, LintResult
 from ddplint.lint.source import SourceError, read_bytes
 
@@ -42,25 +50,26 @@ def code_hash() -> str:
     return digest.hexdigest()
 
 
-def known_codes(root: Path) -> frozenset[str]:
-    """The rule codes of this build, as `ddplint.lint.rules` lists them. Importing the rules costs
-    libcst's import (a quarter of a second), so a run keeps them in the cache, keyed by ddplint's
-    code hash, and a run served from the cache never imports them."""
-    path = Path(root) / DIRECTORY / f"codes-{code_hash()[:32]}.json"
+def known_rules(root: Path) -> tuple[RuleInfo, ...]:
+    """The rules of this build (code, name, level), as `ddplint.lint.rules` lists them. Importing
+    the rules costs libcst's import (a quarter of a second), so a run keeps them in the cache,
+    keyed by ddplint's code hash, and a run served from the cache never imports them."""
+    path = Path(root) / DIRECTORY / f"rules-{code_hash()[:32]}.json"
     try:
-        codes = json.loads(path.read_text(encoding="utf-8"))
-        if isinstance(codes, list) and all(isinstance(c, str) for c in codes):
-            return frozenset(codes)
+        rows = json.loads(path.read_text(encoding="utf-8"))
+        if isinstance(rows, list) and all(
+                isinstance(row, list) and len(row) == 3 and all(isinstance(x, str) for x in row) for row in rows):
+            return tuple(RuleInfo(code, name, Severity(level)) for code, name, level in rows)
     except (OSError, ValueError):
         pass
-    from ddplint.lint.rules import RULES_BY_CODE
+    from ddplint.lint.rules import KNOWN_RULES
 
     try:
         _prepare(path.parent)
-        _write_atomically(path, json.dumps(sorted(RULES_BY_CODE)))
+        _write_atomically(path, json.dumps([[r.code, r.name, r.severity.value] for r in KNOWN_RULES]))
     except OSError:
         pass
-    return frozenset(RULES_BY_CODE)
+    return KNOWN_RULES
 
 
 def _prepare(directory: Path) -> None:

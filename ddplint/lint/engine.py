@@ -23,6 +23,7 @@ from ddplint.config import Config
 from ddplint.diagnostics import Diagnostic, FileError, Severity
 from ddplint.lint import limits
 from ddplint.lint.discovery import SourceFile, discover, discover_sources
+from ddplint.lint.noqa import FileExemption, file_exemption, unknown_codes
 from ddplint.lint.notebook import is_notebook, notebook_source
 from ddplint.lint.source import (
     MAX_BYTES,
@@ -42,8 +43,6 @@ SYNTAX_ERROR = "DDP001"
 # Every rule needs a distributed script, and every distributed script says one of these
 # (`dist` also for scripts whose process group starts in a helper such as dist_util.setup_dist).
 MIGHT_BE_DISTRIBUTED = re.compile(r"torch|RANK|local_rank|local-rank|cuda|dist")
-NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Z]+[0-9]+(?:\s*,\s*[A-Z]+[0-9]+)*))?", re.IGNORECASE)
-OUR_CODE = re.compile(r"DDP[0-9]+")
 # Source per worker process. Starting workers costs, and each parses the shared helpers again,
 # so a run under this many bytes stays in this process (the -j 1 path exactly). Measured side
 # by side with bench/parallel.py on pytorch/examples (93 files, 418 kB, 2 busy cores), 2
@@ -176,6 +175,10 @@ def lint_text(path: Path, text: str, config: Config, rules: list[Rule], project:
     """The findings in one module's text. Never raises for anything the text holds."""
     result = LintResult(files=1)
     lines = source_lines(text)
+    mentions_noqa = "noqa" in text.lower()
+    exempt = file_exemption(lines) if mentions_noqa else FileExemption()
+    if exempt.whole:  # `# ddplint: noqa`: the file is not linted at all
+        return result
     tree: ast.Module | None
     try:
         tree = limits.parse_python(text, str(path))
@@ -187,7 +190,8 @@ def lint_text(path: Path, text: str, config: Config, rules: list[Rule], project:
     except limits.TooComplex as exc:
         result.errors.append(FileError(str(path), str(exc)))
         return result
-    result.warnings.extend(_unknown_noqa_codes(path, text, config))
+    if config.codes and mentions_noqa:
+        result.warnings.extend(unknown_codes(path, lines, config.codes))
     if not MIGHT_BE_DISTRIBUTED.search(text):
         return result
     from ddplint.lint.analysis import (
@@ -215,22 +219,9 @@ def lint_text(path: Path, text: str, config: Config, rules: list[Rule], project:
         result.diagnostics.clear()
     if result.errors:
         result.diagnostics.clear()  # a file cut short reports no partial findings
+    if exempt.codes:
+        result.diagnostics = [d for d in result.diagnostics if d.code not in exempt.codes]
     return result
-
-
-def _unknown_noqa_codes(path: Path, text: str, config: Config) -> list[FileError]:
-    """`# noqa: DDP999`: a typo that suppresses nothing. Other tools' codes (E501) are theirs."""
-    if "noqa" not in text.lower() or not config.codes:
-        return []
-    out = []
-    for number, line in enumerate(source_lines(text), start=1):
-        match = NOQA.search(line)
-        if match is None or match.group("codes") is None:
-            continue
-        for code in (c.strip().upper() for c in match.group("codes").split(",")):
-            if OUR_CODE.fullmatch(code) and code not in config.codes:
-                out.append(FileError(str(path), f"`# noqa` names unknown rule {code}", line=number))
-    return out
 
 
 def python_syntax_error(text: str, filename: str) -> tuple[int, int, str] | None:

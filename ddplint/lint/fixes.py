@@ -78,7 +78,7 @@ def fix_paths(paths: list[Path], config: Config, write: bool, unsafe: bool = Fal
         if fixed:
             if write:
                 try:
-                    _replace(path, after, _encoding(data))
+                    replace_file(path, after, encoding_of(data))
                 except OSError as exc:
                     report.errors.append(FileError(str(path), f"cannot write the fix: {exc.strerror or exc}"))
                     continue
@@ -155,7 +155,7 @@ def _apply(text: str, diagnostics: list[Diagnostic]) -> tuple[str, list[Diagnost
     return text, applied
 
 
-def _encoding(data: bytes) -> str:
+def encoding_of(data: bytes) -> str:
     try:
         return tokenize.detect_encoding(io.BytesIO(data).readline)[0]  # "utf-8-sig" keeps a BOM
     except SyntaxError:
@@ -166,7 +166,7 @@ class Refused(Exception):
     """The file is left as it is; the message is one line for the user."""
 
 
-def _replace(path: Path, text: str, encoding: str) -> None:
+def replace_file(path: Path, text: str, encoding: str) -> None:
     """Write the whole new file next to the old one, then swap it in: never half-written."""
     data = text.encode(encoding)
     target = Path(os.path.realpath(path))  # a symlink keeps pointing at the fixed file

@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 from ddplint.config import Config
 from ddplint.lint.engine import LintResult
-from ddplint.report import github, json_report, text
+from ddplint.report import github, gitlab, json_report, junit, text
 from ddplint.report.options import DEFAULTS, ReportOptions
 
 Renderer = Callable[..., str]  # (LintResult, Config, ReportOptions = ReportOptions()) -> str
@@ -21,7 +21,10 @@ def _sarif(result: LintResult, config: Config, options: ReportOptions = DEFAULTS
 
 FORMATS: dict[str, Renderer] = {
     "text": text.render,
+    "concise": text.render_concise,
     "json": json_report.render,
     "sarif": _sarif,
     "github": github.render,
+    "gitlab": gitlab.render,
+    "junit": junit.render,
 }

@@ -7,9 +7,12 @@ the pull request's diff. Paths are repository-relative, as the runner resolves t
 from __future__ import annotations
 
 from ddplint.config import Config
+from ddplint.diagnostics import Severity
 from ddplint.lint.engine import LintResult
 from ddplint.report.locations import relative_to, repository_root
 from ddplint.report.options import DEFAULTS, ReportOptions
+
+COMMAND = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "notice"}
 
 
 def escape_data(text: str) -> str:
@@ -41,11 +44,11 @@ def render(result: LintResult, config: Config, options: ReportOptions = DEFAULTS
         rule = RULES_BY_CODE.get(d.code)
         title = f"{d.code} {rule.name}" if rule else d.code
         if d.cell is not None:  # a notebook: the runner would place a line on the JSON, so name the cell
-            lines.append(_command(d.severity.value, f"cell {d.cell}, line {d.line}: {d.message}",
+            lines.append(_command(COMMAND[d.severity], f"cell {d.cell}, line {d.line}: {d.message}",
                                   file=file(d.path), title=title))
             continue
         lines.append(_command(
-            d.severity.value, d.message, file=file(d.path), line=d.line, col=d.col,
+            COMMAND[d.severity], d.message, file=file(d.path), line=d.line, col=d.col,
             endLine=d.end_line, endColumn=d.end_col, title=title,
         ))
     for error in [*result.errors, *result.internal_errors]:

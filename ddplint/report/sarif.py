@@ -37,7 +37,7 @@ FINGERPRINT_KEY = "ddplint/v1"
 MAX_RESULTS = 25_000
 MAX_COMPRESSED_BYTES = 10 * 1024 * 1024
 MAX_DESCRIPTION = 1024  # GitHub cuts fullDescription here
-SEVERITY_ORDER = {Severity.ERROR: 0, Severity.WARNING: 1}
+SARIF_LEVEL = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "note"}
 
 
 def render(result: LintResult, config: Config, options: ReportOptions = DEFAULTS) -> str:
@@ -63,7 +63,7 @@ def render(result: LintResult, config: Config, options: ReportOptions = DEFAULTS
 
 
 def _most_severe(findings: list[Diagnostic], limit: int) -> set[int]:
-    order = sorted(range(len(findings)), key=lambda i: SEVERITY_ORDER[findings[i].severity])
+    order = sorted(range(len(findings)), key=lambda i: -findings[i].severity.rank)
     return set(order[:max(limit, 0)])
 
 
@@ -115,7 +115,7 @@ def _rule(rule) -> om.ReportingDescriptor:
         short_description=om.MultiformatMessageString(text=summary),
         full_description=om.MultiformatMessageString(text=summary),
         help=om.MultiformatMessageString(text=rule_doc.markdown, markdown=rule_doc.markdown),
-        default_configuration=om.ReportingConfiguration(level=rule.severity.value),
+        default_configuration=om.ReportingConfiguration(level=SARIF_LEVEL[rule.severity]),
         properties={"tags": list(rule.tags), "precision": rule.precision},
     )
 
@@ -152,7 +152,7 @@ def _result(d: Diagnostic, rule_index: int, fingerprint: str,
     return om.Result(
         rule_id=d.code,
         rule_index=rule_index,
-        level=d.severity.value,
+        level=SARIF_LEVEL[d.severity],
         message=om.Message(text=d.message),
         locations=[_location(d, artifact)],
         related_locations=[

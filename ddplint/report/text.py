@@ -4,10 +4,12 @@ A finding at a call of a project helper ends with where the mistake is inside it
 `(at utils.py:12:5)`.
 A fixable finding is marked `[*]`. On a terminal (or with --show-source) the source line
 and a caret under the reported span follow each finding; in a notebook the position reads
-`path:cell N, line L, col C`.
+`path:cell N, line L, col C`. The concise format is this one, never with source or fixes.
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 from ddplint.config import Config
 from ddplint.diagnostics import Diagnostic, Severity
@@ -15,6 +17,7 @@ from ddplint.lint.engine import LintResult
 from ddplint.report.options import DEFAULTS, ReportOptions, fixable
 
 RESET, BOLD, RED, YELLOW, CYAN, BLUE = "\033[0m", "\033[1m", "\033[31m", "\033[33m", "\033[36m", "\033[34m"
+LEVEL_COLOR = {Severity.ERROR: RED, Severity.WARNING: YELLOW, Severity.INFO: BLUE}
 
 
 def position(d: Diagnostic) -> str:
@@ -30,7 +33,7 @@ def render(result: LintResult, config: Config, options: ReportOptions = DEFAULTS
     lines = []
     for d in result.diagnostics:
         mark = "[*] " if fixable(d.fix, options) else ""
-        code = paint(d.code, BOLD, RED if d.severity is Severity.ERROR else YELLOW)
+        code = paint(d.code, BOLD, LEVEL_COLOR[d.severity])
         inside = "".join(f" (at {r.path}:{r.line}:{r.col})" for r in d.related)  # the helper's own line
         lines.append(f"{paint(position(d), BOLD)}: {code} {paint(mark, CYAN) if mark else ''}{d.message}{inside}")
         if options.show_source and d.source_line:
@@ -62,4 +65,8 @@ def _snippet(d: Diagnostic, paint) -> list[str]:
     gutter = f"{d.line} | "
     width = (d.end_col - d.col) if d.end_line == d.line else len(source) - d.col + 1
     caret = " " * (len(gutter) + d.col - 1) + "^" * max(1, width)
-    return [f"{paint(gutter, BLUE)}{source}", paint(caret, RED if d.severity is Severity.ERROR else YELLOW)]
+    return [f"{paint(gutter, BLUE)}{source}", paint(caret, LEVEL_COLOR[d.severity])]
+
+
+def render_concise(result: LintResult, config: Config, options: ReportOptions = DEFAULTS) -> str:
+    return render(result, config, replace(options, show_source=False, show_fixes=False))

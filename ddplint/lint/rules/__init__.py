@@ -1,5 +1,6 @@
 """The rule registry: every rule class, in catalog order, one module per rule."""
 
+from ddplint.diagnostics import RuleInfo
 from ddplint.lint.rules.base import Rule
 from ddplint.lint.rules.ddp001_syntax_error import SyntaxErrorRule
 from ddplint.lint.rules.ddp101_hard_coded_cuda_index import HardCodedCudaIndex
@@ -50,3 +51,5 @@ ALL_RULES: list[type[Rule]] = [
 # Every code a user can select, ignore, list or explain.
 CATALOG: list[type[Rule]] = [SyntaxErrorRule, *ALL_RULES]
 RULES_BY_CODE = {rule.code: rule for rule in CATALOG}
+# The same catalog as plain data, for selection and listing (and the cache of them).
+KNOWN_RULES: tuple[RuleInfo, ...] = tuple(RuleInfo(rule.code, rule.name, rule.severity) for rule in CATALOG)

@@ -1,4 +1,4 @@
-"""What a rule is: an id, a name, a severity, and a check over a module's facts."""
+"""What a rule is: an id, a name, a level (its severity), and a check over a module's facts."""
 
 from __future__ import annotations
 
@@ -63,7 +63,8 @@ class Finding:
 class Rule:
     code: ClassVar[str]
     name: ClassVar[str]  # kebab-case of the class name: MissingSetEpoch -> "missing-set-epoch"
-    severity: ClassVar[Severity] = Severity.ERROR
+    # Every rule states its level; the level decides whether the rule is on by default.
+    severity: ClassVar[Severity]
     tags: ClassVar[tuple[str, ...]] = ("distributed", "correctness")
     precision: ClassVar[str] = "high"  # SARIF precision: very-high | high | medium | low
     # Rules stay quiet outside distributed scripts and where a framework owns distribution.

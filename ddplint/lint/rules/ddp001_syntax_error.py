@@ -1,5 +1,6 @@
 """DDP001: the file does not parse (reported by the engine, listed here for the catalog)."""
 
+from ddplint.diagnostics import Severity
 from ddplint.lint.rules.base import Rule
 
 
@@ -7,6 +8,7 @@ class SyntaxErrorRule(Rule):
     """Reported by the engine itself when parsing fails; it has no check of its own."""
 
     code = "DDP001"
+    severity = Severity.ERROR
     tags = ("syntax",)
     precision = "very-high"
     needs_distributed = False

@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 import libcst as cst
 
+from ddplint.diagnostics import Severity
 from ddplint.lint.context import LintContext
 from ddplint.lint.devices import (
     CUDA_INDEX,
@@ -23,6 +24,7 @@ from ddplint.lint.rules.base import Finding, Remedy, Replace, Rule
 
 class HardCodedCudaIndex(Rule):
     code = "DDP101"
+    severity = Severity.ERROR
     data_parallel = True
 
     def check(self, ctx: LintContext) -> Iterator[Finding]:

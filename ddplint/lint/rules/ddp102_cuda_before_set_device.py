@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from ddplint.diagnostics import Severity
 from ddplint.lint.context import LintContext
 from ddplint.lint.devices import (
     binding_sites,
@@ -19,6 +20,7 @@ from ddplint.lint.summaries import Effect
 
 class CudaBeforeSetDevice(Rule):
     code = "DDP102"
+    severity = Severity.ERROR
     data_parallel = True
 
     def check(self, ctx: LintContext) -> Iterator[Finding]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from ddplint.diagnostics import Severity
 from ddplint.lint.context import LintContext
 from ddplint.lint.devices import contains, device_uses
 from ddplint.lint.roles import DeviceKind
@@ -12,6 +13,7 @@ from ddplint.lint.rules.base import Finding, Rule
 
 class DeviceFromGlobalRank(Rule):
     code = "DDP105"
+    severity = Severity.ERROR
     data_parallel = True
 
     def check(self, ctx: LintContext) -> Iterator[Finding]:

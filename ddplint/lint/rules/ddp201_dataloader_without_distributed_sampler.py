@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from ddplint.diagnostics import Severity
 from ddplint.lint.context import LintContext
 from ddplint.lint.loaders import (
     NO,
@@ -20,6 +21,7 @@ from ddplint.lint.summaries import Effect
 
 class DataloaderWithoutDistributedSampler(Rule):
     code = "DDP201"
+    severity = Severity.ERROR
     data_parallel = True
 
     def check(self, ctx: LintContext) -> Iterator[Finding]:

@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 import libcst as cst
 
+from ddplint.diagnostics import Severity
 from ddplint.lint.context import LintContext
 from ddplint.lint.facts import CallSite
 from ddplint.lint.loaders import loaders
@@ -15,6 +16,7 @@ from ddplint.lint.rules.base import Finding, Remedy, Replace, Rule
 
 class ShuffleWithSampler(Rule):
     code = "DDP203"
+    severity = Severity.ERROR
 
     def check(self, ctx: LintContext) -> Iterator[Finding]:
         for site in loaders(ctx.facts):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from ddplint.diagnostics import Severity
 from ddplint.lint.context import LintContext
 from ddplint.lint.rules.base import Finding, Rule
 from ddplint.lint.summaries import Effect
@@ -11,6 +12,7 @@ from ddplint.lint.summaries import Effect
 
 class SamplerBeforeInit(Rule):
     code = "DDP205"
+    severity = Severity.ERROR
     data_parallel = True
 
     def check(self, ctx: LintContext) -> Iterator[Finding]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from ddplint.diagnostics import Severity
 from ddplint.lint.context import LintContext
 from ddplint.lint.names import (
     dotted,
@@ -14,6 +15,7 @@ from ddplint.lint.writes import CHECKPOINT, OUTSIDE_TRAINER, unguarded_writes
 
 class UnguardedCheckpointSave(Rule):
     code = "DDP301"
+    severity = Severity.ERROR
     beside_frameworks = OUTSIDE_TRAINER
 
     def check(self, ctx: LintContext) -> Iterator[Finding]:

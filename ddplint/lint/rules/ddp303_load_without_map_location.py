@@ -7,6 +7,7 @@ from pathlib import Path
 
 import libcst as cst
 
+from ddplint.diagnostics import Severity
 from ddplint.lint.context import LintContext
 from ddplint.lint.devices import visible_devices_per_rank
 from ddplint.lint.facts import CallSite, ModuleFacts
@@ -25,6 +26,7 @@ from ddplint.lint.writes import OUTSIDE_TRAINER
 
 class LoadWithoutMapLocation(Rule):
     code = "DDP303"
+    severity = Severity.ERROR
     beside_frameworks = OUTSIDE_TRAINER
 
     def check(self, ctx: LintContext) -> Iterator[Finding]:

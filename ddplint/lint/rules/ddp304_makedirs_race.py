@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 import libcst as cst
 
+from ddplint.diagnostics import Severity
 from ddplint.lint.context import LintContext
 from ddplint.lint.names import (
     dotted,
@@ -17,6 +18,7 @@ from ddplint.lint.writes import MKDIR, OUTSIDE_TRAINER, unguarded_writes
 
 class MakedirsRace(Rule):
     code = "DDP304"
+    severity = Severity.ERROR
     beside_frameworks = OUTSIDE_TRAINER
 
     def check(self, ctx: LintContext) -> Iterator[Finding]:

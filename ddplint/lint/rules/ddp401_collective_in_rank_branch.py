@@ -12,6 +12,7 @@ from collections.abc import Iterator
 
 import libcst as cst
 
+from ddplint.diagnostics import Severity
 from ddplint.lint.context import LintContext
 from ddplint.lint.facts import CallSite
 from ddplint.lint.guards import MAIN, NOTMAIN, OPPOSITE
@@ -65,6 +66,7 @@ def _forwarded_model(ctx: LintContext, site: CallSite, models: dict[str, tuple[s
 
 class CollectiveInRankBranch(Rule):
     code = "DDP401"
+    severity = Severity.ERROR
 
     def check(self, ctx: LintContext) -> Iterator[Finding]:
         guards = ctx.guards

@@ -13,7 +13,7 @@ from ddplint.lint.summaries import DESTROY_PG, Effect
 
 class MissingDestroyProcessGroup(Rule):
     code = "DDP402"
-    severity = Severity.WARNING
+    severity = Severity.INFO  # advisory: recent torch warns about it at exit itself
 
     def check(self, ctx: LintContext) -> Iterator[Finding]:
         facts = ctx.facts

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import libcst as cst
 
+from ddplint.diagnostics import Severity
 from ddplint.lint.context import LintContext
 from ddplint.lint.facts import Assignment, CallSite, ModuleFacts, starts_own_workers
 from ddplint.lint.helpers import ask_helper
@@ -19,6 +20,7 @@ RENDEZVOUS = ("MASTER_PORT", "MASTER_ADDR")
 
 class HardCodedMasterPort(Rule):
     code = "DDP403"
+    severity = Severity.ERROR
 
     def check(self, ctx: LintContext) -> Iterator[Finding]:
         facts = ctx.facts
