@@ -180,13 +180,19 @@ class Probe:
             self.record["error"] = self._error(exc)
         finally:
             sys.stderr = stderr.stream
-            signal.signal(signal.SIGTERM, previous)
+            # torchrun's SIGTERM, sent once a peer has failed, must not kill the rank while it
+            # writes what it recorded (on a loaded machine that takes a while): it waits
+            late = _LateSignal()
+            signal.signal(signal.SIGTERM, late)
             self.record["loaders"] = tracker.records()  # reads anchor samples: writes still redirected
             writes.uninstall()
         self.record["training_site"] = tracker.training_site
         self.record["writes"] = writes.writes
         self.record["elapsed_s"] = round(time.time() - self.started, 3)
         self.rundir.write_record(self.rank, self.record)
+        signal.signal(signal.SIGTERM, previous)
+        if late.received and self.record["status"] in ("completed", "stopped"):
+            self.record["status"] = "terminated"
         if self.record["status"] == "raised":
             self.phase("raised")
             sys.stderr.write(self.record["error"]["text"])
@@ -262,6 +268,16 @@ class Terminated(BaseException):
 
 def _terminated(signum, frame):
     raise Terminated
+
+
+class _LateSignal:
+    """A SIGTERM handler that only notes the signal, for the moments the record is written."""
+
+    def __init__(self) -> None:
+        self.received = False
+
+    def __call__(self, signum, frame) -> None:
+        self.received = True
 
 
 def _frameworks_on_cpu(world_size: int) -> None:
