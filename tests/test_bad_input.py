@@ -58,6 +58,64 @@ def test_deep_expressions_are_refused_per_file(tmp_path, body, message):
     one_error(lint_with_bad(path), path, message)
 
 
+# `type X = int` is Python 3.12 syntax: where the running Python refuses it, libcst still reads the
+# file, and the AST that bounds every other file's nesting is not there to measure it.
+NEWER = "type X = int\n" if sys.version_info < (3, 12) else "x = f'{\"a\"}'\ntype X = int\n"
+
+
+@pytest.mark.parametrize("body", [
+    "x = a" + " and a" * 10_000 + "\n",  # was a segfault
+    "x = " + "not " * 20_000 + "1\n",  # was a segfault
+    "x = " + "lambda: " * 20_000 + "1\n",  # was a segfault
+    "import a" + ".b" * 10_000 + "\n",  # was a segfault
+    "x = f'{a" + " and a" * 10_000 + "}'\n",  # was a segfault
+    "x = a" + ".b" * 5_000 + "\n",  # was 15 s of libcst
+    "x = f" + "()" * 3_000 + "\n",  # was 6 s of libcst
+    "x = " + "1 if a else " * 3_000 + "1\n",  # was 1.6 GB of memory
+], ids=["and-10k", "not-20k", "lambda-20k", "import-10k", "fstring-10k", "attribute-5k", "call-3k", "ifexp-3k"])
+def test_deep_expressions_in_newer_syntax_are_refused_per_file(tmp_path, body):
+    path = tmp_path / "deep.py"
+    path.write_text(HEAD + NEWER + body)
+    line = HEAD.count("\n") + NEWER.count("\n") + 1
+    one_error(lint_with_bad(path), path, f"nested more than {limits.MAX_DEPTH} levels deep (line {line}); skipped")
+
+
+def test_deep_newer_syntax_does_not_break_the_worker_pool(tmp_path):
+    """With two workers, a crash in one was BrokenProcessPool: every file's result lost."""
+    path = tmp_path / "deep.py"
+    path.write_text(HEAD + NEWER + "x = a" + " and a" * 10_000 + "\n")
+    for name in ("pad1.py", "pad2.py"):  # enough source for two workers; nothing to analyse in it
+        (tmp_path / name).write_text("x = 1\n" * 50_000)
+    proc = subprocess.run([sys.executable, "-m", "ddplint", "--no-cache", "-j2", str(tmp_path), str(BAD)],
+                          capture_output=True, text=True, timeout=SECONDS, check=False)
+    assert f"{BAD}:" in proc.stdout, proc.stderr
+    one_error(proc, path, f"nested more than {limits.MAX_DEPTH} levels deep (line 5); skipped")
+
+
+def test_newer_syntax_lints_with_strings_and_comments_that_look_deep(tmp_path):
+    """Only code counts: a long rule of dashes in a string or a comment nests nothing."""
+    path = tmp_path / "train.py"
+    path.write_text(HEAD + NEWER + "# " + "-" * 1_000 + "\nprint('" + "-" * 1_000 + "')\n"
+                    "x = [" + ", ".join(["a.b + c"] * 1_000) + "]\n")
+    proc = run_cli("--no-cache", str(path), timeout=SECONDS)
+    assert proc.returncode == 1 and proc.stderr == "", proc.stderr
+    assert "DDP001" not in proc.stdout and ":3:1: DDP103" in proc.stdout
+
+
+def test_a_deep_helper_is_refused_by_fix_and_stdin_too(tmp_path):
+    """--fix, --diff and standard input read project helpers as the lint does; they segfaulted."""
+    (tmp_path / "helpers.py").write_text("x = a" + " and a" * 10_000 + "\ndef is_main_process():\n    return True\n")
+    script = tmp_path / "train.py"
+    script.write_text(FIX_ME + "from helpers import is_main_process\nif is_main_process():\n"
+                      "    torch.save({}, 'a.pt')\n")
+    diff = run_cli("--no-cache", "--diff", str(script), timeout=SECONDS)
+    assert diff.returncode == 1 and "+os.makedirs('out', exist_ok=True)" in diff.stdout, diff.stderr
+    with script.open() as stdin:
+        piped = subprocess.run([sys.executable, "-m", "ddplint", "--no-cache", "--stdin-filename", str(script), "-"],
+                               stdin=stdin, capture_output=True, text=True, timeout=SECONDS, check=False)
+    assert piped.returncode == 1 and "DDP304" in piped.stdout and "Traceback" not in piped.stderr, piped.stderr
+
+
 def test_brackets_python_refuses_are_a_syntax_error(tmp_path):
     path = tmp_path / "brackets.py"
     path.write_text(HEAD + "x = " + "[" * 500 + "]" * 500 + "\n")
@@ -159,7 +217,7 @@ def test_a_helper_module_is_parsed_on_a_cpu_budget_of_its_own():
 
 def test_a_helper_that_runs_out_of_its_budget_is_left_out_and_the_file_is_linted(tmp_path, monkeypatch):
     from ddplint import config as config_mod
-    from ddplint.lint import analysis, engine
+    from ddplint.lint import engine, project
     from ddplint.lint.rules import RULES_BY_CODE
 
     (tmp_path / "helpers.py").write_text("import torch\n\ndef save(m):\n    torch.save(m, 'm.pt')\n")
@@ -168,10 +226,10 @@ def test_a_helper_that_runs_out_of_its_budget_is_left_out_and_the_file_is_linted
                       "dist.init_process_group('gloo')\nsave(1)\ntorch.save(2, 'x.pt')\n"
                       "dist.destroy_process_group()\n")
 
-    def out_of_time(path):
+    def out_of_time(text, path):
         raise limits.OutOfTime
 
-    monkeypatch.setattr(analysis, "_too_complex", out_of_time)
+    monkeypatch.setattr(project, "_too_complex", out_of_time)
     result = engine.lint_paths([script], config_mod.Config(root=tmp_path, codes=frozenset(RULES_BY_CODE)), jobs=1)
     assert result.errors == [] and result.internal_errors == []
     assert [(d.code, d.line) for d in result.diagnostics] == [("DDP301", 7)]  # the helper's save is unknown

@@ -176,31 +176,37 @@ def lint_text(path: Path, text: str, config: Config, rules: list[Rule], project:
     """The findings in one module's text. Never raises for anything the text holds."""
     result = LintResult(files=1)
     lines = source_lines(text)
-    tree: ast.Module | None
+    tree: ast.Module | None = None
+    refused: SyntaxError | None = None  # by this Python: a syntax error, or syntax newer than it reads
     try:
         tree = limits.parse_python(text, str(path))
     except SyntaxError as exc:
-        if not limits.newer_python(text):
-            result.diagnostics.append(_syntax_diagnostic(path, (exc.lineno or 1, exc.offset or 1, exc.msg), lines))
-            return result
-        tree = None  # newer syntax than this Python's: libcst reads it, its nesting was bounded
+        refused = exc
     except limits.TooComplex as exc:
         result.errors.append(FileError(str(path), str(exc)))
         return result
-    result.warnings.extend(_unknown_noqa_codes(path, text, config))
-    if not MIGHT_BE_DISTRIBUTED.search(text):
+    if refused is None and not MIGHT_BE_DISTRIBUTED.search(text):
+        result.warnings.extend(_unknown_noqa_codes(path, text, config))
         return result
-    from ddplint.lint.analysis import (
-        analyse,  # before the clock starts: the first file would pay for it
-    )
+    # Imported before the clock starts: the first file would pay for it.
+    from ddplint.lint import analysis
 
     try:
-        if tree is not None:
-            limits.check_depth(tree)
         # No warning becomes an error (PYTHONWARNINGS=error): libcst evaluates literals with ast.
         with limits.cpu_time_limit(), limits.no_cycle_collection(), warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            analyse(path, text, lines, config, rules, project, result)
+            module = None
+            if refused is not None and limits.may_be_newer_syntax(text):  # libcst's grammar is newer
+                module = analysis.parse_newer(text)
+            if refused is not None and module is None:
+                syntax = (refused.lineno or 1, refused.offset or 1, refused.msg)
+                result.diagnostics.append(_syntax_diagnostic(path, syntax, lines))
+            else:
+                result.warnings.extend(_unknown_noqa_codes(path, text, config))
+                if MIGHT_BE_DISTRIBUTED.search(text):
+                    if tree is not None:
+                        limits.check_depth(tree)
+                    analysis.analyse(path, text, lines, config, rules, project, result, module)
     except limits.TooComplex as exc:
         result.errors.append(FileError(str(path), str(exc)))
     except RecursionError:

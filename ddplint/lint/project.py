@@ -14,6 +14,7 @@ import libcst as cst
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
 from ddplint.lint import facts as facts_mod
+from ddplint.lint import limits
 from ddplint.lint.source import SourceError, read_source
 
 SEARCH_PARENTS = 3  # how far above the script to look for a top-level package
@@ -34,8 +35,9 @@ class ProjectIndex:
             self._cache[path] = None  # also breaks import cycles
             try:
                 text = read_source(path)
-                module = cst.parse_module(text)
-                self._cache[path] = (text, module, facts_mod.collect(module))
+                if not _too_complex(text, path):
+                    module = cst.parse_module(text)
+                    self._cache[path] = (text, module, facts_mod.collect(module))
             except (SourceError, cst.ParserSyntaxError, RecursionError):
                 pass
         cached = self._cache[path]
@@ -112,6 +114,16 @@ class ProjectIndex:
         if key not in self._files:
             self._files[key] = _module_file(base, list(parts))
         return self._files[key]
+
+
+def _too_complex(text: str, path: Path) -> bool:
+    """A helper that Python refuses or that nests past the bound is left out, before libcst's
+    parser, which crashes on deep nesting as it would on a linted file."""
+    try:
+        limits.check_depth(limits.parse_python(text, str(path)))
+    except (SyntaxError, limits.TooComplex):
+        return True
+    return False
 
 
 def _module_file(base: Path, parts: list[str]) -> Path | None:
