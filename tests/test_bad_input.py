@@ -159,6 +159,36 @@ def test_a_symlink_to_a_device_is_not_read(tmp_path, device):
     one_error(proc, tmp_path / "data.py", "a character device, not a regular file; skipped")
 
 
+def test_a_directory_named_like_a_python_file_is_walked(tmp_path):
+    (tmp_path / "pkg.py").mkdir()
+    (tmp_path / "pkg.py" / "train.py").write_text(HEAD)
+    proc = lint_with_bad(tmp_path / "pkg.py")
+    assert proc.returncode == 1 and f"{tmp_path / 'pkg.py' / 'train.py'}:3:1: DDP103" in proc.stdout
+
+
+def test_a_file_that_becomes_a_directory_during_the_run_is_one_error(tmp_path, monkeypatch):
+    """Found as a file, a directory when read: it was an internal error that ended the run."""
+    from ddplint import config as config_mod
+    from ddplint.lint import engine
+    from ddplint.lint.rules import RULES_BY_CODE
+
+    path = tmp_path / "train.py"
+    path.write_text(HEAD)
+    real = engine.lint_file
+
+    def swapped(file, *args):
+        if file == path:
+            path.unlink()
+            path.mkdir()
+        return real(file, *args)
+
+    monkeypatch.setattr(engine, "lint_file", swapped)
+    config = config_mod.Config(root=tmp_path, codes=frozenset(RULES_BY_CODE))
+    result = engine.lint_paths([path, BAD], config, jobs=1)
+    assert [(e.path, e.message) for e in result.errors] == [(str(path), "a directory, not a regular file; skipped")]
+    assert result.internal_errors == [] and {d.path for d in result.diagnostics} == {str(BAD)}
+
+
 def test_the_size_cap_is_checked_before_reading(tmp_path):
     path = tmp_path / "big.py"
     path.write_text(HEAD + "x = [" + ", ".join(str(i) for i in range(200_000)) + "]\n")  # 1.3 MB, one line

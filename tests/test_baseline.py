@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 from conftest import run_cli
 
@@ -84,3 +85,13 @@ def test_fingerprints_are_the_sarif_partial_fingerprints(tmp_path):
     log = json.loads(run_cli("--output-format", "sarif", "train.py", cwd=tmp_path).stdout)
     sarif = {r["partialFingerprints"]["ddplint/v1"] for r in log["runs"][0]["results"]}
     assert sarif and sarif == recorded
+
+
+def test_a_baseline_that_is_not_a_regular_file_is_one_line(tmp_path):
+    """A FIFO blocked the run forever and /dev/zero read without end."""
+    (tmp_path / "train.py").write_text(SCRIPT)
+    os.mkfifo(tmp_path / "pipe.json")
+    for baseline, kind in (("pipe.json", "a FIFO"), ("/dev/zero", "a character device")):
+        proc = run_cli("--baseline", baseline, "train.py", cwd=tmp_path, timeout=60)
+        assert proc.returncode == 2 and proc.stdout == ""
+        assert proc.stderr == f"ddplint: error: cannot read baseline {baseline}: {kind}, not a regular file\n"

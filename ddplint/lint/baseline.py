@@ -17,9 +17,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ddplint.diagnostics import Diagnostic
+from ddplint.lint.source import NotRegular, TooLarge, read_regular
 from ddplint.report.fingerprints import fingerprints
 
 FORMAT = 1
+MAX_BYTES = 64 * 1024 * 1024  # about 300,000 findings
 
 
 class BaselineError(Exception):
@@ -64,10 +66,15 @@ def write(path: Path, diagnostics: list[Diagnostic]) -> int:
 
 def read(path: Path) -> frozenset[Entry]:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(read_regular(path, MAX_BYTES))  # a FIFO would block, /dev/zero never end
     except OSError as exc:
         raise BaselineError(f"cannot read baseline {path}: {exc.strerror or exc}") from None
-    except ValueError as exc:
+    except NotRegular as exc:
+        raise BaselineError(f"cannot read baseline {path}: {exc}, not a regular file") from None
+    except TooLarge as exc:
+        raise BaselineError(f"baseline {path} is {exc.args[0] // 2**20} MiB, larger than the "
+                            f"{MAX_BYTES // 2**20} MiB ddplint reads") from None
+    except (ValueError, RecursionError) as exc:
         raise BaselineError(f"baseline {path} is not valid JSON: {exc}") from None
     if not isinstance(data, dict) or data.get("ddplint_baseline") != FORMAT or not isinstance(data.get("findings"), list):
         raise BaselineError(f"{path} is not a ddplint baseline (write one with --write-baseline)")
