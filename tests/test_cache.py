@@ -195,3 +195,29 @@ def test_a_fifo_as_the_cache_file_does_not_block(project, which):
     os.mkfifo(target)
     proc = run_cli("train.py", cwd=project, timeout=60)
     assert (proc.returncode, proc.stdout, proc.stderr) == (fresh.returncode, fresh.stdout, "")
+
+
+@pytest.mark.parametrize("created", ["helpers.py", "helpers/__init__.py"])
+def test_creating_a_module_an_import_did_not_find_invalidates_the_file(tmp_path, created):
+    """The import found nothing when the result was cached; the module written since is read."""
+    (tmp_path / "pyproject.toml").write_text("[tool.ddplint]\n")
+    (tmp_path / "train.py").write_text("import torch\nimport torch.distributed as dist\nfrom helpers import save\n"
+                                       "dist.init_process_group('gloo')\nsave(1)\ndist.destroy_process_group()\n")
+    assert run_cli("train.py", cwd=tmp_path).stdout == "All checks passed (1 file).\n"
+    (tmp_path / created).parent.mkdir(exist_ok=True)
+    (tmp_path / created).write_text("import torch\n\ndef save(m):\n    torch.save(m, 'm.pt')\n")
+    proc = run_cli("train.py", cwd=tmp_path)
+    assert proc.returncode == 1 and "train.py:5:1: DDP301 save() saves a checkpoint on every rank" in proc.stdout
+
+
+def test_creating_a_module_that_shadows_the_one_an_import_found_invalidates_the_file(tmp_path):
+    """The import found ../helpers.py; a helpers.py beside the script, written since, comes first."""
+    (tmp_path / "pyproject.toml").write_text("[tool.ddplint]\n")
+    (tmp_path / "helpers.py").write_text("def save(m):\n    print(m)\n")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "train.py").write_text("import torch\nimport torch.distributed as dist\nfrom helpers import save\n"
+                                               "dist.init_process_group('gloo')\nsave(1)\ndist.destroy_process_group()\n")
+    assert run_cli("sub/train.py", cwd=tmp_path).stdout == "All checks passed (1 file).\n"
+    (tmp_path / "sub" / "helpers.py").write_text("import torch\n\ndef save(m):\n    torch.save(m, 'm.pt')\n")
+    proc = run_cli("sub/train.py", cwd=tmp_path)
+    assert proc.returncode == 1 and "sub/train.py:5:1: DDP301 save() saves a checkpoint on every rank" in proc.stdout

@@ -17,7 +17,7 @@ from ddplint.lint import facts as facts_mod
 from ddplint.lint import limits
 from ddplint.lint.context import LintContext
 from ddplint.lint.engine import NOQA, LintResult
-from ddplint.lint.project import ProjectIndex
+from ddplint.lint.project import Lookup, ProjectIndex
 from ddplint.lint.rules import ALL_RULES
 from ddplint.lint.rules.base import InsertBefore, Inside, Replace, Rule
 
@@ -28,12 +28,19 @@ def enabled_rules(config: Config) -> list[Rule]:
 
 
 class RecordingIndex(ProjectIndex):
-    """The project index, noting which helper modules each file's analysis read (for the cache)."""
+    """The project index, noting which helper modules each file's analysis read, and which
+    module files its imports looked for and did not find (for the cache)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.read: set[Path] = set()
+        self.missing: set[Path] = set()
         self._refused: dict[Path, bool] = {}
+
+    def _lookup(self, importer: Path, qualified: str) -> Lookup:
+        lookup = super()._lookup(importer, qualified)
+        self.missing.update(lookup.absent)
+        return lookup
 
     def facts_for(self, path: Path):
         real = Path(os.path.realpath(path))

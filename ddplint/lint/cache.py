@@ -1,7 +1,8 @@
 """Results of earlier runs, in `.ddplint_cache/` at the project root.
 
 A file's findings are reused only when everything they were computed from is unchanged:
-its bytes, the content of every project helper module its analysis read, the effective
+its bytes, the content of every project helper module its analysis read, the absence of every
+module file its imports looked for and did not find (a helper written since is read), the effective
 configuration, and ddplint itself (its version and a hash of its own analysis code, so an
 edited checkout never serves results of the code it replaced). One JSON file per
 configuration-and-ddplint fingerprint, loaded once and written once per run, atomically.
@@ -26,7 +27,7 @@ from ddplint.lint.engine import FileOutcome, LintResult
 from ddplint.lint.source import SourceError, read_bytes
 
 DIRECTORY = ".ddplint_cache"
-FORMAT = 1
+FORMAT = 2
 STALE_SECONDS = 30 * 24 * 3600  # cache files of other configurations or versions, unused this long
 PACKAGE = Path(__file__).resolve().parent.parent
 MAX_CACHE_BYTES = 256 * 1024 * 1024  # a larger cache file is not read (the run lints, and rewrites it)
@@ -114,6 +115,7 @@ class ResultCache:
         self.changed = False
         self.hits = 0
         self._helper_digests: dict[Path, str | None] = {}
+        self._presence: dict[Path, bool] = {}
 
     def _load(self) -> dict[str, object]:
         data = _read_json(self.file)
@@ -124,6 +126,11 @@ class ResultCache:
             self._helper_digests[path] = _digest(path)
         return self._helper_digests[path]
 
+    def _present(self, path: Path) -> bool:
+        if path not in self._presence:
+            self._presence[path] = path.is_file()
+        return self._presence[path]
+
     def get(self, path: Path) -> LintResult | None:
         entry = self.entries.get(os.path.realpath(path))
         if not isinstance(entry, dict) or entry.get("digest") != _digest(path):
@@ -131,6 +138,8 @@ class ResultCache:
         try:
             if any(self._helper_digest(Path(helper)) != digest for helper, digest in entry["helpers"]):
                 return None
+            if any(self._present(Path(module)) for module in entry["missing"]):
+                return None  # an import would find a module now that it did not find then
             result = LintResult(
                 diagnostics=[_diagnostic(d, str(path)) for d in entry["diagnostics"]],
                 warnings=[_warning(w, str(path)) for w in entry["warnings"]],
@@ -148,6 +157,7 @@ class ResultCache:
         self.entries[os.path.realpath(outcome.path)] = {
             "digest": outcome.digest,
             "helpers": [[str(h), self._helper_digest(h)] for h in outcome.helpers],
+            "missing": [str(m) for m in outcome.missing],
             "diagnostics": [{**asdict(d), "path": None} for d in result.diagnostics],
             "warnings": [{"message": w.message, "line": w.line} for w in result.warnings],
         }

@@ -77,6 +77,7 @@ class FileOutcome:
     result: LintResult
     digest: str | None = None  # sha256 of the bytes that were linted; None when unread
     helpers: tuple[Path, ...] = ()  # project modules the analysis read
+    missing: tuple[Path, ...] = ()  # module files its imports looked for and did not find
 
 
 def planned_workers(files: Sequence[SourceFile], jobs: int) -> int:
@@ -144,9 +145,10 @@ def _lint_files(files: list[Path], config: Config) -> list[FileOutcome]:
     rules = enabled_rules(config)
     outcomes = []
     for path in files:
-        project.read = set()
+        project.read, project.missing = set(), set()
         outcome = lint_file(path, config, rules, project)
         outcome.helpers = tuple(sorted(project.read - {Path(os.path.realpath(path))}))
+        outcome.missing = tuple(sorted(project.missing))
         outcomes.append(outcome)
     return outcomes
 
