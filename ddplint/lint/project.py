@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from itertools import takewhile
 from pathlib import Path
 
 import libcst as cst
@@ -115,7 +114,8 @@ class ProjectIndex:
         for rank, base in enumerate(bases):
             for split in range(len(parts), 0, -1):
                 module_path = self._module_file(base, tuple(parts[:split]))
-                absent.extend(takewhile(lambda p: p != module_path, _candidates(base, parts[:split])))
+                candidates = _candidates(base, parts[:split])
+                absent.extend(candidates[:candidates.index(module_path)] if module_path in candidates else candidates)
                 if module_path is not None:
                     found.append((len(parts) - split, rank, module_path, ".".join(parts[split:])))
                     break
