@@ -245,3 +245,34 @@ def test_static_path_never_imports_torch_or_pynvml():
 
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert proc.stderr.strip().splitlines()[-1] == "False False"
+
+
+@pytest.mark.parametrize("output_format", ["text", "json", "sarif", "github"])
+@pytest.mark.parametrize("to_file", [False, True], ids=["stdout", "output-file"])
+def test_a_file_name_that_is_not_utf8_is_written_with_its_bytes_escaped(tmp_path, output_format, to_file):
+    """Linux names may hold any byte; the report stays valid UTF-8 (it was a UnicodeEncodeError)."""
+    import jsonschema
+    from conftest import SARIF_SCHEMA
+
+    (tmp_path / os.fsdecode(b"bad\xff.py")).write_text(
+        "import torch\nimport torch.distributed as dist\ndist.init_process_group('nccl')\n")
+    (tmp_path / "ok.py").write_text("import torch.distributed as dist\ndist.init_process_group('gloo')\n")
+    (tmp_path / ".git").mkdir()  # the repository root, for SARIF's and GitHub's relative paths
+    output = ["-o", "report.out"] if to_file else []
+    proc = subprocess.run([sys.executable, "-m", "ddplint", "--no-cache", "--output-format", output_format, *output,
+                           "."], cwd=tmp_path, capture_output=True, timeout=120, check=False,
+                          env={**os.environ, "PYTHONIOENCODING": "utf-8:strict"})
+    assert proc.returncode == 1 and proc.stderr == b"", proc.stderr
+    report = ((tmp_path / "report.out").read_bytes() if to_file else proc.stdout).decode("utf-8")
+    if output_format == "json":
+        paths = {d["path"] for d in json.loads(report)["diagnostics"]}
+        assert paths == {"bad\\xff.py", "ok.py"}
+    elif output_format == "sarif":
+        log = json.loads(report)
+        jsonschema.validate(log, json.loads(SARIF_SCHEMA.read_text()))
+        uris = {r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] for r in log["runs"][0]["results"]}
+        assert uris == {"bad%FF.py", "ok.py"}
+    elif output_format == "github":
+        assert "::error file=bad\\xff.py,line=3," in report
+    else:
+        assert "bad\\xff.py:3:1: DDP103" in report
