@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import multiprocessing
 import os
 import re
+import signal
 import warnings
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -126,10 +128,21 @@ def _lint_all(files: list[SourceFile], config: Config, jobs: int) -> list[FileOu
         chunks[-1].append(f.path)
         filled += f.size
     outcomes: list[FileOutcome] = []
-    with ProcessPoolExecutor(max_workers=len(chunks)) as pool:
-        for part in pool.map(_lint_files, chunks, [config] * len(chunks)):
-            outcomes.extend(part)
+    with ProcessPoolExecutor(max_workers=len(chunks), initializer=_leave_interrupts_to_the_parent) as pool:
+        try:
+            for part in pool.map(_lint_files, chunks, [config] * len(chunks)):
+                outcomes.extend(part)
+        except BaseException:  # Ctrl-C: stop the workers now instead of waiting for their chunks
+            for worker in multiprocessing.active_children():
+                worker.terminate()
+            raise
     return outcomes
+
+
+def _leave_interrupts_to_the_parent() -> None:
+    """A worker ignores Ctrl-C, which reaches the whole process group: the parent stops it
+    (a KeyboardInterrupt in each worker would print a traceback each)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def enabled_rules(config: Config) -> list[Rule]:
