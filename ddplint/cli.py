@@ -10,6 +10,7 @@ import click
 from ddplint import __version__
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+EXIT_INTERRUPTED = 128 + 2  # 128 + SIGINT: what the shell reports for Ctrl-C, and ruff exits with
 # Options of the static lint that the runtime audit does not take (cli() hands them to lint_command).
 LINT_ONLY = {
     "extend_select": "extend_select", "unsafe_fixes": "unsafe_fixes", "show_fixes": "show_fixes",
@@ -29,7 +30,7 @@ def _fail(message: str) -> None:
 @click.command(
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
     epilog="Exit status: 0 no findings, 1 findings at or above --fail-on (or a runtime check FAILed), "
-    "2 usage error, unreadable input or internal error.",
+    "2 usage error, unreadable input or internal error, 130 interrupted (Ctrl-C).",
 )
 @click.argument("paths", nargs=-1)
 @click.option("--select", multiple=True, metavar="RULES",
@@ -143,12 +144,15 @@ def cli(paths: tuple[str, ...], select, ignore, output_format, output, config_pa
     else:
         from ddplint.lint_command import LintOptions, run
 
-        run(paths, LintOptions(
-            select=select, ignore=ignore, output_format=output_format, output=output, config_path=config_path,
-            force_exclude=force_exclude, exit_zero=exit_zero, fix=fix, diff=diff, jobs=jobs,
-            verbose=runtime_options.get("verbose", False), quiet=runtime_options.get("quiet", False),
-            **lint_options,
-        ))
+        try:
+            run(paths, LintOptions(
+                select=select, ignore=ignore, output_format=output_format, output=output, config_path=config_path,
+                force_exclude=force_exclude, exit_zero=exit_zero, fix=fix, diff=diff, jobs=jobs,
+                verbose=runtime_options.get("verbose", False), quiet=runtime_options.get("quiet", False),
+                **lint_options,
+            ))
+        except KeyboardInterrupt:  # click would print "Aborted!" and exit 1
+            sys.exit(EXIT_INTERRUPTED)
 
 
 def runtime_argv(args: list[str]) -> list[str]:

@@ -13,6 +13,8 @@ from typing import NoReturn
 
 import click
 
+from ddplint.report.locations import printable
+
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 STDIN = "-"
 TEXT_FORMATS = ("text", "concise")  # for people: colour, and --statistics in place of the list
@@ -102,10 +104,10 @@ def run(paths: tuple[str, ...], options: LintOptions) -> NoReturn:
         fail(str(exc))
 
     for error in [*result.errors, *result.internal_errors]:
-        click.echo(f"ddplint: error: {error.path}: {error.message}", err=True)
+        click.echo(f"ddplint: error: {printable(error.path)}: {error.message}", err=True)
     if not options.quiet:
         for warning in result.warnings:
-            where = f"{warning.path}:{warning.line}" if warning.line else warning.path
+            where = f"{printable(warning.path)}:{warning.line}" if warning.line else printable(warning.path)
             click.echo(f"ddplint: warning: {where}: {warning.message}", err=True)
 
     terminal = options.output is None and sys.stdout.isatty()
@@ -220,11 +222,11 @@ def _fix(paths, config, options: LintOptions, write: bool):
     report = fix_paths([Path(p) for p in paths], config, write=write, unsafe=options.unsafe_fixes)
     if not write:
         for changed in report.files:
-            name = str(changed.path)
+            name = printable(str(changed.path))
             click.echo("".join(difflib.unified_diff(changed.before.splitlines(keepends=True),
                                                     changed.after.splitlines(keepends=True), name, name)), nl=False)
     for error in report.errors:
-        click.echo(f"ddplint: error: {error.path}: {error.message}", err=True)
+        click.echo(f"ddplint: error: {printable(error.path)}: {error.message}", err=True)
     if report.fixed or not write:
         files = len(report.files)
         click.echo(f"{'Fixed' if write else 'Would fix'} {report.fixed} problem{'s' * (report.fixed != 1)} "
@@ -232,7 +234,7 @@ def _fix(paths, config, options: LintOptions, write: bool):
     if options.show_fixes and write:
         for changed in report.files:
             for code, count in sorted(changed.codes.items()):
-                click.echo(f"  {changed.path}: {count} × {code}", err=True)
+                click.echo(f"  {printable(str(changed.path))}: {count} × {code}", err=True)
     return report
 
 

@@ -58,6 +58,64 @@ def test_deep_expressions_are_refused_per_file(tmp_path, body, message):
     one_error(lint_with_bad(path), path, message)
 
 
+# `type X = int` is Python 3.12 syntax: where the running Python refuses it, libcst still reads the
+# file, and the AST that bounds every other file's nesting is not there to measure it.
+NEWER = "type X = int\n" if sys.version_info < (3, 12) else "x = f'{\"a\"}'\ntype X = int\n"
+
+
+@pytest.mark.parametrize("body", [
+    "x = a" + " and a" * 10_000 + "\n",  # was a segfault
+    "x = " + "not " * 20_000 + "1\n",  # was a segfault
+    "x = " + "lambda: " * 20_000 + "1\n",  # was a segfault
+    "import a" + ".b" * 10_000 + "\n",  # was a segfault
+    "x = f'{a" + " and a" * 10_000 + "}'\n",  # was a segfault
+    "x = a" + ".b" * 5_000 + "\n",  # was 15 s of libcst
+    "x = f" + "()" * 3_000 + "\n",  # was 6 s of libcst
+    "x = " + "1 if a else " * 3_000 + "1\n",  # was 1.6 GB of memory
+], ids=["and-10k", "not-20k", "lambda-20k", "import-10k", "fstring-10k", "attribute-5k", "call-3k", "ifexp-3k"])
+def test_deep_expressions_in_newer_syntax_are_refused_per_file(tmp_path, body):
+    path = tmp_path / "deep.py"
+    path.write_text(HEAD + NEWER + body)
+    line = HEAD.count("\n") + NEWER.count("\n") + 1
+    one_error(lint_with_bad(path), path, f"nested more than {limits.MAX_DEPTH} levels deep (line {line}); skipped")
+
+
+def test_deep_newer_syntax_does_not_break_the_worker_pool(tmp_path):
+    """With two workers, a crash in one was BrokenProcessPool: every file's result lost."""
+    path = tmp_path / "deep.py"
+    path.write_text(HEAD + NEWER + "x = a" + " and a" * 10_000 + "\n")
+    for name in ("pad1.py", "pad2.py"):  # enough source for two workers; nothing to analyse in it
+        (tmp_path / name).write_text("x = 1\n" * 50_000)
+    proc = subprocess.run([sys.executable, "-m", "ddplint", "--no-cache", "-j2", str(tmp_path), str(BAD)],
+                          capture_output=True, text=True, timeout=SECONDS, check=False)
+    assert f"{BAD}:" in proc.stdout, proc.stderr
+    one_error(proc, path, f"nested more than {limits.MAX_DEPTH} levels deep (line 5); skipped")
+
+
+def test_newer_syntax_lints_with_strings_and_comments_that_look_deep(tmp_path):
+    """Only code counts: a long rule of dashes in a string or a comment nests nothing."""
+    path = tmp_path / "train.py"
+    path.write_text(HEAD + NEWER + "# " + "-" * 1_000 + "\nprint('" + "-" * 1_000 + "')\n"
+                    "x = [" + ", ".join(["a.b + c"] * 1_000) + "]\n")
+    proc = run_cli("--no-cache", str(path), timeout=SECONDS)
+    assert proc.returncode == 1 and proc.stderr == "", proc.stderr
+    assert "DDP001" not in proc.stdout and ":3:1: DDP103" in proc.stdout
+
+
+def test_a_deep_helper_is_refused_by_fix_and_stdin_too(tmp_path):
+    """--fix, --diff and standard input read project helpers as the lint does; they segfaulted."""
+    (tmp_path / "helpers.py").write_text("x = a" + " and a" * 10_000 + "\ndef is_main_process():\n    return True\n")
+    script = tmp_path / "train.py"
+    script.write_text(FIX_ME + "from helpers import is_main_process\nif is_main_process():\n"
+                      "    torch.save({}, 'a.pt')\n")
+    diff = run_cli("--no-cache", "--diff", str(script), timeout=SECONDS)
+    assert diff.returncode == 1 and "+os.makedirs('out', exist_ok=True)" in diff.stdout, diff.stderr
+    with script.open() as stdin:
+        piped = subprocess.run([sys.executable, "-m", "ddplint", "--no-cache", "--stdin-filename", str(script), "-"],
+                               stdin=stdin, capture_output=True, text=True, timeout=SECONDS, check=False)
+    assert piped.returncode == 1 and "DDP304" in piped.stdout and "Traceback" not in piped.stderr, piped.stderr
+
+
 def test_brackets_python_refuses_are_a_syntax_error(tmp_path):
     path = tmp_path / "brackets.py"
     path.write_text(HEAD + "x = " + "[" * 500 + "]" * 500 + "\n")
@@ -99,6 +157,36 @@ def test_a_symlink_to_a_device_is_not_read(tmp_path, device):
     (tmp_path / "data.py").symlink_to(device)
     proc = lint_with_bad(tmp_path)
     one_error(proc, tmp_path / "data.py", "a character device, not a regular file; skipped")
+
+
+def test_a_directory_named_like_a_python_file_is_walked(tmp_path):
+    (tmp_path / "pkg.py").mkdir()
+    (tmp_path / "pkg.py" / "train.py").write_text(HEAD)
+    proc = lint_with_bad(tmp_path / "pkg.py")
+    assert proc.returncode == 1 and f"{tmp_path / 'pkg.py' / 'train.py'}:3:1: DDP103" in proc.stdout
+
+
+def test_a_file_that_becomes_a_directory_during_the_run_is_one_error(tmp_path, monkeypatch):
+    """Found as a file, a directory when read: it was an internal error that ended the run."""
+    from ddplint import config as config_mod
+    from ddplint.lint import engine
+    from ddplint.lint.rules import KNOWN_RULES
+
+    path = tmp_path / "train.py"
+    path.write_text(HEAD)
+    real = engine.lint_file
+
+    def swapped(file, *args):
+        if file == path:
+            path.unlink()
+            path.mkdir()
+        return real(file, *args)
+
+    monkeypatch.setattr(engine, "lint_file", swapped)
+    config = config_mod.Config(root=tmp_path, rules=KNOWN_RULES)
+    result = engine.lint_paths([path, BAD], config, jobs=1)
+    assert [(e.path, e.message) for e in result.errors] == [(str(path), "a directory, not a regular file; skipped")]
+    assert result.internal_errors == [] and {d.path for d in result.diagnostics} == {str(BAD)}
 
 
 def test_the_size_cap_is_checked_before_reading(tmp_path):
@@ -159,7 +247,7 @@ def test_a_helper_module_is_parsed_on_a_cpu_budget_of_its_own():
 
 def test_a_helper_that_runs_out_of_its_budget_is_left_out_and_the_file_is_linted(tmp_path, monkeypatch):
     from ddplint import config as config_mod
-    from ddplint.lint import analysis, engine
+    from ddplint.lint import engine, project
     from ddplint.lint.rules import KNOWN_RULES
 
     (tmp_path / "helpers.py").write_text("import torch\n\ndef save(m):\n    torch.save(m, 'm.pt')\n")
@@ -168,10 +256,10 @@ def test_a_helper_that_runs_out_of_its_budget_is_left_out_and_the_file_is_linted
                       "dist.init_process_group('gloo')\nsave(1)\ntorch.save(2, 'x.pt')\n"
                       "dist.destroy_process_group()\n")
 
-    def out_of_time(path):
+    def out_of_time(text, path):
         raise limits.OutOfTime
 
-    monkeypatch.setattr(analysis, "_too_complex", out_of_time)
+    monkeypatch.setattr(project, "_too_complex", out_of_time)
     result = engine.lint_paths([script], config_mod.Config(root=tmp_path, rules=KNOWN_RULES), jobs=1)
     assert result.errors == [] and result.internal_errors == []
     assert [(d.code, d.line) for d in result.diagnostics] == [("DDP301", 7)]  # the helper's save is unknown

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 from conftest import run_cli
 
@@ -84,3 +85,48 @@ def test_fingerprints_are_the_sarif_partial_fingerprints(tmp_path):
     log = json.loads(run_cli("--output-format", "sarif", "train.py", cwd=tmp_path).stdout)
     sarif = {r["partialFingerprints"]["ddplint/v1"] for r in log["runs"][0]["results"]}
     assert sarif and sarif == recorded
+
+
+def test_a_baseline_that_is_not_a_regular_file_is_one_line(tmp_path):
+    """A FIFO blocked the run forever and /dev/zero read without end."""
+    (tmp_path / "train.py").write_text(SCRIPT)
+    os.mkfifo(tmp_path / "pipe.json")
+    for baseline, kind in (("pipe.json", "a FIFO"), ("/dev/zero", "a character device")):
+        proc = run_cli("--baseline", baseline, "train.py", cwd=tmp_path, timeout=60)
+        assert proc.returncode == 2 and proc.stdout == ""
+        assert proc.stderr == f"ddplint: error: cannot read baseline {baseline}: {kind}, not a regular file\n"
+
+
+def test_write_baseline_through_a_symlink_updates_its_target(tmp_path):
+    (tmp_path / "train.py").write_text(SCRIPT)
+    (tmp_path / "shared").mkdir()
+    target = tmp_path / "shared" / "baseline.json"
+    target.write_text("{}\n")
+    (tmp_path / "link.json").symlink_to(target)
+    proc = run_cli("--write-baseline", "link.json", "train.py", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "link.json").is_symlink() and os.readlink(tmp_path / "link.json") == str(target)
+    recorded = json.loads(target.read_text())["findings"]
+    assert {f["path"] for f in recorded} == {"train.py"}
+    assert run_cli("--baseline", "link.json", "train.py", cwd=tmp_path).returncode == 0
+
+
+def test_write_baseline_keeps_the_files_permission_bits(tmp_path):
+    (tmp_path / "train.py").write_text(SCRIPT)
+    baseline = tmp_path / "base.json"
+    baseline.write_text("{}\n")
+    baseline.chmod(0o664)
+    assert run_cli("--write-baseline", "base.json", "train.py", cwd=tmp_path).returncode == 0
+    assert baseline.stat().st_mode & 0o7777 == 0o664 and "findings" in baseline.read_text()
+
+
+def test_write_baseline_refuses_a_fifo_or_a_device(tmp_path):
+    (tmp_path / "train.py").write_text(SCRIPT)
+    os.mkfifo(tmp_path / "pipe.json")
+    (tmp_path / "null.json").symlink_to("/dev/null")
+    for name, kind in (("pipe.json", "a FIFO"), ("null.json", "a character device")):
+        proc = run_cli("--write-baseline", name, "train.py", cwd=tmp_path, timeout=60)
+        assert proc.returncode == 2 and proc.stdout == ""
+        assert proc.stderr == f"ddplint: error: cannot write baseline {name}: {kind}, not a regular file\n"
+    assert (tmp_path / "pipe.json").is_fifo() and (tmp_path / "null.json").is_symlink()
+    assert not list(tmp_path.glob(".*.tmp"))  # no temporary file left behind

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 from conftest import run_cli
@@ -139,3 +140,84 @@ def test_a_corrupt_cache_is_ignored_and_rewritten(project):
     proc = run_cli("train.py", cwd=project)
     assert proc.returncode == 1 and "DDP101" in proc.stdout
     assert entries and all(isinstance(json.loads(e.read_text()), dict) for e in entries)
+
+
+def _results_file(project):
+    return next(e for e in (project / ".ddplint_cache").glob("*.json") if not e.name.startswith("codes-"))
+
+
+@pytest.mark.parametrize("shape", [
+    "[]", "GARBAGE", "5", "entry-5", "no-helpers", "helpers-5", "helper-triple", "helper-number",
+    "diagnostics-5", "diagnostic-5", "line-text", "fix-edits-5", "related-5", "warning-5", "extra-field",
+])
+def test_a_cache_entry_of_another_shape_is_linted_again(project, shape):
+    """An entry edited by hand or by another program is ignored, never an internal error or a wrong finding."""
+    fresh = run_cli("train.py", cwd=project)
+    results = _results_file(project)
+    data = json.loads(results.read_text())
+    key, entry = next(iter(data.items()))
+    first = entry["diagnostics"][0]
+    entries = {
+        "entry-5": 5,
+        "no-helpers": {k: v for k, v in entry.items() if k != "helpers"},
+        "helpers-5": {**entry, "helpers": 5},
+        "helper-triple": {**entry, "helpers": [[1, 2, 3]]},
+        "helper-number": {**entry, "helpers": [[5, None]]},
+        "diagnostics-5": {**entry, "diagnostics": 5},
+        "diagnostic-5": {**entry, "diagnostics": [5]},
+        "line-text": {**entry, "diagnostics": [{**first, "line": "x"}]},
+        "fix-edits-5": {**entry, "diagnostics": [{**first, "fix": {"description": "d", "edits": 5, "safe": True}}]},
+        "related-5": {**entry, "diagnostics": [{**first, "related": [5]}]},
+        "warning-5": {**entry, "warnings": [5]},
+        "extra-field": {**entry, "diagnostics": [{**first, "extra": 1}]},
+    }
+    results.write_text(json.dumps({key: entries[shape]}) if shape in entries else shape)
+    proc = run_cli("train.py", cwd=project)
+    assert (proc.returncode, proc.stdout, proc.stderr) == (fresh.returncode, fresh.stdout, "")
+
+
+def test_a_cached_helper_that_became_a_directory_is_linted_again(project):
+    run_cli("train.py", cwd=project)
+    (project / "helpers.py").unlink()
+    (project / "helpers.py").mkdir()
+    proc = run_cli("train.py", cwd=project)
+    fresh = run_cli("--no-cache", "train.py", cwd=project)
+    assert (proc.returncode, proc.stdout, proc.stderr) == (fresh.returncode, fresh.stdout, "")
+
+
+@pytest.mark.parametrize("which", ["results", "codes"])
+def test_a_fifo_as_the_cache_file_does_not_block(project, which):
+    run_cli("train.py", cwd=project)
+    fresh = run_cli("--no-cache", "train.py", cwd=project)
+    cache = project / ".ddplint_cache"
+    target = _results_file(project) if which == "results" else next(cache.glob("codes-*.json"))
+    target.unlink()
+    os.mkfifo(target)
+    proc = run_cli("train.py", cwd=project, timeout=60)
+    assert (proc.returncode, proc.stdout, proc.stderr) == (fresh.returncode, fresh.stdout, "")
+
+
+@pytest.mark.parametrize("created", ["helpers.py", "helpers/__init__.py"])
+def test_creating_a_module_an_import_did_not_find_invalidates_the_file(tmp_path, created):
+    """The import found nothing when the result was cached; the module written since is read."""
+    (tmp_path / "pyproject.toml").write_text("[tool.ddplint]\n")
+    (tmp_path / "train.py").write_text("import torch\nimport torch.distributed as dist\nfrom helpers import save\n"
+                                       "dist.init_process_group('gloo')\nsave(1)\ndist.destroy_process_group()\n")
+    assert run_cli("train.py", cwd=tmp_path).stdout == "All checks passed (1 file).\n"
+    (tmp_path / created).parent.mkdir(exist_ok=True)
+    (tmp_path / created).write_text("import torch\n\ndef save(m):\n    torch.save(m, 'm.pt')\n")
+    proc = run_cli("train.py", cwd=tmp_path)
+    assert proc.returncode == 1 and "train.py:5:1: DDP301 save() saves a checkpoint on every rank" in proc.stdout
+
+
+def test_creating_a_module_that_shadows_the_one_an_import_found_invalidates_the_file(tmp_path):
+    """The import found ../helpers.py; a helpers.py beside the script, written since, comes first."""
+    (tmp_path / "pyproject.toml").write_text("[tool.ddplint]\n")
+    (tmp_path / "helpers.py").write_text("def save(m):\n    print(m)\n")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "train.py").write_text("import torch\nimport torch.distributed as dist\nfrom helpers import save\n"
+                                               "dist.init_process_group('gloo')\nsave(1)\ndist.destroy_process_group()\n")
+    assert run_cli("sub/train.py", cwd=tmp_path).stdout == "All checks passed (1 file).\n"
+    (tmp_path / "sub" / "helpers.py").write_text("import torch\n\ndef save(m):\n    torch.save(m, 'm.pt')\n")
+    proc = run_cli("sub/train.py", cwd=tmp_path)
+    assert proc.returncode == 1 and "sub/train.py:5:1: DDP301 save() saves a checkpoint on every rank" in proc.stdout

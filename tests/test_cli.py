@@ -1,11 +1,13 @@
 """The command line as a user runs it: output shape, exit codes, selection, bad input."""
 
+import contextlib
 import json
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -252,3 +254,58 @@ def test_static_path_never_imports_torch_or_pynvml():
 
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert proc.stderr.strip().splitlines()[-1] == "False False"
+
+
+@pytest.mark.parametrize("output_format", ["text", "json", "sarif", "github"])
+@pytest.mark.parametrize("to_file", [False, True], ids=["stdout", "output-file"])
+def test_a_file_name_that_is_not_utf8_is_written_with_its_bytes_escaped(tmp_path, output_format, to_file):
+    """Linux names may hold any byte; the report stays valid UTF-8 (it was a UnicodeEncodeError)."""
+    import jsonschema
+    from conftest import SARIF_SCHEMA
+
+    (tmp_path / os.fsdecode(b"bad\xff.py")).write_text(
+        "import torch\nimport torch.distributed as dist\ndist.init_process_group('nccl')\n")
+    (tmp_path / "ok.py").write_text("import torch.distributed as dist\ndist.init_process_group('gloo')\n")
+    (tmp_path / ".git").mkdir()  # the repository root, for SARIF's and GitHub's relative paths
+    output = ["-o", "report.out"] if to_file else []
+    proc = subprocess.run([sys.executable, "-m", "ddplint", "--no-cache", "--output-format", output_format, *output,
+                           "."], cwd=tmp_path, capture_output=True, timeout=120, check=False,
+                          env={**os.environ, "PYTHONIOENCODING": "utf-8:strict"})
+    assert proc.returncode == 1 and proc.stderr == b"", proc.stderr
+    report = ((tmp_path / "report.out").read_bytes() if to_file else proc.stdout).decode("utf-8")
+    if output_format == "json":
+        paths = {d["path"] for d in json.loads(report)["diagnostics"]}
+        assert paths == {"bad\\xff.py", "ok.py"}
+    elif output_format == "sarif":
+        log = json.loads(report)
+        jsonschema.validate(log, json.loads(SARIF_SCHEMA.read_text()))
+        uris = {r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] for r in log["runs"][0]["results"]}
+        assert uris == {"bad%FF.py", "ok.py"}
+    elif output_format == "github":
+        assert "::error file=bad\\xff.py,line=3," in report
+    else:
+        assert "bad\\xff.py:3:1: DDP103" in report
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_ctrl_c_exits_130_without_a_traceback(tmp_path, jobs):
+    """As the shell and ruff report it; click made it `Aborted!` and 1, and workers printed tracebacks."""
+    import signal
+
+    body = "import torch\nimport torch.distributed as dist\nimport os\ndist.init_process_group('nccl')\n" + "".join(
+        f"x{i} = torch.zeros(1).to('cuda:0')\nos.makedirs('out{i}')\n" for i in range(400))
+    for n in range(60):  # about a minute of linting on one core: still running when interrupted
+        (tmp_path / f"train{n}.py").write_text(body)
+    proc = subprocess.Popen([sys.executable, "-m", "ddplint", "--no-cache", "-v", "-j", jobs, "."], cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        first = proc.stderr.readline()  # -v: the configuration line, printed before linting starts
+        assert first.startswith("ddplint: configuration:"), first
+        time.sleep(1)
+        os.killpg(proc.pid, signal.SIGINT)  # the whole process group, as a terminal's Ctrl-C
+        stdout, stderr = proc.communicate(timeout=60)
+    finally:
+        with contextlib.suppress(ProcessLookupError):  # nothing of the run may outlive the test
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 130, stderr
+    assert "Traceback" not in stderr and "Aborted" not in stderr and stdout == "", stderr

@@ -497,3 +497,28 @@ def test_noqa_and_fixes_count_lines_as_python_does(tmp_path):
     path.write_text(HEAD + body + END)
     assert [d.code for d in lint_paths([path], config_for(tmp_path)).diagnostics] == []
     assert fixed_body(tmp_path, body, unsafe=True) is None
+
+
+def test_an_edit_saved_while_fix_runs_is_kept(tmp_path, monkeypatch):
+    """The fixes were computed from the old text; writing them would throw the edit away."""
+    from ddplint import config as config_mod
+    from ddplint.lint import fixes as fixes_mod
+    from ddplint.lint.rules import KNOWN_RULES
+
+    path = tmp_path / "train.py"
+    before = "import torch\nimport torch.distributed as dist\ndist.init_process_group('nccl')\nimport os\nos.makedirs('out')\n"
+    path.write_text(before)
+    edited = before + "# saved by the editor meanwhile\n"
+    real = fixes_mod._fixed_text
+
+    def edit_meanwhile(*args, **kwargs):
+        fixed = real(*args, **kwargs)
+        path.write_text(edited)
+        return fixed
+
+    monkeypatch.setattr(fixes_mod, "_fixed_text", edit_meanwhile)
+    report = fixes_mod.fix_paths([path], config_mod.Config(root=tmp_path, rules=KNOWN_RULES), write=True)
+    assert [(e.path, e.message) for e in report.errors] == [
+        (str(path), "not fixed: the file changed while it was being fixed; run --fix again")]
+    assert report.files == [] and path.read_text() == edited
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["train.py"]  # no temporary file left

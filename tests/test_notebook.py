@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from conftest import run_cli
 
 from ddplint.lint.notebook import notebook_source
@@ -81,6 +82,19 @@ def test_magics_become_pass_at_their_indentation():
 def test_a_notebook_of_another_language_has_nothing_to_lint(tmp_path):
     (tmp_path / "r.ipynb").write_text(notebook(("code", ["library(torch)\n"]), language="R"))
     assert run_cli("r.ipynb", cwd=tmp_path).returncode == 0
+
+
+@pytest.mark.parametrize("kernelspec", ["python3", ["python"], {"language": ["python"]}])
+def test_a_kernelspec_of_another_shape_is_linted_as_python(tmp_path, kernelspec):
+    """nbformat wants a table; any other shape says nothing about the language (it was an internal error)."""
+    data = json.loads(TRAIN)
+    data["metadata"]["kernelspec"] = kernelspec
+    (tmp_path / "odd.ipynb").write_text(json.dumps(data))
+    (tmp_path / "train.ipynb").write_text(TRAIN)
+    proc = run_cli("odd.ipynb", "train.ipynb", cwd=tmp_path)
+    assert proc.returncode == 1 and proc.stderr == "", proc.stderr
+    assert "odd.ipynb:cell 4, line 3, col 34: DDP101" in proc.stdout
+    assert "train.ipynb:cell 4, line 3, col 34: DDP101" in proc.stdout
 
 
 def test_a_broken_notebook_is_one_line(tmp_path):

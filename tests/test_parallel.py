@@ -47,7 +47,7 @@ def test_chunks_keep_files_in_order_and_balance_bytes(tmp_path, monkeypatch):
     seen: list[list[str]] = []
 
     class Inline:
-        def __init__(self, max_workers):
+        def __init__(self, max_workers, initializer):
             self.max_workers = max_workers
 
         def __enter__(self):

@@ -78,7 +78,7 @@ def add_noqa_paths(paths: list[Path], config: Config) -> NoqaReport:
                                                       "left unchanged"))
             continue
         try:
-            replace_file(path, new_text, encoding_of(data))
+            replace_file(path, new_text, encoding_of(data), data)
         except OSError as exc:
             report.errors.append(FileError(str(path), f"cannot write: {exc.strerror or exc}"))
             continue

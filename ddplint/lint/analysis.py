@@ -18,10 +18,9 @@ from ddplint.lint import limits
 from ddplint.lint.context import LintContext
 from ddplint.lint.engine import LintResult
 from ddplint.lint.noqa import line_suppresses
-from ddplint.lint.project import ProjectIndex
+from ddplint.lint.project import Lookup, ProjectIndex
 from ddplint.lint.rules import ALL_RULES
 from ddplint.lint.rules.base import InsertBefore, Inside, Replace, Rule
-from ddplint.lint.source import SourceError, decode_source, read_bytes
 
 
 def enabled_rules(config: Config) -> list[Rule]:
@@ -30,13 +29,19 @@ def enabled_rules(config: Config) -> list[Rule]:
 
 
 class RecordingIndex(ProjectIndex):
-    """The project index, noting which helper modules each file's analysis read (for the cache),
-    and refusing helpers that are too deep for libcst's parser, as for linted files."""
+    """The project index, noting which helper modules each file's analysis read, and which
+    module files its imports looked for and did not find (for the cache)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.read: set[Path] = set()
+        self.missing: set[Path] = set()
         self._refused: dict[Path, bool] = {}
+
+    def _lookup(self, importer: Path, qualified: str) -> Lookup:
+        lookup = super()._lookup(importer, qualified)
+        self.missing.update(lookup.absent)
+        return lookup
 
     def facts_for(self, path: Path):
         real = Path(os.path.realpath(path))
@@ -44,32 +49,34 @@ class RecordingIndex(ProjectIndex):
         if real not in self._refused:  # parsed once for the run, on a CPU budget of its own
             try:
                 with limits.own_budget():
-                    self._refused[real] = _too_complex(real) or super().facts_for(path) is None
+                    self._refused[real] = super().facts_for(path) is None
             except limits.OutOfTime:
                 self._refused[real] = True
         return None if self._refused[real] else super().facts_for(path)
 
 
-def _too_complex(path: Path) -> bool:
+def parse_newer(text: str) -> cst.Module | None:
+    """libcst's parse of a file the running Python refused: libcst's grammar knows newer syntax
+    (PEP 701 f-strings with nested quotes, `type` statements). None when it refuses it too."""
     try:
-        limits.check_depth(limits.parse_python(decode_source(read_bytes(path)), str(path)))
-    except (SourceError, SyntaxError, limits.TooComplex):
-        return True
-    return False
+        return cst.parse_module(text)
+    except cst.ParserSyntaxError:
+        return None
 
 
-def analyse(path, text, lines, config, rules, project, result: LintResult) -> None:
-    """Parse (or reuse a helper's parse), collect the facts, run the rules, into `result`."""
+def analyse(path, text, lines, config, rules, project, result: LintResult, module: cst.Module | None = None) -> None:
+    """Parse (or reuse `module`, or a helper's parse), collect the facts, run the rules, into `result`."""
     cached = project.parsed(path, text)  # a helper module another script imported
     if cached is not None:
         module, facts = cached
     else:
-        try:
-            module = cst.parse_module(text)
-        except cst.ParserSyntaxError as exc:  # Python accepted it, libcst did not
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else "parse error"
-            result.errors.append(FileError(str(path), f"libcst cannot parse this file ({first}); skipped"))
-            return
+        if module is None:
+            try:
+                module = cst.parse_module(text)
+            except cst.ParserSyntaxError as exc:  # Python accepted it, libcst did not
+                first = str(exc).strip().splitlines()[0] if str(exc).strip() else "parse error"
+                result.errors.append(FileError(str(path), f"libcst cannot parse this file ({first}); skipped"))
+                return
         facts = facts_mod.collect(module)
         project.remember(path, text, module, facts)
     ctx = LintContext(path, module, facts, project, config)

@@ -10,16 +10,20 @@ mistake, even on an identical line, is new.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import stat
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from ddplint.diagnostics import Diagnostic
+from ddplint.lint.source import NotRegular, TooLarge, not_regular, read_regular
 from ddplint.report.fingerprints import fingerprints
 
 FORMAT = 1
+MAX_BYTES = 64 * 1024 * 1024  # about 300,000 findings
 
 
 class BaselineError(Exception):
@@ -52,22 +56,50 @@ def write(path: Path, diagnostics: list[Diagnostic]) -> int:
         ],
     }
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            json.dump(payload, out, indent=1)
-            out.write("\n")
-        os.replace(tmp, path)
+        _write_atomically(Path(os.path.realpath(path)), json.dumps(payload, indent=1) + "\n")
     except OSError as exc:
         raise BaselineError(f"cannot write baseline {path}: {exc.strerror or exc}") from None
+    except NotRegular as exc:
+        raise BaselineError(f"cannot write baseline {path}: {exc}, not a regular file") from None
     return len(entries)
+
+
+def _write_atomically(target: Path, text: str) -> None:
+    """Write a temporary file beside `target` and swap it in: a symlink keeps pointing at the
+    new file, an existing file keeps its permission bits, and a FIFO or a device is refused
+    (the swap would replace it with a regular file)."""
+    try:
+        mode = os.stat(target).st_mode
+    except FileNotFoundError:
+        umask = os.umask(0)
+        os.umask(umask)
+        mode = stat.S_IFREG | (0o666 & ~umask)
+    kind = not_regular(mode)
+    if kind is not None:
+        raise NotRegular(kind)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(text)
+            os.fchmod(out.fileno(), stat.S_IMODE(mode))
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 def read(path: Path) -> frozenset[Entry]:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(read_regular(path, MAX_BYTES))  # a FIFO would block, /dev/zero never end
     except OSError as exc:
         raise BaselineError(f"cannot read baseline {path}: {exc.strerror or exc}") from None
-    except ValueError as exc:
+    except NotRegular as exc:
+        raise BaselineError(f"cannot read baseline {path}: {exc}, not a regular file") from None
+    except TooLarge as exc:
+        raise BaselineError(f"baseline {path} is {exc.args[0] // 2**20} MiB, larger than the "
+                            f"{MAX_BYTES // 2**20} MiB ddplint reads") from None
+    except (ValueError, RecursionError) as exc:
         raise BaselineError(f"baseline {path} is not valid JSON: {exc}") from None
     if not isinstance(data, dict) or data.get("ddplint_baseline") != FORMAT or not isinstance(data.get("findings"), list):
         raise BaselineError(f"{path} is not a ddplint baseline (write one with --write-baseline)")

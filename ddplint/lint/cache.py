@@ -1,7 +1,8 @@
 """Results of earlier runs, in `.ddplint_cache/` at the project root.
 
 A file's findings are reused only when everything they were computed from is unchanged:
-its bytes, the content of every project helper module its analysis read, the effective
+its bytes, the content of every project helper module its analysis read, the absence of every
+module file its imports looked for and did not find (a helper written since is read), the effective
 configuration, and ddplint itself (its version and a hash of its own analysis code, so an
 edited checkout never serves results of the code it replaced). One JSON file per
 configuration-and-ddplint fingerprint, loaded once and written once per run, atomically.
@@ -34,9 +35,10 @@ from ddplint.lint.engine import FileOutcome, LintResult
 from ddplint.lint.source import SourceError, read_bytes
 
 DIRECTORY = ".ddplint_cache"
-FORMAT = 1
+FORMAT = 2
 STALE_SECONDS = 30 * 24 * 3600  # cache files of other configurations or versions, unused this long
 PACKAGE = Path(__file__).resolve().parent.parent
+MAX_CACHE_BYTES = 256 * 1024 * 1024  # a larger cache file is not read (the run lints, and rewrites it)
 
 
 @cache
@@ -55,13 +57,13 @@ def known_rules(root: Path) -> tuple[RuleInfo, ...]:
     the rules costs libcst's import (a quarter of a second), so a run keeps them in the cache,
     keyed by ddplint's code hash, and a run served from the cache never imports them."""
     path = Path(root) / DIRECTORY / f"rules-{code_hash()[:32]}.json"
-    try:
-        rows = json.loads(path.read_text(encoding="utf-8"))
-        if isinstance(rows, list) and all(
-                isinstance(row, list) and len(row) == 3 and all(isinstance(x, str) for x in row) for row in rows):
+    rows = _read_json(path)
+    if isinstance(rows, list) and all(
+            isinstance(row, list) and len(row) == 3 and all(isinstance(x, str) for x in row) for row in rows):
+        try:
             return tuple(RuleInfo(code, name, Severity(level)) for code, name, level in rows)
-    except (OSError, ValueError):
-        pass
+        except ValueError:
+            pass
     from ddplint.lint.rules import KNOWN_RULES
 
     try:
@@ -70,6 +72,15 @@ def known_rules(root: Path) -> tuple[RuleInfo, ...]:
     except OSError:
         pass
     return KNOWN_RULES
+
+
+def _read_json(path: Path) -> object:
+    """The JSON in a cache file, or None: a regular file of bounded size only (a FIFO there
+    would block the run, a symlink to /dev/zero never end it)."""
+    try:
+        return json.loads(read_bytes(path, MAX_CACHE_BYTES))
+    except (SourceError, ValueError, RecursionError):
+        return None
 
 
 def _prepare(directory: Path) -> None:
@@ -116,12 +127,10 @@ class ResultCache:
         self.changed = False
         self.hits = 0
         self._helper_digests: dict[Path, str | None] = {}
+        self._presence: dict[Path, bool] = {}
 
-    def _load(self) -> dict[str, dict]:
-        try:
-            data = json.loads(self.file.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return {}
+    def _load(self) -> dict[str, object]:
+        data = _read_json(self.file)
         return data if isinstance(data, dict) else {}
 
     def _helper_digest(self, path: Path) -> str | None:
@@ -129,19 +138,26 @@ class ResultCache:
             self._helper_digests[path] = _digest(path)
         return self._helper_digests[path]
 
+    def _present(self, path: Path) -> bool:
+        if path not in self._presence:
+            self._presence[path] = path.is_file()
+        return self._presence[path]
+
     def get(self, path: Path) -> LintResult | None:
         entry = self.entries.get(os.path.realpath(path))
-        if entry is None or entry.get("digest") != _digest(path):
-            return None
-        if any(self._helper_digest(Path(helper)) != digest for helper, digest in entry["helpers"]):
+        if not isinstance(entry, dict) or entry.get("digest") != _digest(path):
             return None
         try:
+            if any(self._helper_digest(Path(helper)) != digest for helper, digest in entry["helpers"]):
+                return None
+            if any(self._present(Path(module)) for module in entry["missing"]):
+                return None  # an import would find a module now that it did not find then
             result = LintResult(
                 diagnostics=[_diagnostic(d, str(path)) for d in entry["diagnostics"]],
-                warnings=[FileError(str(path), w["message"], w["line"]) for w in entry["warnings"]],
+                warnings=[_warning(w, str(path)) for w in entry["warnings"]],
                 files=1,
             )
-        except (KeyError, TypeError, ValueError):  # written by a different layout: lint again
+        except (KeyError, TypeError, ValueError):  # another layout, or edited: lint again
             return None
         self.hits += 1
         return result
@@ -153,6 +169,7 @@ class ResultCache:
         self.entries[os.path.realpath(outcome.path)] = {
             "digest": outcome.digest,
             "helpers": [[str(h), self._helper_digest(h)] for h in outcome.helpers],
+            "missing": [str(m) for m in outcome.missing],
             "diagnostics": [{**asdict(d), "path": None} for d in result.diagnostics],
             "warnings": [{"message": w.message, "line": w.line} for w in result.warnings],
         }
@@ -180,15 +197,34 @@ class ResultCache:
 
 
 def _diagnostic(data: dict, path: str) -> Diagnostic:
+    """A cached finding, every field of the type it is written with (TypeError otherwise)."""
     fix = data["fix"]
-    return Diagnostic(**{
+    d = Diagnostic(**{
         **data,
         "path": path,
         "severity": Severity(data["severity"]),
-        "related": tuple(Related(**r) for r in data.get("related", ())),
+        "related": tuple(Related(**r) for r in data["related"]),
         "fix": None if fix is None else Fix(
             fix["description"],
             tuple(Edit(tuple(e["start"]), tuple(e["end"]), e["text"]) for e in fix["edits"]),
             fix["safe"],
         ),
     })
+    fixes = [d.fix] if d.fix is not None else []
+    edits = [e for f in fixes for e in f.edits]
+    numbers = [d.line, d.col, d.end_line, d.end_col, *[d.cell] * (d.cell is not None),
+               *(n for r in d.related for n in (r.line, r.col)), *(n for e in edits for n in (*e.start, *e.end))]
+    texts = [d.code, d.message, d.source_line, *(t for r in d.related for t in (r.path, r.message)),
+             *(e.text for e in edits), *(f.description for f in fixes)]
+    if (any(type(n) is not int for n in numbers) or any(not isinstance(t, str) for t in texts)
+            or any(len(e.start) != 2 or len(e.end) != 2 for e in edits)
+            or any(not isinstance(f.safe, bool) for f in fixes)):
+        raise TypeError("a cached finding of another shape")
+    return d
+
+
+def _warning(data: dict, path: str) -> FileError:
+    warning = FileError(path, data["message"], data["line"])
+    if not isinstance(warning.message, str) or not (warning.line is None or type(warning.line) is int):
+        raise TypeError("a cached warning of another shape")
+    return warning

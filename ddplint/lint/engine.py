@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import multiprocessing
 import os
 import re
+import signal
 import warnings
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -76,6 +78,7 @@ class FileOutcome:
     result: LintResult
     digest: str | None = None  # sha256 of the bytes that were linted; None when unread
     helpers: tuple[Path, ...] = ()  # project modules the analysis read
+    missing: tuple[Path, ...] = ()  # module files its imports looked for and did not find
 
 
 def planned_workers(files: Sequence[SourceFile], jobs: int) -> int:
@@ -124,10 +127,21 @@ def _lint_all(files: list[SourceFile], config: Config, jobs: int) -> list[FileOu
         chunks[-1].append(f.path)
         filled += f.size
     outcomes: list[FileOutcome] = []
-    with ProcessPoolExecutor(max_workers=len(chunks)) as pool:
-        for part in pool.map(_lint_files, chunks, [config] * len(chunks)):
-            outcomes.extend(part)
+    with ProcessPoolExecutor(max_workers=len(chunks), initializer=_leave_interrupts_to_the_parent) as pool:
+        try:
+            for part in pool.map(_lint_files, chunks, [config] * len(chunks)):
+                outcomes.extend(part)
+        except BaseException:  # Ctrl-C: stop the workers now instead of waiting for their chunks
+            for worker in multiprocessing.active_children():
+                worker.terminate()
+            raise
     return outcomes
+
+
+def _leave_interrupts_to_the_parent() -> None:
+    """A worker ignores Ctrl-C, which reaches the whole process group: the parent stops it
+    (a KeyboardInterrupt in each worker would print a traceback each)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def enabled_rules(config: Config) -> list[Rule]:
@@ -143,9 +157,10 @@ def _lint_files(files: list[Path], config: Config) -> list[FileOutcome]:
     rules = enabled_rules(config)
     outcomes = []
     for path in files:
-        project.read = set()
+        project.read, project.missing = set(), set()
         outcome = lint_file(path, config, rules, project)
         outcome.helpers = tuple(sorted(project.read - {Path(os.path.realpath(path))}))
+        outcome.missing = tuple(sorted(project.missing))
         outcomes.append(outcome)
     return outcomes
 
@@ -179,32 +194,38 @@ def lint_text(path: Path, text: str, config: Config, rules: list[Rule], project:
     exempt = file_exemption(lines) if mentions_noqa else FileExemption()
     if exempt.whole:  # `# ddplint: noqa`: the file is not linted at all
         return result
-    tree: ast.Module | None
+    tree: ast.Module | None = None
+    refused: SyntaxError | None = None  # by this Python: a syntax error, or syntax newer than it reads
     try:
         tree = limits.parse_python(text, str(path))
     except SyntaxError as exc:
-        if not limits.newer_python(text):
-            result.diagnostics.append(_syntax_diagnostic(path, (exc.lineno or 1, exc.offset or 1, exc.msg), lines))
-            return result
-        tree = None  # newer syntax than this Python's: libcst reads it, its nesting was bounded
+        refused = exc
     except limits.TooComplex as exc:
         result.errors.append(FileError(str(path), str(exc)))
         return result
-    if config.codes and mentions_noqa:
-        result.warnings.extend(unknown_codes(path, lines, config.codes))
-    if not MIGHT_BE_DISTRIBUTED.search(text):
+    unknown = unknown_codes(path, lines, config.codes) if config.codes and mentions_noqa else []
+    if refused is None and not MIGHT_BE_DISTRIBUTED.search(text):
+        result.warnings.extend(unknown)
         return result
-    from ddplint.lint.analysis import (
-        analyse,  # before the clock starts: the first file would pay for it
-    )
+    # Imported before the clock starts: the first file would pay for it.
+    from ddplint.lint import analysis
 
     try:
-        if tree is not None:
-            limits.check_depth(tree)
         # No warning becomes an error (PYTHONWARNINGS=error): libcst evaluates literals with ast.
         with limits.cpu_time_limit(), limits.no_cycle_collection(), warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            analyse(path, text, lines, config, rules, project, result)
+            module = None
+            if refused is not None and limits.may_be_newer_syntax(text):  # libcst's grammar is newer
+                module = analysis.parse_newer(text)
+            if refused is not None and module is None:
+                syntax = (refused.lineno or 1, refused.offset or 1, refused.msg)
+                result.diagnostics.append(_syntax_diagnostic(path, syntax, lines))
+            else:
+                result.warnings.extend(unknown)
+                if MIGHT_BE_DISTRIBUTED.search(text):
+                    if tree is not None:
+                        limits.check_depth(tree)
+                    analysis.analyse(path, text, lines, config, rules, project, result, module)
     except limits.TooComplex as exc:
         result.errors.append(FileError(str(path), str(exc)))
     except RecursionError:

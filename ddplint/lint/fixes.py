@@ -78,7 +78,7 @@ def fix_paths(paths: list[Path], config: Config, write: bool, unsafe: bool = Fal
         if fixed:
             if write:
                 try:
-                    replace_file(path, after, encoding_of(data))
+                    replace_file(path, after, encoding_of(data), data)
                 except OSError as exc:
                     report.errors.append(FileError(str(path), f"cannot write the fix: {exc.strerror or exc}"))
                     continue
@@ -166,8 +166,10 @@ class Refused(Exception):
     """The file is left as it is; the message is one line for the user."""
 
 
-def replace_file(path: Path, text: str, encoding: str) -> None:
-    """Write the whole new file next to the old one, then swap it in: never half-written."""
+def replace_file(path: Path, text: str, encoding: str, original: bytes) -> None:
+    """Write the whole new file next to the old one, then swap it in: never half-written, and
+    only while the file still holds `original`, what the new text was computed from (an edit
+    saved meanwhile is kept, and the file left for the next run)."""
     data = text.encode(encoding)
     target = Path(os.path.realpath(path))  # a symlink keeps pointing at the fixed file
     info = os.stat(target)
@@ -186,6 +188,8 @@ def replace_file(path: Path, text: str, encoding: str) -> None:
                     raise Refused("not fixed: the rewritten file could not keep its owner and group") from None
             os.fchmod(out.fileno(), info.st_mode & 0o7777)
             os.fsync(out.fileno())
+            if _current(target) != original:
+                raise Refused("not fixed: the file changed while it was being fixed; run --fix again")
             os.replace(tmp, target)
     except BaseException:
         try:
@@ -193,6 +197,13 @@ def replace_file(path: Path, text: str, encoding: str) -> None:
         except FileNotFoundError:
             pass
         raise
+
+
+def _current(path: Path) -> bytes | None:
+    try:
+        return read_bytes(path)
+    except SourceError:
+        return None
 
 
 def remove_stale_temporaries(target: Path) -> None:

@@ -4,15 +4,17 @@ libcst's native parser recurses once per nesting level and overflows the C stack
 segfault, the whole run lost) a few thousand levels down: `x = ---…-1`, a long `a and b
 and …` chain, a long dotted import. Python's own parser refuses the deepest of these first,
 so a file is compiled to an AST (a tenth of a libcst parse) and its nesting measured there,
-counting the constructs that libcst nests but the AST keeps flat. A file past MAX_DEPTH is
-skipped with a reason, before libcst sees it. Past that, a CPU-time limit per file stops
-any input that is slow for another reason.
+counting the constructs that libcst nests but the AST keeps flat. A file that Python refuses
+but libcst may read (newer syntax: `type X = int` on 3.11) has no AST; its nesting is bounded
+from its tokens instead. A file past MAX_DEPTH is skipped with a reason, before libcst sees
+it. Past that, a CPU-time limit per file stops any input that is slow for another reason.
 """
 
 from __future__ import annotations
 
 import ast
 import gc
+import re
 import signal
 import threading
 import warnings
@@ -22,6 +24,7 @@ from contextlib import contextmanager
 # Deeper than this, libcst's Python side (and the analysis) exceed the interpreter's
 # recursion limit anyway; real code stays far below (measured: under 60 in every fixture).
 MAX_DEPTH = 400
+MAX_BRACKETS = 200  # Python's tokenizer refuses more nested brackets (MAXLEVEL), in every version
 CPU_SECONDS = 10.0  # per file: a backstop; the slowest shape measured at the size cap takes about 5 s
 
 
@@ -50,30 +53,82 @@ def parse_python(text: str, filename: str) -> ast.Module:
     return tree
 
 
-def newer_python(text: str) -> bool:
-    """The running Python refused the text but libcst's grammar, which knows newer syntax (PEP
-    701 f-strings with nested quotes, `type` statements), accepts it. The nesting is bounded
-    first, by brackets and runs of unary operators, since the AST cannot measure it here."""
-    depth = deepest = run = 0
-    for char in text:
-        if char in "([{":
-            depth += 1
-            deepest = max(deepest, depth)
-        elif char in ")]}":
-            depth -= 1
-        if char in "-+~":
-            run += 1
-            deepest = max(deepest, run)
-        elif not char.isspace():
-            run = 0
-    if deepest > MAX_DEPTH:
-        return False
-    import libcst as cst  # only for the rare file Python refuses
+# Python's tokens, as far as nesting goes. A string is one token; an f-string's body is scanned
+# again as code, since its replacement fields nest like any expression.
+TOKEN = re.compile(r"""
+    (?P<string>(?P<prefix>[rRbBuUfF]{0,2})(?:
+        '''(?P<long1>(?:\\.|[^\\])*?)''' | \"\"\"(?P<long2>(?:\\.|[^\\])*?)\"\"\"
+      | '(?P<short1>(?:\\.|[^\\'\r\n])*)' | "(?P<short2>(?:\\.|[^\\"\r\n])*)"))
+  | (?P<newline>\r\n|\r|\n)
+  | (?P<open>[(\[{]) | (?P<close>[)\]}]) | (?P<comma>[,;])
+  | (?P<skip>\#[^\r\n]* | \\(?:\r\n|\r|\n) | [ \t\f]+ | -> | :=)
+  | (?P<number>\.?\d(?:[eE][-+]|[\w.])*)
+  | (?P<word>\w+)
+  | (?P<op>\*\*|//|<<|>>|==|[-+*/%@&|^~<>!]=?|\.)
+  | (?P<other>.)
+""", re.VERBOSE | re.DOTALL)
+BODIES = ("long1", "long2", "short1", "short2")
+# Words that make an expression one level deeper in libcst's tree (`and`, `not`, `lambda`, ...).
+NESTING_WORDS = frozenset({"and", "or", "not", "if", "else", "lambda", "await", "in", "is"})
 
-    try:
-        cst.parse_module(text)
-    except (cst.ParserSyntaxError, RecursionError):
-        return False
+
+def _tokens(text: str, start: int, end: int) -> Iterator[tuple[str, int, int]]:
+    """(kind, start, end) of the tokens that matter for nesting; an f-string is an "open", the
+    tokens of its body and a "close"."""
+    for match in TOKEN.finditer(text, start, end):
+        kind = match.lastgroup
+        if kind == "string" and "f" in match["prefix"].lower():
+            body = next(name for name in BODIES if match[name] is not None)
+            yield "open", match.start(), match.start(body)
+            yield from _tokens(text, match.start(body), match.end(body))
+            yield "close", match.end(body), match.end()
+        elif kind == "word":
+            yield ("op" if match[kind] in NESTING_WORDS else "word"), match.start(), match.end()
+        elif kind not in ("skip", "other"):
+            yield kind, match.start(), match.end()
+
+
+def may_be_newer_syntax(text: str) -> bool:
+    """Whether libcst may be asked to read `text`, a file the running Python refused: False when
+    it nests brackets deeper than any Python allows (a syntax error in every version), and
+    TooComplex when the tree libcst would build may nest deeper than MAX_DEPTH.
+
+    With no AST to measure, the depth is an upper bound read from the tokens: within a
+    statement every operator, expression keyword, `.` and bracketed group is one more level,
+    a `,` starts a sibling at its bracket's depth, and each indented block adds two. Linear in
+    the text, and never raises for anything else.
+    """
+    indents = [0]
+    frames: list[tuple[int, int]] = []  # per open bracket: the depth before it, and its elements' depth
+    depth = line_begin = 0
+    at_line_start = True
+    for kind, start, end in _tokens(text, 0, len(text)):
+        if kind == "newline":
+            if not frames:
+                at_line_start, line_begin = True, end
+            continue
+        if at_line_start:
+            at_line_start = False
+            column = start - line_begin
+            while column < indents[-1]:
+                indents.pop()
+            if column > indents[-1]:
+                indents.append(column)
+            depth = 2 * (len(indents) - 1)
+        if kind == "open":
+            frames.append((depth, depth + 1))
+            if len(frames) > MAX_BRACKETS:
+                return False
+            depth += 1
+        elif kind == "close" and frames:
+            depth = frames.pop()[0] + 1
+        elif kind == "comma":
+            depth = frames[-1][1] if frames else 2 * (len(indents) - 1)
+        elif kind == "op":
+            depth += 1
+        if depth > MAX_DEPTH:
+            line = len(re.findall(r"\r\n|\r|\n", text[:start])) + 1
+            raise TooComplex(f"nested more than {MAX_DEPTH} levels deep (line {line}); skipped")
     return True
 
 

@@ -72,8 +72,10 @@ def notebook_source(text: str) -> NotebookSource:
     cells = data.get("cells") if isinstance(data, dict) else None
     if not isinstance(cells, list):
         raise SourceError("not a Jupyter notebook: no `cells` list (nbformat 4 is supported)")
-    language = ((data.get("metadata") or {}).get("kernelspec") or {}).get("language", "python") \
-        if isinstance(data.get("metadata"), dict) else "python"
+    # Only a table says which language the kernel runs; any other shape says nothing.
+    metadata = data.get("metadata")
+    kernelspec = metadata.get("kernelspec") if isinstance(metadata, dict) else None
+    language = kernelspec.get("language", "python") if isinstance(kernelspec, dict) else "python"
     if isinstance(language, str) and language.lower() not in ("python", ""):
         return NotebookSource("", ())  # an R or Julia notebook: nothing to lint
     lines: list[str] = []

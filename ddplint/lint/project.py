@@ -7,16 +7,26 @@ script was named on the command line.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import libcst as cst
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
 from ddplint.lint import facts as facts_mod
+from ddplint.lint import limits
 from ddplint.lint.source import SourceError, read_source
 
 SEARCH_PARENTS = 3  # how far above the script to look for a top-level package
+
+
+@dataclass(frozen=True)
+class Lookup:
+    """Where an imported name lives in the project, and the module files tried that do not exist."""
+
+    found: tuple[Path, str] | None  # the module file and the attribute left over
+    absent: tuple[Path, ...]
 
 
 class ProjectIndex:
@@ -24,7 +34,7 @@ class ProjectIndex:
         # path -> (text, module, facts), or None when it cannot be read or parsed
         self._cache: dict[Path, tuple[str, cst.Module, facts_mod.ModuleFacts] | None] = {}
         # (directory of the importer, dotted name) -> where it lives; rules ask about every call
-        self._resolved: dict[tuple[Path, int, str], tuple[Path, str] | None] = {}
+        self._resolved: dict[tuple[Path, int, str], Lookup] = {}
         self._files: dict[tuple[Path, tuple[str, ...]], Path | None] = {}  # (base, dotted parts) -> module file
         self._positions: dict[Path, Mapping[cst.CSTNode, CodeRange] | None] = {}
 
@@ -34,8 +44,9 @@ class ProjectIndex:
             self._cache[path] = None  # also breaks import cycles
             try:
                 text = read_source(path)
-                module = cst.parse_module(text)
-                self._cache[path] = (text, module, facts_mod.collect(module))
+                if not _too_complex(text, path):
+                    module = cst.parse_module(text)
+                    self._cache[path] = (text, module, facts_mod.collect(module))
             except (SourceError, cst.ParserSyntaxError, RecursionError):
                 pass
         cached = self._cache[path]
@@ -67,18 +78,22 @@ class ProjectIndex:
         Returns the module's path, its facts and the attribute left over ("save_on_master",
         or "" when the name is the module itself).
         """
-        level = len(qualified) - len(qualified.lstrip("."))
-        key = (importer.parent, level, qualified)
-        if key not in self._resolved:
-            self._resolved[key] = self._locate(importer, level, qualified)
-        located = self._resolved[key]
+        located = self._lookup(importer, qualified).found
         if located is None:
             return None
         module_path, attr = located
         found = self.facts_for(module_path)
         return (module_path, found, attr) if found is not None else None
 
-    def _locate(self, importer: Path, level: int, qualified: str) -> tuple[Path, str] | None:
+    def _lookup(self, importer: Path, qualified: str) -> Lookup:
+        """Where `qualified` lives for `importer`, looked up on disk once per run."""
+        level = len(qualified) - len(qualified.lstrip("."))
+        key = (importer.parent, level, qualified)
+        if key not in self._resolved:
+            self._resolved[key] = self._locate(importer, level, qualified)
+        return self._resolved[key]
+
+    def _locate(self, importer: Path, level: int, qualified: str) -> Lookup:
         parts = qualified.lstrip(".").split(".") if qualified.lstrip(".") else []
         if level:
             bases = [importer.resolve().parents[level - 1]] if level <= len(importer.resolve().parents) else []
@@ -95,31 +110,42 @@ class ProjectIndex:
         # The most specific module wins: `utils.utils.is_rank_0` is utils/utils.py's is_rank_0
         # from the project root, not an attribute `utils.is_rank_0` of a utils.py next door.
         found: list[tuple[int, int, Path, str]] = []
+        absent: list[Path] = []  # any of these, created, could win
         for rank, base in enumerate(bases):
             for split in range(len(parts), 0, -1):
                 module_path = self._module_file(base, tuple(parts[:split]))
+                candidates = _candidates(base, parts[:split])
+                absent.extend(candidates[:candidates.index(module_path)] if module_path in candidates else candidates)
                 if module_path is not None:
                     found.append((len(parts) - split, rank, module_path, ".".join(parts[split:])))
                     break
         if not found:
-            return None
+            return Lookup(None, tuple(absent))
         _, _, module_path, attr = min(found, key=lambda candidate: candidate[:2])
-        return module_path, attr
+        return Lookup((module_path, attr), tuple(absent))
 
     def _module_file(self, base: Path, parts: tuple[str, ...]) -> Path | None:
         """The module file for `parts` under `base`, looked up on disk once per run."""
         key = (base, parts)
         if key not in self._files:
-            self._files[key] = _module_file(base, list(parts))
+            self._files[key] = next((path for path in _candidates(base, parts) if path.is_file()), None)
         return self._files[key]
 
 
-def _module_file(base: Path, parts: list[str]) -> Path | None:
+def _candidates(base: Path, parts: Sequence[str]) -> tuple[Path, Path]:
+    """The files that would hold module `parts` under `base`, in the order Python tries them."""
     candidate = base.joinpath(*parts)
-    for path in (candidate.with_suffix(".py"), candidate / "__init__.py"):
-        if path.is_file():
-            return path
-    return None
+    return candidate.with_suffix(".py"), candidate / "__init__.py"
+
+
+def _too_complex(text: str, path: Path) -> bool:
+    """A helper that Python refuses or that nests past the bound is left out, before libcst's
+    parser, which crashes on deep nesting as it would on a linted file."""
+    try:
+        limits.check_depth(limits.parse_python(text, str(path)))
+    except (SyntaxError, limits.TooComplex):
+        return True
+    return False
 
 
 def _package_root(directory: Path) -> Path:

@@ -46,29 +46,52 @@ def not_regular(mode: int) -> str | None:
     return FILE_KINDS.get(stat.S_IFMT(mode), "not a regular file")
 
 
+class NotRegular(Exception):
+    """The path is not a regular file; the argument says what it is ("a FIFO")."""
+
+
+class TooLarge(Exception):
+    """The file is over the limit; the argument is its size in bytes."""
+
+
+def read_regular(path: Path, limit: int) -> bytes:
+    """The bytes of a regular file of at most `limit` bytes; OSError, NotRegular or TooLarge.
+    The kind and size are checked on the open file, before the first byte is read."""
+    # O_NONBLOCK: a FIFO swapped in after a stat must not block the open.
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        info = os.fstat(fd)
+        kind = not_regular(info.st_mode)
+        if kind is not None:
+            raise NotRegular(kind)
+        if info.st_size > limit:
+            raise TooLarge(info.st_size)
+        chunks, size = [], 0
+        while size <= limit:
+            chunk = os.read(fd, limit + 1 - size)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    finally:
+        os.close(fd)
+    if size > limit:  # it grew after the stat
+        raise TooLarge(size)
+    return b"".join(chunks)
+
+
 def read_bytes(path: Path, limit: int = MAX_BYTES) -> bytes:
     """The bytes of a regular file of at most `limit` bytes, or SourceError."""
     try:
-        # O_NONBLOCK: a FIFO swapped in after a stat must not block the open.
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+        return read_regular(path, limit)
     except PermissionError:
         raise SourceError("cannot read file: permission denied") from None
     except OSError as exc:
         raise SourceError(f"cannot read file: {exc.strerror or exc}") from None
-    with os.fdopen(fd, "rb") as handle:
-        info = os.fstat(fd)
-        kind = not_regular(info.st_mode)
-        if kind is not None:
-            raise SourceError(f"{kind}, not a regular file; skipped")
-        if info.st_size > limit:
-            raise SourceError(too_large("file", info.st_size, limit))
-        try:
-            data = handle.read(limit + 1)
-        except OSError as exc:
-            raise SourceError(f"cannot read file: {exc.strerror or exc}") from None
-    if len(data) > limit:  # it grew after the stat
-        raise SourceError(too_large("file", len(data), limit))
-    return data
+    except NotRegular as exc:
+        raise SourceError(f"{exc}, not a regular file; skipped") from None
+    except TooLarge as exc:
+        raise SourceError(too_large("file", exc.args[0], limit)) from None
 
 
 def too_large(what: str, size: int, limit: int = MAX_BYTES) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from ddplint.config import Config
 from ddplint.diagnostics import Severity
 from ddplint.lint.engine import LintResult
-from ddplint.report.locations import relative_to, repository_root
+from ddplint.report.locations import printable, relative_to, repository_root
 from ddplint.report.options import DEFAULTS, ReportOptions
 
 COMMAND = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "notice"}
@@ -37,7 +37,7 @@ def render(result: LintResult, config: Config, options: ReportOptions = DEFAULTS
     root = repository_root()
 
     def file(path: str) -> str:
-        return relative_to(path, root) or path
+        return printable(relative_to(path, root) or path)
 
     lines = []
     for d in result.diagnostics:

@@ -8,6 +8,7 @@ from ddplint import __version__
 from ddplint.config import Config
 from ddplint.diagnostics import Diagnostic
 from ddplint.lint.engine import LintResult
+from ddplint.report.locations import printable
 from ddplint.report.options import DEFAULTS, ReportOptions, fixable
 
 SCHEMA_VERSION = 1
@@ -29,7 +30,7 @@ def _diagnostic(d: Diagnostic, options: ReportOptions) -> dict:
             ],
         }
     return {
-        "path": d.path,
+        "path": printable(d.path),
         "cell": d.cell,
         "line": d.line,
         "column": d.col,
@@ -41,7 +42,7 @@ def _diagnostic(d: Diagnostic, options: ReportOptions) -> dict:
         "message": d.message,
         "fix": fix,
         "fixable": fixable(d.fix, options),
-        "related": [{"path": r.path, "line": r.line, "column": r.col, "message": r.message} for r in d.related],
+        "related": [{"path": printable(r.path), "line": r.line, "column": r.col, "message": r.message} for r in d.related],
     }
 
 
@@ -50,8 +51,8 @@ def render(result: LintResult, config: Config, options: ReportOptions = DEFAULTS
         "schema_version": SCHEMA_VERSION,
         "tool": {"name": "ddplint", "version": __version__},
         "diagnostics": [_diagnostic(d, options) for d in result.diagnostics],
-        "errors": [{"path": e.path, "message": e.message} for e in [*result.errors, *result.internal_errors]],
-        "warnings": [{"path": w.path, "line": w.line, "message": w.message} for w in result.warnings],
+        "errors": [{"path": printable(e.path), "message": e.message} for e in [*result.errors, *result.internal_errors]],
+        "warnings": [{"path": printable(w.path), "line": w.line, "message": w.message} for w in result.warnings],
         "summary": {
             "files": result.files,
             "problems": len(result.diagnostics),

@@ -7,6 +7,18 @@ started from a subdirectory or given absolute paths must still name `src/train.p
 from __future__ import annotations
 
 from pathlib import Path
+from urllib.parse import quote
+
+
+def printable(path: str) -> str:
+    """A file name as valid Unicode. Linux allows any byte in a name; Python keeps one that is not
+    UTF-8 as a lone surrogate (PEP 383), which no UTF-8 output can hold: it is written `\\xNN`."""
+    return path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+def uri_path(path: str) -> str:
+    """A relative path as a URI reference: its bytes percent-encoded (RFC 3986), not-UTF-8 ones too."""
+    return quote(path.encode("utf-8", "surrogateescape"))
 
 
 def repository_root(cwd: Path | None = None) -> Path:

@@ -14,7 +14,6 @@ import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from urllib.parse import quote
 
 import sarif_om as om
 
@@ -25,7 +24,7 @@ from ddplint.diagnostics import Diagnostic, Severity
 from ddplint.lint.engine import SYNTAX_ERROR, LintResult
 from ddplint.lint.rules import CATALOG
 from ddplint.report.fingerprints import fingerprints
-from ddplint.report.locations import relative_to, repository_root
+from ddplint.report.locations import printable, relative_to, repository_root, uri_path
 from ddplint.report.options import DEFAULTS, ReportOptions, fixable
 from ddplint.report.sarif_json import to_json
 
@@ -124,7 +123,7 @@ def _artifact(path: str, root: Path) -> om.ArtifactLocation:
     relative = relative_to(path, root)
     if relative is None:  # outside the repository: only an absolute URI can name it
         return om.ArtifactLocation(uri=Path(path).resolve().as_uri())
-    return om.ArtifactLocation(uri=quote(relative), uri_base_id=SRCROOT)
+    return om.ArtifactLocation(uri=uri_path(relative), uri_base_id=SRCROOT)
 
 
 def _region(line: int, col: int, end_line: int, end_col: int) -> om.Region:
@@ -185,7 +184,7 @@ def _notification(
     region = None if where is None or where.cell is not None else _region(where.line, where.col, where.end_line, where.end_col)
     return om.Notification(
         level="error",
-        message=om.Message(text=f"{path}: {message}"),
+        message=om.Message(text=f"{printable(path)}: {message}"),
         locations=[om.Location(physical_location=om.PhysicalLocation(
             artifact_location=artifact, region=region,
         ))],

@@ -14,6 +14,7 @@ from dataclasses import replace
 from ddplint.config import Config
 from ddplint.diagnostics import Diagnostic, Severity
 from ddplint.lint.engine import LintResult
+from ddplint.report.locations import printable
 from ddplint.report.options import DEFAULTS, ReportOptions, fixable
 
 RESET, BOLD, RED, YELLOW, CYAN, BLUE = "\033[0m", "\033[1m", "\033[31m", "\033[33m", "\033[36m", "\033[34m"
@@ -21,9 +22,10 @@ LEVEL_COLOR = {Severity.ERROR: RED, Severity.WARNING: YELLOW, Severity.INFO: BLU
 
 
 def position(d: Diagnostic) -> str:
+    path = printable(d.path)
     if d.cell is not None:
-        return f"{d.path}:cell {d.cell}, line {d.line}, col {d.col}"
-    return f"{d.path}:{d.line}:{d.col}"
+        return f"{path}:cell {d.cell}, line {d.line}, col {d.col}"
+    return f"{path}:{d.line}:{d.col}"
 
 
 def render(result: LintResult, config: Config, options: ReportOptions = DEFAULTS) -> str:
@@ -34,7 +36,7 @@ def render(result: LintResult, config: Config, options: ReportOptions = DEFAULTS
     for d in result.diagnostics:
         mark = "[*] " if fixable(d.fix, options) else ""
         code = paint(d.code, BOLD, LEVEL_COLOR[d.severity])
-        inside = "".join(f" (at {r.path}:{r.line}:{r.col})" for r in d.related)  # the helper's own line
+        inside = "".join(f" (at {printable(r.path)}:{r.line}:{r.col})" for r in d.related)  # the helper's own line
         lines.append(f"{paint(position(d), BOLD)}: {code} {paint(mark, CYAN) if mark else ''}{d.message}{inside}")
         if options.show_source and d.source_line:
             lines.extend(_snippet(d, paint))
