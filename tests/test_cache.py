@@ -143,7 +143,7 @@ def test_a_corrupt_cache_is_ignored_and_rewritten(project):
 
 
 def _results_file(project):
-    return next(e for e in (project / ".ddplint_cache").glob("*.json") if not e.name.startswith("codes-"))
+    return next(e for e in (project / ".ddplint_cache").glob("*.json") if not e.name.startswith("rules-"))
 
 
 @pytest.mark.parametrize("shape", [
@@ -185,12 +185,12 @@ def test_a_cached_helper_that_became_a_directory_is_linted_again(project):
     assert (proc.returncode, proc.stdout, proc.stderr) == (fresh.returncode, fresh.stdout, "")
 
 
-@pytest.mark.parametrize("which", ["results", "codes"])
+@pytest.mark.parametrize("which", ["results", "rules"])
 def test_a_fifo_as_the_cache_file_does_not_block(project, which):
     run_cli("train.py", cwd=project)
     fresh = run_cli("--no-cache", "train.py", cwd=project)
     cache = project / ".ddplint_cache"
-    target = _results_file(project) if which == "results" else next(cache.glob("codes-*.json"))
+    target = _results_file(project) if which == "results" else next(cache.glob("rules-*.json"))
     target.unlink()
     os.mkfifo(target)
     proc = run_cli("train.py", cwd=project, timeout=60)

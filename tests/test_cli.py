@@ -268,8 +268,9 @@ def test_a_file_name_that_is_not_utf8_is_written_with_its_bytes_escaped(tmp_path
     (tmp_path / "ok.py").write_text("import torch.distributed as dist\ndist.init_process_group('gloo')\n")
     (tmp_path / ".git").mkdir()  # the repository root, for SARIF's and GitHub's relative paths
     output = ["-o", "report.out"] if to_file else []
-    proc = subprocess.run([sys.executable, "-m", "ddplint", "--no-cache", "--output-format", output_format, *output,
-                           "."], cwd=tmp_path, capture_output=True, timeout=120, check=False,
+    proc = subprocess.run([sys.executable, "-m", "ddplint", "--no-cache", "--extend-select", "DDP402",
+                           "--output-format", output_format, *output, "."], cwd=tmp_path,
+                          capture_output=True, timeout=120, check=False,
                           env={**os.environ, "PYTHONIOENCODING": "utf-8:strict"})
     assert proc.returncode == 1 and proc.stderr == b"", proc.stderr
     report = ((tmp_path / "report.out").read_bytes() if to_file else proc.stdout).decode("utf-8")
