@@ -1,3 +1,4 @@
+import inspect
 import subprocess
 import sys
 from pathlib import Path
@@ -35,3 +36,40 @@ def lint(tmp_path):
         return [d.code for d in lint_source(source, tmp_path, name).diagnostics]
 
     return _lint
+
+
+# -- the fast lane ---------------------------------------------------------------------------
+# `pytest -m "not slow"` leaves out every test that starts a process (the CLI, torchrun, git,
+# pip): tests marked by hand, and those whose code, fixtures or module helpers (two calls deep)
+# use subprocess. What stays is the in-process rule-author and report loop.
+
+STARTS_PROCESSES = frozenset({"subprocess", "Popen"})
+
+
+def _names(code) -> set[str]:
+    """The global and attribute names a function uses, its nested functions' included."""
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if inspect.iscode(const):
+            names |= _names(const)
+    return names
+
+
+def _starts_processes(fn, depth: int = 2) -> bool:
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return False
+    names = _names(code)
+    if names & STARTS_PROCESSES:
+        return True
+    module_globals = getattr(fn, "__globals__", {})
+    return depth > 0 and any(_starts_processes(module_globals[n], depth - 1)
+                             for n in names if inspect.isfunction(module_globals.get(n)))
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        fixtures = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {})
+        functions = [getattr(item, "function", None)] + [d.func for defs in fixtures.values() for d in defs]
+        if any(_starts_processes(f) for f in functions if f is not None):
+            item.add_marker(pytest.mark.slow)

@@ -43,7 +43,6 @@ def _oldest_python() -> str | None:
     return None
 
 
-@pytest.mark.slow
 def test_every_module_imports_under_the_oldest_declared_python(tmp_path):
     python = _oldest_python()
     if python is None:

@@ -277,7 +277,6 @@ SETUP_STALL_SCRIPT = textwrap.dedent("""
 """)
 
 
-@pytest.mark.slow
 def test_a_first_collective_that_never_completes_is_a_communicator_setup_stall(tmp_path):
     (tmp_path / "train.py").write_text(SETUP_STALL_SCRIPT)
     out = tmp_path / "report.json"
