@@ -90,7 +90,7 @@ def test_every_machine_check_reports(audit):
     checks, _, _ = audit
     for name in ("gpu.inventory", "gpu.topology", "gpu.health", "stack.nvml", "env.port", "env.stale",
                  "env.launch", "net.interconnect", "stack.versions", "stack.consistent", "env.ranks",
-                 "bind.distinct", "comm.allreduce", "comm.bandwidth", "mem.fit"):
+                 "bind.distinct", "comm.allreduce", "comm.bandwidth", "mem.fit", "mem.peak"):
         assert name in checks, name
 
 
@@ -156,6 +156,11 @@ def test_model_state_estimate_of_the_ddp_model(audit):
     assert est["optimizers"] == ["Adam"]
     assert est["total_bytes"] == 5 * params
     assert fit["status"] == "SKIP" and "no GPU to fit it on" in fit["summary"]
+    peak = audit[0]["mem.peak"]  # measured, next to the estimate
+    assert peak["status"] == "PASS" and peak["summary"].startswith("peak RSS ")
+    assert peak["data"]["estimate_bytes"] == 5 * params
+    assert f"mem.fit's estimate of the model state: {5 * params / 2**10:.1f} KiB per rank" in peak["evidence"]
+    assert all(r["rss_peak_bytes"] > 50 * 2**20 for r in peak["data"]["ranks"])
 
 
 def test_leftover_torchrun_is_reported_stale(audit, leftover):

@@ -32,6 +32,7 @@ import itertools
 import operator
 import random
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import asdict, replace
 from types import FrameType
@@ -251,8 +252,9 @@ def read_anchors(root, length: int | None) -> list[str] | None:
 
 class LoaderTracker:
     def __init__(self, steps: int, epochs: int, skip_dirs: tuple[str, ...],
-                 on_phase: Callable[..., None], on_first_batch: Callable[[], None]):
+                 on_phase: Callable[..., None], on_first_batch: Callable[[], None], clock=None):
         self.steps = steps
+        self.clock = clock  # a perfprobe.StepClock: told when the training loader's batches come
         self.epochs = epochs
         self.skip_dirs = skip_dirs
         self.on_phase = on_phase
@@ -459,7 +461,11 @@ class LoaderTracker:
             return self._orig["next"](it)
         rec = it._ddplint_rec
         training = rec.training
+        clock = self.clock if training else None
+        called = time.perf_counter()
         if epoch.yielded >= self.steps:
+            if clock is not None:
+                clock.epoch_end(len(rec.epochs) - 1, called)
             if training:
                 self.on_phase("epoch end", epoch=len(rec.epochs) - 1)
             shutdown = getattr(it, "_shutdown_workers", None)
@@ -470,15 +476,20 @@ class LoaderTracker:
             batch = self._orig["next"](it)
         except StopIteration:
             epoch.exhausted = True
+            if clock is not None:
+                clock.epoch_end(len(rec.epochs) - 1, called)
             if training:
                 self.on_phase("epoch end", epoch=len(rec.epochs) - 1)
             raise
+        got = time.perf_counter()
         epoch.fingerprints.append(batch_fingerprints(batch, rec.batched))
         epoch.yielded += 1
         if training:
             if epoch.yielded == 1 and len(rec.epochs) == 1:
                 self.on_first_batch()
             self.on_phase("step", step=epoch.yielded, epoch=len(rec.epochs) - 1)
+        if clock is not None:
+            clock.batch(len(rec.epochs) - 1, epoch.yielded, called, got, time.perf_counter())
         return batch
 
     # -- installation --

@@ -23,6 +23,7 @@ user's bug).
 from __future__ import annotations
 
 import collections
+import contextlib
 import faulthandler
 import json
 import os
@@ -31,6 +32,7 @@ import sys
 import threading
 import time
 import traceback
+from dataclasses import asdict
 
 from ddplint.runtime.rundir import LAUNCHER_PID_ENV, RunDir
 
@@ -145,14 +147,24 @@ class Probe:
         import runpy
 
         from ddplint.runtime.dataprobe import AuditStop, LoaderTracker
+        from ddplint.runtime.perfprobe import StepClock, TrainingObjects
         from ddplint.runtime.writeprobe import WriteRedirector
 
         self._hook("collect_rank_info", "info")
         self._patch_process_group()
+        clock, objects = StepClock(), TrainingObjects()
+        clock.install()
+        objects.install()
+
+        def first_batch():
+            clock.first_batch()
+            self._hook("at_first_batch", "binding")
+
         tracker = LoaderTracker(self.config["steps"], self.config["epochs"], self.skip_dirs,
-                                self.phase, lambda: self._hook("at_first_batch", "binding"))
+                                self.phase, first_batch, clock)
         tracker.install()
-        writes = WriteRedirector(self.rundir.scratch(self.rank), redirect=not self.config.get("sandbox"))
+        writes = WriteRedirector(self.rundir.scratch(self.rank), redirect=not self.config.get("sandbox"),
+                                 on_torch_save=objects.saved)
 
         _frameworks_on_cpu(self.record["world_size"])
         sys.argv = [self.script, *self.args]
@@ -181,8 +193,11 @@ class Probe:
         finally:
             sys.stderr = stderr.stream
             signal.signal(signal.SIGTERM, previous)
+            perf = self._perf(clock)  # memory peaks before the anchor samples are read
             self.record["loaders"] = tracker.records()  # reads anchor samples: writes still redirected
+            self._read_checkpoints(perf, writes, objects)
             writes.uninstall()
+        self.record["perf"] = asdict(perf)
         self.record["training_site"] = tracker.training_site
         self.record["writes"] = writes.writes
         self.record["elapsed_s"] = round(time.time() - self.started, 3)
@@ -197,6 +212,25 @@ class Probe:
         self.phase("finished")
         self._exit_barrier()
         return 0
+
+    def _perf(self, clock):
+        from ddplint.runtime.perfprobe import mem_peak
+        from ddplint.runtime.perfrecords import PerfRecord
+
+        perf = PerfRecord(times=clock.times)
+        with contextlib.suppress(Exception):  # never let a measurement break the audit
+            perf.mem = mem_peak(clock)
+        return perf
+
+    def _read_checkpoints(self, perf, writes, objects) -> None:
+        """Load back what this rank saved; not when torchrun is stopping the job."""
+        from ddplint.runtime.perfprobe import read_checkpoints
+
+        if self.record["status"] == "terminated":
+            return
+        with contextlib.suppress(Exception):
+            perf.checkpoints = read_checkpoints(writes.writes, writes.readable, objects)
+        perf.live = objects.live
 
     def _error(self, exc: BaseException, headline: str | None = None) -> dict:
         frames = traceback.extract_tb(exc.__traceback__)
