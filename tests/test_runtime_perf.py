@@ -104,7 +104,7 @@ def audit(tmp_path: Path, name: str, source: str) -> dict[str, dict]:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     proc = subprocess.run([sys.executable, "-m", "ddplint", "--runtime", "--format", "json", "--output", str(out),
                            "--steps", "5", "--epochs", "2", str(script)],
-                          capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path)
+                          capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path, check=False)
     assert out.exists(), proc.stderr
     report = json.loads(out.read_text())
     assert report["exit_code"] == 0, report["checks"]
@@ -188,3 +188,58 @@ def test_balanced_ranks_pass(tmp_path):
     assert min(own) >= 0.09 and max(own) < 1.3 * min(own)  # both sleep 0.1 s per step
     assert steps["data"]["slowest_ratio"] < 1.3
     assert "straggler" not in steps["data"]
+
+
+ATOMIC_SAVE = HEAD + """
+import dataclasses
+import os
+import pickle
+
+@dataclasses.dataclass
+class Config:  # pickled as __main__.Config: read back in the script's own module
+    lr: float = 0.01
+
+data = TensorDataset(torch.randn(64, 8), torch.randn(64, 2))
+sampler = DistributedSampler(data)
+loader = DataLoader(data, batch_size=8, sampler=sampler)
+model = DDP(torch.nn.Linear(8, 2))
+opt = torch.optim.Adam(model.parameters(), lr=Config().lr)
+for epoch in range(5):
+    sampler.set_epoch(epoch)
+    for x, y in loader:
+        opt.zero_grad()
+        torch.nn.functional.mse_loss(model(x), y).backward()
+        opt.step()
+    if rank == 0:
+        os.makedirs("out", exist_ok=True)
+        torch.save({"model": model.module.state_dict(), "optimizer": opt.state_dict(),
+                    "global_step": (epoch + 1) * len(loader), "config": Config()}, "out/last.pt.tmp")
+        os.replace("out/last.pt.tmp", "out/last.pt")  # atomic: a crash never leaves half a file
+        with open("out/metrics.pkl", "wb") as f:
+            pickle.dump({"epoch": epoch, "loss": 0.5}, f)  # named like a checkpoint, but is not one
+"""
+
+
+@pytest.mark.slow
+def test_atomic_save_read_back_without_the_sandbox(tmp_path):
+    """Without the sandbox the rank reads its redirected copy; the checkpoint renamed into place
+    is the one judged, and its class from the script unpickles."""
+    script = tmp_path / "atomic.py"
+    script.write_text(textwrap.dedent(ATOMIC_SAVE))
+    out = tmp_path / "report.json"
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.run([sys.executable, "-m", "ddplint", "--runtime", "--no-sandbox", "--format", "json",
+                           "--output", str(out), "--steps", "3", "--epochs", "2", str(script)],
+                          capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path, check=False)
+    assert out.exists(), proc.stderr
+    resume = next(c for c in json.loads(out.read_text())["checks"] if c["check"] == "ckpt.resume")
+    assert resume["status"] == "PASS", resume
+    assert resume["summary"] == ("out/last.pt holds what a resume needs: model, optimizer, "
+                                 "checkpoint['global_step'] (no RNG state: a resume draws different random numbers)")
+    [ckpt] = resume["data"]["checkpoints"]
+    assert ckpt["path"] == str(tmp_path / "out" / "last.pt") and ckpt["error"] is None
+    assert ckpt["counters"] == {"checkpoint['global_step']": 8}  # 2 epochs x 4 batches
+    assert ckpt["optimizer_groups"] == ["betas"] and ckpt["optimizer_state_entries"] == 2
+    assert "config" in ckpt["keys"]
+    assert resume["data"]["live"]["optimizers"] == [{"kind": "Adam", "stateful": True}]
+    assert not (tmp_path / "out").exists()  # redirected into the run's scratch, now gone

@@ -234,8 +234,9 @@ def read_checkpoints(writes: list[dict], readable, objects: TrainingObjects) -> 
         if not os.path.isfile(real):
             continue  # renamed into place, or removed again
         content = load_checkpoint(real, path, objects.main_module)
-        if content.error is not None and "torch.save" not in ops[path]:
-            continue  # a file named like a checkpoint that torch.load does not read: not one
+        if "torch.save" not in ops[path] and (content.error is not None or
+                                              (content.model is None and content.optimizer is None)):
+            continue  # named like a checkpoint, but not one: unreadable, or a pickle of something else
         out.append(content)
     return out
 
