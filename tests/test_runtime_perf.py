@@ -13,9 +13,12 @@ import sys
 import textwrap
 from pathlib import Path
 
+import jsonschema
 import pytest
 
 pytest.importorskip("torch")
+
+from test_runtime_audit import report_schema
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -107,6 +110,7 @@ def audit(tmp_path: Path, name: str, source: str) -> dict[str, dict]:
                           capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path, check=False)
     assert out.exists(), proc.stderr
     report = json.loads(out.read_text())
+    jsonschema.validate(report, report_schema())
     assert report["exit_code"] == 0, report["checks"]
     return {c["check"]: c for c in report["checks"]}
 

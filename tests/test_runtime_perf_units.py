@@ -264,3 +264,25 @@ def test_perf_record_round_trips_through_plain_data():
                       live=LiveTraining([OptimizerInfo("Adam", True)], ["StepLR"], True))
     assert PerfRecord.from_plain(asdict(perf)) == perf
     assert PerfRecord.from_plain(None) == PerfRecord()
+
+
+def test_grad_scaler_nested_states_and_counters_are_found(tmp_path):
+    import numpy as np
+
+    model, opt = trained(torch.optim.AdamW)
+    scaler = torch.amp.GradScaler("cpu")
+    path = tmp_path / "amp.pt"
+    torch.save({"state": {"net": model.state_dict(), "opts": [opt.state_dict()], "scaler": scaler.state_dict(),
+                          "train_step": np.int64(40)}, "torch_rng_state": torch.get_rng_state()}, path)
+    c = load_checkpoint(str(path), str(path))
+    assert c.model == "checkpoint['state']['net']" and c.optimizer == "checkpoint['state']['opts'][0]"
+    assert c.scaler == "checkpoint['state']['scaler']" and c.counters == {"checkpoint['state']['train_step']": 40}
+    assert c.rng == ["checkpoint['torch_rng_state']"] and c.optimizer_groups == ["betas"]
+    objects = TrainingObjects()
+    for obj in (opt, scaler):
+        objects._objects.add(obj)
+    objects.saved()
+    assert objects.live.scaler and objects.live.optimizers == [OptimizerInfo("AdamW", True)]
+    r = check_resume({0: rec(0, PerfRecord(checkpoints=[c], live=objects.live))}, str(tmp_path))
+    assert r.status is Status.PASS
+    assert r.summary == "amp.pt holds what a resume needs: model, optimizer, GradScaler, checkpoint['state']['train_step']"

@@ -1,8 +1,10 @@
 """The entry point of every rank: `python -m ddplint.runtime.probe RUNDIR SCRIPT [ARGS...]`.
 
 torchrun starts this module in each rank instead of the user's script. It patches only what
-the audit needs (DataLoader iteration, file writes, init/destroy_process_group), runs the
-script with runpy as `__main__`, and writes one record per rank into the run directory.
+the audit needs (DataLoader iteration, file writes, init/destroy_process_group, and the
+constructors of DDP, optimizers, LR schedulers and grad scalers for step timers and the
+checkpoint read-back of perfprobe), runs the script with runpy as `__main__`, and writes one
+record per rank into the run directory.
 
 Hook points for the machine checks (module `ddplint.runtime.checks.rank`, optional): the probe
 calls `collect_rank_info()` before the script runs, `after_init_process_group()` right after
