@@ -74,7 +74,7 @@ def _shuffles(obj) -> bool | None:
 def _length(obj) -> int | None:
     try:
         return len(obj)
-    except Exception:
+    except Exception:  # noqa: BLE001 - a user's __len__ may raise anything
         return None
 
 
@@ -241,7 +241,7 @@ def read_anchors(root, length: int | None) -> list[str] | None:
     try:
         _seed_all(0)
         return [whole_digest(root[i]).hex() for i in positions]
-    except Exception:
+    except Exception:  # noqa: BLE001 - the user's dataset: unreadable is an answer
         return None
     finally:
         _restore_rng(saved)
@@ -389,7 +389,7 @@ class LoaderTracker:
         saved = _save_rng(SamplerChain(loader).objects + [loader])
         try:
             items = list(sampler)
-        except Exception:
+        except Exception:  # noqa: BLE001 - the user's sampler: no full epoch then
             return None
         finally:
             _restore_rng(saved)
@@ -510,7 +510,7 @@ class LoaderTracker:
             orig_init(loader, *args, **kwargs)
             try:
                 tracker._created(loader)
-            except Exception:  # a loader the probe cannot read is left unaudited, never broken
+            except Exception:  # noqa: BLE001 - a loader the probe cannot read is left unaudited, never broken
                 loader.__dict__.pop("_ddplint_site", None)
 
         def set_epoch(sampler, epoch):

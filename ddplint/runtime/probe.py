@@ -86,7 +86,7 @@ class Probe:
             return
         try:
             self.record[key] = fn(*args) or {}
-        except Exception as exc:  # a machine check must not break the data audit
+        except Exception as exc:  # noqa: BLE001 - a machine check must not break the data audit
             self.record[key] = {"error": f"{type(exc).__name__}: {exc}"}
 
     # -- patches --
@@ -189,7 +189,7 @@ class Probe:
                 self.record["status"] = "raised"
                 self.record["error"] = self._error(exc, f"SystemExit: {exc.code}")
                 self.record["error"]["stderr_tail"] = stderr.tail(3)  # e.g. argparse's complaint
-        except BaseException as exc:
+        except BaseException as exc:  # noqa: BLE001 - whatever the script raised is the finding
             self.record["status"] = "raised"
             self.record["error"] = self._error(exc)
         finally:
@@ -265,7 +265,7 @@ class Probe:
                 store.set("ddplint/all-finished", "1")
             else:
                 store.wait(["ddplint/all-finished"], datetime.timedelta(seconds=self.config["timeout"]))
-        except Exception:
+        except Exception:  # noqa: BLE001, S110
             pass  # a peer failed; torchrun and the launcher deal with it
 
 
@@ -346,7 +346,7 @@ def main() -> None:
     rundir = RunDir(sys.argv[1])
     rank = int(os.environ.get("RANK", "0"))
     rundir.write_small(rundir.pid_path(rank), str(os.getpid()))
-    stack_file = open(rundir.stack_path(rank), "w")
+    stack_file = open(rundir.stack_path(rank), "w")  # noqa: SIM115 - faulthandler writes there until exit
     faulthandler.register(signal.SIGUSR1, file=stack_file, all_threads=True)
     rundir.write_small(rundir.phase_path(rank), json.dumps({"phase": "startup", "since": time.time()}))
     launcher = int(os.environ.get(LAUNCHER_PID_ENV, "0"))

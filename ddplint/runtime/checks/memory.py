@@ -76,12 +76,12 @@ def fit_check(records: list[dict]) -> CheckResult:
     if not estimates:
         return CheckResult("mem.fit", Status.SKIP,
                            "no DistributedDataParallel model existed at the first batch")
-    rec, est = max(estimates, key=lambda rm: rm[1]["total_bytes"])
-    evidence = [f"per rank: parameters {size_text(est['param_bytes'])} + buffers "
+    _, est = max(estimates, key=lambda rm: rm[1]["total_bytes"])
+    evidence = [(f"per rank: parameters {size_text(est['param_bytes'])} + buffers "
                 f"{size_text(est['buffer_bytes'])} + gradients {size_text(est['grad_bytes'])} + DDP buckets "
                 f"{size_text(est['bucket_bytes'])} + optimizer state {size_text(est['optimizer_bytes'])} "
                 f"({', '.join(est['optimizers']) or 'no optimizer found'}) = "
-                f"{size_text(est['total_bytes'])}"] + est.get("notes", [])
+                f"{size_text(est['total_bytes'])}")] + est.get("notes", [])
     data = {"estimate": est}
     gpus = [(r, part(r, "binding").get("gpu")) for r in records]
     gpus = [(r, g) for r, g in gpus if g and g.get("total_memory")]
