@@ -314,7 +314,7 @@ def test_rank_checks_returns_every_verdict_as_json():
     results = rank_checks(recs)
     assert [r.check for r in results] == ["stack.versions", "stack.consistent", "env.ranks",
                                           "bind.distinct", "comm.allreduce", "comm.bandwidth",
-                                          "mem.fit"]
+                                          "mem.fit", "mem.peak"]
     for r in results:
         json.dumps(r.to_json())
 

@@ -80,7 +80,7 @@ def audit(tmp_path_factory, leftover):
     script.write_text(SCRIPT)
     proc = subprocess.run([sys.executable, "-m", "ddplint", "--runtime", "--format", "json",
                            "--steps", "4", str(script)], capture_output=True, text=True,
-                          env=_env(), timeout=240, cwd=script.parent)
+                          env=_env(), timeout=240, cwd=script.parent, check=False)
     assert proc.stdout, proc.stderr
     report = json.loads(proc.stdout)
     return {c["check"]: c for c in report["checks"]}, report, proc
@@ -90,7 +90,7 @@ def test_every_machine_check_reports(audit):
     checks, _, _ = audit
     for name in ("gpu.inventory", "gpu.topology", "gpu.health", "stack.nvml", "env.port", "env.stale",
                  "env.launch", "net.interconnect", "stack.versions", "stack.consistent", "env.ranks",
-                 "bind.distinct", "comm.allreduce", "comm.bandwidth", "mem.fit"):
+                 "bind.distinct", "comm.allreduce", "comm.bandwidth", "mem.fit", "mem.peak"):
         assert name in checks, name
 
 
@@ -156,6 +156,11 @@ def test_model_state_estimate_of_the_ddp_model(audit):
     assert est["optimizers"] == ["Adam"]
     assert est["total_bytes"] == 5 * params
     assert fit["status"] == "SKIP" and "no GPU to fit it on" in fit["summary"]
+    peak = audit[0]["mem.peak"]  # measured, next to the estimate
+    assert peak["status"] == "PASS" and peak["summary"].startswith("peak RSS ")
+    assert peak["data"]["estimate_bytes"] == 5 * params
+    assert f"mem.fit's estimate of the model state: {5 * params / 2**10:.1f} KiB per rank" in peak["evidence"]
+    assert all(r["rss_peak_bytes"] > 50 * 2**20 for r in peak["data"]["ranks"])
 
 
 def test_leftover_torchrun_is_reported_stale(audit, leftover):
@@ -184,7 +189,7 @@ def test_script_that_hard_codes_rank_and_world_size_fails_env_ranks(tmp_path):
     script.write_text(HARDCODED_WORLD)
     proc = subprocess.run([sys.executable, "-m", "ddplint", "--runtime", "--format", "json",
                            "--steps", "2", "--timeout", "90", str(script)], capture_output=True,
-                          text=True, env=_env(), timeout=180, cwd=tmp_path)
+                          text=True, env=_env(), timeout=180, cwd=tmp_path, check=False)
     checks = {c["check"]: c for c in json.loads(proc.stdout)["checks"]}
     ranks = checks["env.ranks"]
     assert ranks["status"] == "FAIL"

@@ -110,7 +110,7 @@ def _call_hook(module: str, name: str, *args) -> list[CheckResult]:
         return []
     try:
         return list(fn(*args))
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - a check that cannot run becomes a WARN line, the audit goes on
         return [CheckResult(f"{module}.checks", Status.WARN,
                             f"the {module} checks could not run: {type(exc).__name__}: {exc}")]
 
@@ -195,6 +195,7 @@ def _merge(options, script, host, result, nproc, world, backend, port, elapsed, 
     from ddplint.runtime import report as rpt
     from ddplint.runtime.data_checks import DATA_CHECKS, data_checks, loaders_of
     from ddplint.runtime.io_checks import check_single_writer
+    from ddplint.runtime.perf_checks import PERF_CHECKS, check_resume, check_steps
     from ddplint.runtime.run_checks import check_failure, check_hang
 
     base = os.getcwd()
@@ -207,10 +208,11 @@ def _merge(options, script, host, result, nproc, world, backend, port, elapsed, 
     elif records:
         checks += data_checks(records, world, str(script.parent), options.steps)
         checks.append(check_single_writer(records, base, containment.sandboxed))
+        checks += [check_resume(records, base), check_steps(records, base)]
     else:
         why = "no rank reported (see run.failure and run.hang)"
         checks += [CheckResult(name, Status.SKIP, why) for name in
-                   (*DATA_CHECKS, "io.single_writer")]
+                   (*DATA_CHECKS, "io.single_writer", *PERF_CHECKS)]
     checks.append(_with_output(check_failure(result, world, base), result.outputs))
     checks.append(check_hang(result, world, base, options.timeout))
     writes = writes_report(changes, records)

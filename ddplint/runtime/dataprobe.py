@@ -32,6 +32,7 @@ import itertools
 import operator
 import random
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import asdict, replace
 from types import FrameType
@@ -73,7 +74,7 @@ def _shuffles(obj) -> bool | None:
 def _length(obj) -> int | None:
     try:
         return len(obj)
-    except Exception:
+    except Exception:  # noqa: BLE001 - a user's __len__ may raise anything
         return None
 
 
@@ -240,7 +241,7 @@ def read_anchors(root, length: int | None) -> list[str] | None:
     try:
         _seed_all(0)
         return [whole_digest(root[i]).hex() for i in positions]
-    except Exception:
+    except Exception:  # noqa: BLE001 - the user's dataset: unreadable is an answer
         return None
     finally:
         _restore_rng(saved)
@@ -251,8 +252,9 @@ def read_anchors(root, length: int | None) -> list[str] | None:
 
 class LoaderTracker:
     def __init__(self, steps: int, epochs: int, skip_dirs: tuple[str, ...],
-                 on_phase: Callable[..., None], on_first_batch: Callable[[], None]):
+                 on_phase: Callable[..., None], on_first_batch: Callable[[], None], clock=None):
         self.steps = steps
+        self.clock = clock  # a perfprobe.StepClock: told when the training loader's batches come
         self.epochs = epochs
         self.skip_dirs = skip_dirs
         self.on_phase = on_phase
@@ -387,7 +389,7 @@ class LoaderTracker:
         saved = _save_rng(SamplerChain(loader).objects + [loader])
         try:
             items = list(sampler)
-        except Exception:
+        except Exception:  # noqa: BLE001 - the user's sampler: no full epoch then
             return None
         finally:
             _restore_rng(saved)
@@ -459,7 +461,11 @@ class LoaderTracker:
             return self._orig["next"](it)
         rec = it._ddplint_rec
         training = rec.training
+        clock = self.clock if training else None
+        called = time.perf_counter()
         if epoch.yielded >= self.steps:
+            if clock is not None:
+                clock.epoch_end(len(rec.epochs) - 1, called)
             if training:
                 self.on_phase("epoch end", epoch=len(rec.epochs) - 1)
             shutdown = getattr(it, "_shutdown_workers", None)
@@ -470,15 +476,20 @@ class LoaderTracker:
             batch = self._orig["next"](it)
         except StopIteration:
             epoch.exhausted = True
+            if clock is not None:
+                clock.epoch_end(len(rec.epochs) - 1, called)
             if training:
                 self.on_phase("epoch end", epoch=len(rec.epochs) - 1)
             raise
+        got = time.perf_counter()
         epoch.fingerprints.append(batch_fingerprints(batch, rec.batched))
         epoch.yielded += 1
         if training:
             if epoch.yielded == 1 and len(rec.epochs) == 1:
                 self.on_first_batch()
             self.on_phase("step", step=epoch.yielded, epoch=len(rec.epochs) - 1)
+        if clock is not None:
+            clock.batch(len(rec.epochs) - 1, epoch.yielded, called, got, time.perf_counter())
         return batch
 
     # -- installation --
@@ -499,7 +510,7 @@ class LoaderTracker:
             orig_init(loader, *args, **kwargs)
             try:
                 tracker._created(loader)
-            except Exception:  # a loader the probe cannot read is left unaudited, never broken
+            except Exception:  # noqa: BLE001 - a loader the probe cannot read is left unaudited, never broken
                 loader.__dict__.pop("_ddplint_site", None)
 
         def set_epoch(sampler, epoch):

@@ -1,8 +1,10 @@
 """The entry point of every rank: `python -m ddplint.runtime.probe RUNDIR SCRIPT [ARGS...]`.
 
 torchrun starts this module in each rank instead of the user's script. It patches only what
-the audit needs (DataLoader iteration, file writes, init/destroy_process_group), runs the
-script with runpy as `__main__`, and writes one record per rank into the run directory.
+the audit needs (DataLoader iteration, file writes, init/destroy_process_group, and the
+constructors of DDP, optimizers, LR schedulers and grad scalers for step timers and the
+checkpoint read-back of perfprobe), runs the script with runpy as `__main__`, and writes one
+record per rank into the run directory.
 
 Hook points for the machine checks (module `ddplint.runtime.checks.rank`, optional): the probe
 calls `collect_rank_info()` before the script runs, `after_init_process_group()` right after
@@ -23,6 +25,7 @@ user's bug).
 from __future__ import annotations
 
 import collections
+import contextlib
 import faulthandler
 import json
 import os
@@ -31,6 +34,7 @@ import sys
 import threading
 import time
 import traceback
+from dataclasses import asdict
 
 from ddplint.runtime.rundir import LAUNCHER_PID_ENV, RunDir
 
@@ -82,7 +86,7 @@ class Probe:
             return
         try:
             self.record[key] = fn(*args) or {}
-        except Exception as exc:  # a machine check must not break the data audit
+        except Exception as exc:  # noqa: BLE001 - a machine check must not break the data audit
             self.record[key] = {"error": f"{type(exc).__name__}: {exc}"}
 
     # -- patches --
@@ -145,14 +149,24 @@ class Probe:
         import runpy
 
         from ddplint.runtime.dataprobe import AuditStop, LoaderTracker
+        from ddplint.runtime.perfprobe import StepClock, TrainingObjects
         from ddplint.runtime.writeprobe import WriteRedirector
 
         self._hook("collect_rank_info", "info")
         self._patch_process_group()
+        clock, objects = StepClock(), TrainingObjects()
+        clock.install()
+        objects.install()
+
+        def first_batch():
+            clock.first_batch()
+            self._hook("at_first_batch", "binding")
+
         tracker = LoaderTracker(self.config["steps"], self.config["epochs"], self.skip_dirs,
-                                self.phase, lambda: self._hook("at_first_batch", "binding"))
+                                self.phase, first_batch, clock)
         tracker.install()
-        writes = WriteRedirector(self.rundir.scratch(self.rank), redirect=not self.config.get("sandbox"))
+        writes = WriteRedirector(self.rundir.scratch(self.rank), redirect=not self.config.get("sandbox"),
+                                 on_torch_save=objects.saved)
 
         _frameworks_on_cpu(self.record["world_size"])
         sys.argv = [self.script, *self.args]
@@ -175,7 +189,7 @@ class Probe:
                 self.record["status"] = "raised"
                 self.record["error"] = self._error(exc, f"SystemExit: {exc.code}")
                 self.record["error"]["stderr_tail"] = stderr.tail(3)  # e.g. argparse's complaint
-        except BaseException as exc:
+        except BaseException as exc:  # noqa: BLE001 - whatever the script raised is the finding
             self.record["status"] = "raised"
             self.record["error"] = self._error(exc)
         finally:
@@ -184,8 +198,11 @@ class Probe:
             # writes what it recorded (on a loaded machine that takes a while): it waits
             late = _LateSignal()
             signal.signal(signal.SIGTERM, late)
+            perf = self._perf(clock)  # memory peaks before the anchor samples are read
             self.record["loaders"] = tracker.records()  # reads anchor samples: writes still redirected
+            self._read_checkpoints(perf, writes, objects)
             writes.uninstall()
+        self.record["perf"] = asdict(perf)
         self.record["training_site"] = tracker.training_site
         self.record["writes"] = writes.writes
         self.record["elapsed_s"] = round(time.time() - self.started, 3)
@@ -203,6 +220,25 @@ class Probe:
         self.phase("finished")
         self._exit_barrier()
         return 0
+
+    def _perf(self, clock):
+        from ddplint.runtime.perfprobe import mem_peak
+        from ddplint.runtime.perfrecords import PerfRecord
+
+        perf = PerfRecord(times=clock.times)
+        with contextlib.suppress(Exception):  # never let a measurement break the audit
+            perf.mem = mem_peak(clock)
+        return perf
+
+    def _read_checkpoints(self, perf, writes, objects) -> None:
+        """Load back what this rank saved; not when torchrun is stopping the job."""
+        from ddplint.runtime.perfprobe import read_checkpoints
+
+        if self.record["status"] == "terminated":
+            return
+        with contextlib.suppress(Exception):
+            perf.checkpoints = read_checkpoints(writes.writes, writes.readable, objects)
+        perf.live = objects.live
 
     def _error(self, exc: BaseException, headline: str | None = None) -> dict:
         frames = traceback.extract_tb(exc.__traceback__)
@@ -235,7 +271,7 @@ class Probe:
                 store.set("ddplint/all-finished", "1")
             else:
                 store.wait(["ddplint/all-finished"], datetime.timedelta(seconds=self.config["timeout"]))
-        except Exception:
+        except Exception:  # noqa: BLE001, S110
             pass  # a peer failed; torchrun and the launcher deal with it
 
 
@@ -326,7 +362,7 @@ def main() -> None:
     rundir = RunDir(sys.argv[1])
     rank = int(os.environ.get("RANK", "0"))
     rundir.write_small(rundir.pid_path(rank), str(os.getpid()))
-    stack_file = open(rundir.stack_path(rank), "w")
+    stack_file = open(rundir.stack_path(rank), "w")  # noqa: SIM115 - faulthandler writes there until exit
     faulthandler.register(signal.SIGUSR1, file=stack_file, all_threads=True)
     rundir.write_small(rundir.phase_path(rank), json.dumps({"phase": "startup", "since": time.time()}))
     launcher = int(os.environ.get(LAUNCHER_PID_ENV, "0"))

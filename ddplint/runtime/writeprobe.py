@@ -26,6 +26,7 @@ not recorded: they are not the script's.
 from __future__ import annotations
 
 import builtins
+import contextlib
 import io
 import logging
 import os
@@ -60,9 +61,10 @@ def _writer() -> tuple[str | None, str | None]:
 
 
 class WriteRedirector:
-    def __init__(self, scratch: Path, redirect: bool = True):
+    def __init__(self, scratch: Path, redirect: bool = True, on_torch_save=None):
         self.scratch = scratch
         self.redirect = redirect
+        self.on_torch_save = on_torch_save  # called before every torch.save (the checkpoint read-back)
         self.writes: list[dict] = []
         self._orig: dict[str, object] = {}
         self._always = _prefixes(["/dev", "/proc", "/sys", str(scratch.parent.parent)])
@@ -98,6 +100,10 @@ class WriteRedirector:
             return None
         self._ensure_dir(os.path.dirname(target))
         return target
+
+    def readable(self, path) -> str:
+        """Where this rank reads `path` now: its redirected copy when there is one."""
+        return os.fspath(self._for_read(path))
 
     def _for_read(self, path):
         if not self.redirect:
@@ -144,6 +150,9 @@ class WriteRedirector:
         return real(self._for_read(path), flags, mode)
 
     def _torch_save(self, obj, f, *args, **kwargs):
+        if self.on_torch_save is not None:
+            with contextlib.suppress(Exception):
+                self.on_torch_save()
         if isinstance(f, (str, bytes, os.PathLike)):
             target = self._for_write(f, "torch.save")
             if target is not None:

@@ -1,14 +1,19 @@
 """mem.fit: DDP keeps a full replica per GPU; does the replica's training state fit the smallest?
+mem.peak: what the audited steps really used, per rank.
 
 Per rank, DDP holds the parameters and buffers, one gradient per trainable parameter, DDP's
 gradient buckets (another gradient-sized copy unless gradient_as_bucket_view=True) and the
 optimizer state. Activations come on top, so the model state should leave room for them.
+The measured peak (the caching allocator's on GPU, the resident set on CPU) includes them.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ddplint.runtime.checks.common import mib, size_text
 from ddplint.runtime.checks.records import part, rank_of, ranks_text
+from ddplint.runtime.perfrecords import DevicePeak, PerfRecord
 from ddplint.runtime.verdict import CheckResult, Status
 
 # Optimizer state tensors per parameter when the state is still empty (created at first step).
@@ -71,12 +76,12 @@ def fit_check(records: list[dict]) -> CheckResult:
     if not estimates:
         return CheckResult("mem.fit", Status.SKIP,
                            "no DistributedDataParallel model existed at the first batch")
-    rec, est = max(estimates, key=lambda rm: rm[1]["total_bytes"])
-    evidence = [f"per rank: parameters {size_text(est['param_bytes'])} + buffers "
+    _, est = max(estimates, key=lambda rm: rm[1]["total_bytes"])
+    evidence = [(f"per rank: parameters {size_text(est['param_bytes'])} + buffers "
                 f"{size_text(est['buffer_bytes'])} + gradients {size_text(est['grad_bytes'])} + DDP buckets "
                 f"{size_text(est['bucket_bytes'])} + optimizer state {size_text(est['optimizer_bytes'])} "
                 f"({', '.join(est['optimizers']) or 'no optimizer found'}) = "
-                f"{size_text(est['total_bytes'])}"] + est.get("notes", [])
+                f"{size_text(est['total_bytes'])}")] + est.get("notes", [])
     data = {"estimate": est}
     gpus = [(r, part(r, "binding").get("gpu")) for r in records]
     gpus = [(r, g) for r, g in gpus if g and g.get("total_memory")]
@@ -103,3 +108,93 @@ def fit_check(records: list[dict]) -> CheckResult:
     return CheckResult("mem.fit", Status.PASS,
                        f"model state {size_text(est['total_bytes'])} per rank, {share:.0%} of the "
                        f"smallest GPU", evidence, data=data)
+
+
+# -- mem.peak ------------------------------------------------------------------------------
+
+PEAK_WARN_SHARE = 0.9  # a peak above 90% of the GPU: the next bigger batch or sequence OOMs
+PEAK_FIX = ("shard the training state with FSDP or ZeRO (ZeroRedundancyOptimizer / DeepSpeed), use a "
+            "smaller batch per GPU (gradient accumulation keeps the effective batch), or activation "
+            "checkpointing (torch.utils.checkpoint)")
+
+
+@dataclass
+class RankPeak:
+    """One rank's measured peaks, with the GPU it drives (binding) when there is one."""
+
+    rank: int
+    rss_bytes: int | None
+    rss_at_first_batch_bytes: int | None
+    device: DevicePeak | None
+    gpu_name: str | None
+    gpu_total_bytes: int | None
+
+    def to_json(self) -> dict:
+        d = self.device
+        return {"rank": self.rank, "rss_peak_bytes": self.rss_bytes,
+                "rss_at_first_batch_bytes": self.rss_at_first_batch_bytes,
+                "device": None if d is None else f"cuda:{d.index}",
+                "allocated_peak_bytes": None if d is None else d.allocated_bytes,
+                "reserved_peak_bytes": None if d is None else d.reserved_bytes,
+                "gpu_total_bytes": self.gpu_total_bytes}
+
+
+def rank_peak(rec: dict) -> RankPeak | None:
+    perf = PerfRecord.from_plain(rec.get("perf"))
+    if not perf.steps_ran or perf.mem is None:
+        return None
+    gpu = part(rec, "binding").get("gpu") or {}
+    devices = perf.mem.devices
+    device = next((d for d in devices if d.index == gpu.get("index")), None)
+    if device is None and devices:
+        device = max(devices, key=lambda d: d.reserved_bytes)
+    return RankPeak(rank_of(rec), perf.mem.rss_peak_bytes, perf.mem.rss_at_first_batch_bytes, device,
+                    gpu.get("name"), gpu.get("total_memory"))
+
+
+def peak_check(records: list[dict]) -> CheckResult:
+    """Measured peaks of the audited steps, next to mem.fit's estimate of the model state."""
+    peaks = [p for p in map(rank_peak, records) if p is not None]
+    if not peaks:
+        return CheckResult("mem.peak", Status.SKIP, "no training step ran: nothing to measure")
+    estimates = [m["total_bytes"] for m in (part(r, "binding").get("model") for r in records) if m]
+    estimate = max(estimates) if estimates else None
+    data: dict = {"ranks": [p.to_json() for p in peaks], "estimate_bytes": estimate}
+    tail = [f"mem.fit's estimate of the model state: {size_text(estimate)} per rank"] if estimate else []
+    on_gpu = [p for p in peaks if p.device is not None]
+    if not on_gpu:
+        top = max(peaks, key=lambda p: p.rss_bytes or 0)
+        evidence = [f"rank {p.rank}: peak RSS {_size(p.rss_bytes)} ({_size(p.rss_at_first_batch_bytes)} "
+                    f"when the first batch came)" for p in peaks]
+        evidence.append("RSS counts torch's libraries in every rank, and not DataLoader worker processes")
+        return CheckResult("mem.peak", Status.PASS,
+                           f"peak RSS {_size(top.rss_bytes)} per rank (rank {top.rank}), on CPU",
+                           evidence + tail, data=data)
+    top = max(on_gpu, key=lambda p: p.device.reserved_bytes)
+    totals = [p for p in peaks if p.gpu_total_bytes]
+    smallest = min(totals, key=lambda p: p.gpu_total_bytes) if totals else None
+    evidence = []
+    for p in on_gpu:
+        of = f", {p.device.reserved_bytes / p.gpu_total_bytes:.0%} of its {mib(p.gpu_total_bytes)}" \
+            if p.gpu_total_bytes else ""
+        evidence.append(f"rank {p.rank}: cuda:{p.device.index} peak allocated {size_text(p.device.allocated_bytes)}, "
+                        f"reserved {size_text(p.device.reserved_bytes)}{of}")
+    reserved = size_text(top.device.reserved_bytes)
+    if smallest is None:
+        return CheckResult("mem.peak", Status.PASS, f"peak {reserved} reserved on rank {top.rank}",
+                           evidence + tail, data=data)
+    share = top.device.reserved_bytes / smallest.gpu_total_bytes
+    data.update(smallest_gpu_bytes=smallest.gpu_total_bytes, share=round(share, 4))
+    evidence.append(f"smallest GPU: {smallest.gpu_name} {mib(smallest.gpu_total_bytes)} (rank {smallest.rank})")
+    if share > PEAK_WARN_SHARE:
+        return CheckResult("mem.peak", Status.WARN,
+                           f"peak {reserved} reserved on rank {top.rank} is {share:.0%} of the smallest GPU: "
+                           f"little headroom for a longer sequence or a bigger batch", evidence + tail,
+                           PEAK_FIX, data=data)
+    return CheckResult("mem.peak", Status.PASS,
+                       f"peak {reserved} reserved on rank {top.rank}, {share:.0%} of the smallest GPU",
+                       evidence + tail, data=data)
+
+
+def _size(n: int | None) -> str:
+    return "?" if n is None else size_text(n)

@@ -17,7 +17,7 @@ from ddplint.runtime.checks.binding import binding_info, distinct_check
 from ddplint.runtime.checks.comm import allreduce_check, bandwidth_check, measure
 from ddplint.runtime.checks.consistency import consistent_check
 from ddplint.runtime.checks.gpu import visible_gpus
-from ddplint.runtime.checks.memory import estimate, fit_check
+from ddplint.runtime.checks.memory import estimate, fit_check, peak_check
 from ddplint.runtime.checks.network import active_rates
 from ddplint.runtime.checks.ranks import ranks_check
 from ddplint.runtime.checks.records import IDENTITY_VARS
@@ -107,4 +107,4 @@ def rank_checks(records: list[dict], log_tail: str | None = None) -> list[CheckR
     """Every rank-side verdict; `log_tail` (torchrun's output) lets a stall quote NCCL's last line."""
     return [versions_check(records), consistent_check(records), ranks_check(records),
             distinct_check(records), allreduce_check(records, log_tail),
-            bandwidth_check(records), fit_check(records)]
+            bandwidth_check(records), fit_check(records), peak_check(records)]

@@ -1,0 +1,371 @@
+"""Step times, peak memory and checkpoint contents, measured inside a rank.
+
+- Step times: the data probe tells `StepClock` when the training loader's `__next__` is called,
+  when the batch came back and when the probe's own per-batch work was done. A step runs from
+  one `__next__` call to the next: the time inside `__next__` is waiting for data, the rest is
+  the script's own step. The probe's own work (sample fingerprints, the phase file) is left out.
+- Gradient communication: DDP's reducer already times every iteration (backward compute, and
+  from the first bucket's all_reduce to the last one's completion) for its own logging, only
+  for the first 10 iterations by default; every DDP model built during the audit is set to
+  sample every iteration, and its last iteration's numbers are read at each step boundary.
+  The exposed part (communication not overlapped with backward) is how long a rank waited for
+  its peers: in synchronous training every rank's step is as long as the slowest one's, so a
+  straggler shows only there.
+- Peak memory: VmHWM of the process (the kernel's resident high-water mark) at the first
+  training batch and when the script ended; on GPU the caching allocator's peaks per device.
+- Checkpoints: each file the rank wrote with torch.save (or a checkpoint-named file it wrote or
+  renamed into place) is read back with torch.load once the script has ended, in the rank
+  itself: the files are the script's own, inside the sandbox, and unpickling them trusts no
+  code beyond the script the rank already ran. Tensors are memory-mapped, not read.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import sys
+import time
+import weakref
+from collections.abc import Mapping
+
+from ddplint.runtime.perfrecords import (
+    CheckpointContent,
+    CommSample,
+    DevicePeak,
+    LiveTraining,
+    MemPeak,
+    OptimizerInfo,
+    StepSample,
+    StepTimes,
+)
+
+CHECKPOINT_SUFFIXES = (".pt", ".pth", ".ckpt", ".bin", ".pkl", ".tar")
+MAX_CHECKPOINTS = 8  # read back per rank, the last ones written
+LEGACY_LIMIT = 1 << 30  # a non-zip (legacy) checkpoint cannot be memory-mapped: read only up to 1 GiB
+_DEPTH = 3  # dict levels followed inside a checkpoint
+COUNTER_NAMES = {"epoch", "epochs", "step", "steps", "iteration", "iterations", "iter", "it", "global_step",
+                 "num_updates", "updates", "batch_idx", "total_steps", "num_steps", "start_epoch"}
+COUNTER_SUFFIXES = ("_epoch", "_epochs", "_step", "_steps", "_iter", "_iteration", "_iterations")
+
+
+# -- step times -----------------------------------------------------------------------------
+
+
+class StepClock:
+    def __init__(self) -> None:
+        self.times = StepTimes()
+        self._pending: tuple[int, int, float, float] | None = None  # epoch, step, wait, batch done
+        self._models: weakref.WeakSet = weakref.WeakSet()
+        self._seen: set[tuple[int, int]] = set()
+        self.rss_at_first_batch: int | None = None
+
+    def install(self) -> None:
+        """Every DDP model built from now on samples its runtime stats every iteration."""
+        from torch.nn.parallel import DistributedDataParallel
+
+        orig = DistributedDataParallel.__init__
+        clock = self
+
+        @functools.wraps(orig)
+        def __init__(model, *args, **kwargs):
+            orig(model, *args, **kwargs)
+            with contextlib.suppress(Exception):  # a torch without the logger: steps are still timed
+                model._set_ddp_runtime_logging_sample_rate(1)
+                clock._models.add(model)
+
+        DistributedDataParallel.__init__ = __init__  # type: ignore[method-assign]
+
+    def first_batch(self) -> None:
+        self.rss_at_first_batch = rss_peak()
+
+    def batch(self, epoch: int, step: int, called: float, got: float, done: float) -> None:
+        """A batch of the training loader: `__next__` called, the batch back, the probe done."""
+        self._close(epoch, called)
+        self._pending = (epoch, step, got - called, done)
+        self.times.probe_s += done - got
+
+    def epoch_end(self, epoch: int, called: float) -> None:
+        self._close(epoch, called)
+        self._pending = None
+
+    def _close(self, epoch: int, called: float) -> None:
+        if self._pending is not None and self._pending[0] == epoch:
+            e, step, wait, done = self._pending
+            self.times.steps.append(StepSample(e, step, round(wait, 6), round(called - done, 6)))
+            self._read_comm()
+        self._pending = None
+
+    def _read_comm(self) -> None:
+        for model in list(self._models):
+            d = {}
+            with contextlib.suppress(Exception):
+                d = model._get_ddp_logging_data()
+            it, comm = d.get("iteration"), d.get("backward_comm_time")
+            if not isinstance(it, int) or not isinstance(comm, int) or (id(model), it) in self._seen:
+                continue
+            self._seen.add((id(model), it))
+            overlap = d.get("backward_compute_comm_overlap_time", 0)
+            self.times.comm.append(CommSample(it, comm / 1e9, (overlap if isinstance(overlap, int) else 0) / 1e9))
+        self.times.ddp_models = len(self._models)
+
+
+# -- memory ---------------------------------------------------------------------------------
+
+
+def _status_kib(field: str, path: str = "/proc/self/status") -> int | None:
+    try:
+        with open(path) as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def rss_peak() -> int | None:
+    """The process's resident high-water mark; ru_maxrss where /proc is not there."""
+    peak = _status_kib("VmHWM")
+    if peak is None:
+        try:
+            import resource
+
+            peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * (1 if sys.platform == "darwin" else 1024)
+        except (ImportError, OSError):
+            return None
+    return peak
+
+
+def mem_peak(clock: StepClock) -> MemPeak:
+    import torch
+
+    devices = []
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        for i in range(torch.cuda.device_count()):
+            reserved = torch.cuda.max_memory_reserved(i)
+            if reserved:
+                devices.append(DevicePeak(i, torch.cuda.max_memory_allocated(i), reserved))
+    return MemPeak(rss_peak(), clock.rss_at_first_batch, _status_kib("MemTotal", "/proc/meminfo"), devices)
+
+
+# -- checkpoints ----------------------------------------------------------------------------
+
+
+class TrainingObjects:
+    """Optimizers, LR schedulers and grad scalers the script builds (weakly held), so that a
+    checkpoint can be judged against what a resume would have to restore. Snapshotted at each
+    torch.save, while they are alive: the script's globals are gone once it has ended."""
+
+    def __init__(self) -> None:
+        self._objects: weakref.WeakSet = weakref.WeakSet()
+        self.live = LiveTraining()
+        self.main_module = None  # the script's __main__ at its last torch.save, to unpickle its classes
+
+    def install(self) -> None:
+        import torch
+
+        classes = [torch.optim.Optimizer, torch.optim.lr_scheduler.LRScheduler]
+        scaler = getattr(getattr(torch, "amp", None), "GradScaler", None)
+        if scaler is not None:
+            classes.append(scaler)
+        for cls in classes:
+            self._wrap(cls)
+
+    def _wrap(self, cls) -> None:
+        orig = cls.__init__
+        objects = self._objects
+
+        @functools.wraps(orig)
+        def __init__(obj, *args, **kwargs):
+            orig(obj, *args, **kwargs)
+            try:
+                objects.add(obj)
+            except TypeError:
+                pass
+
+        cls.__init__ = __init__
+
+    def saved(self) -> None:
+        """A torch.save: remember what the training holds now."""
+        import torch
+
+        self.main_module = sys.modules.get("__main__")
+        live = LiveTraining()
+        for obj in list(self._objects):
+            if isinstance(obj, torch.optim.Optimizer):
+                live.optimizers.append(OptimizerInfo(type(obj).__name__, _stateful(obj)))
+            elif isinstance(obj, torch.optim.lr_scheduler.LRScheduler):
+                live.schedulers.append(type(obj).__name__)
+            elif getattr(obj, "is_enabled", lambda: False)():
+                live.scaler = True
+        self.live = live
+
+
+def _stateful(optimizer) -> bool:
+    import torch
+
+    return any(isinstance(t, torch.Tensor) and t.dim() > 0
+               for s in optimizer.state.values() for t in s.values())
+
+
+def checkpoint_candidates(writes: list[dict]) -> list[str]:
+    """Paths this rank wrote that may be checkpoints, the last MAX_CHECKPOINTS, latest write last."""
+    order: dict[str, None] = {}
+    for w in writes:
+        if w.get("dir") or w.get("library"):
+            continue
+        path = w["path"]
+        if w["op"] == "torch.save" or path.endswith(CHECKPOINT_SUFFIXES):
+            order.pop(path, None)
+            order[path] = None
+    return list(order)[-MAX_CHECKPOINTS:]
+
+
+def read_checkpoints(writes: list[dict], readable, objects: TrainingObjects) -> list[CheckpointContent]:
+    """Load back every checkpoint this rank wrote that still exists; `readable(path)` is where the
+    rank reads it (the scratch copy when writes are redirected)."""
+    ops = {}
+    for w in writes:
+        ops.setdefault(w["path"], set()).add(w["op"])
+    out = []
+    for path in checkpoint_candidates(writes):
+        real = readable(path)
+        if not os.path.isfile(real):
+            continue  # renamed into place, or removed again
+        content = load_checkpoint(real, path, objects.main_module)
+        if "torch.save" not in ops[path] and (content.error is not None or
+                                              (content.model is None and content.optimizer is None)):
+            continue  # named like a checkpoint, but not one: unreadable, or a pickle of something else
+        out.append(content)
+    return out
+
+
+def load_checkpoint(real: str, path: str, main_module=None) -> CheckpointContent:
+    import torch
+
+    size = os.path.getsize(real)
+    content = CheckpointContent(path=path, size_bytes=size)
+    saved_main = sys.modules.get("__main__")
+    if main_module is not None:
+        sys.modules["__main__"] = main_module  # classes the script defined pickle as __main__.X
+    start = time.perf_counter()
+    try:
+        try:
+            obj = torch.load(real, map_location="cpu", weights_only=False, mmap=True)
+        except RuntimeError as exc:
+            if "mmap" not in str(exc) and "zip" not in str(exc):
+                raise
+            if size > LEGACY_LIMIT:
+                content.error = "a legacy (non-zip) checkpoint over 1 GiB: not read back"
+                return content
+            obj = torch.load(real, map_location="cpu", weights_only=False)
+    except Exception as exc:  # noqa: BLE001 - whatever torch.load raises is the finding
+        text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        content.error = f"{type(exc).__name__}: {text}"[:200]
+        return content
+    finally:
+        sys.modules["__main__"] = saved_main
+        content.load_s = round(time.perf_counter() - start, 4)
+    describe(obj, content)
+    return content
+
+
+def describe(obj, content: CheckpointContent) -> None:
+    """Fill `content` with what `obj` (a loaded checkpoint) holds."""
+    if isinstance(obj, Mapping):
+        content.keys = [str(k) for k in list(obj)[:40]]
+    _walk(obj, "checkpoint", 0, content)
+
+
+def _walk(obj, where: str, depth: int, c: CheckpointContent) -> None:
+    import torch
+
+    if isinstance(obj, torch.nn.Module):
+        if c.model is None:
+            c.model, c.whole_module = where, True
+            sd = obj.state_dict()
+            c.model_tensors, c.module_prefix = len(sd), _prefixed(sd)
+        return
+    if isinstance(obj, torch.optim.Optimizer):
+        if c.optimizer is None:
+            c.optimizer, c.optimizer_state_entries = where, len(obj.state)
+            c.optimizer_groups = _group_hints(obj.param_groups)
+        return
+    if isinstance(obj, torch.optim.lr_scheduler.LRScheduler):
+        c.scheduler = c.scheduler or where
+        return
+    if isinstance(obj, Mapping):
+        if "state" in obj and "param_groups" in obj:
+            if c.optimizer is None:
+                state = obj["state"]
+                c.optimizer = where
+                c.optimizer_state_entries = len(state) if isinstance(state, Mapping) else None
+                c.optimizer_groups = _group_hints(obj["param_groups"])
+            return
+        if "last_epoch" in obj and ("base_lrs" in obj or "_last_lr" in obj):
+            c.scheduler = c.scheduler or where
+            return
+        if "scale" in obj and "growth_factor" in obj:
+            c.scaler = c.scaler or where
+            return
+        if _is_state_dict(obj):
+            if c.model is None:
+                c.model, c.model_tensors, c.module_prefix = where, len(obj), _prefixed(obj)
+            return
+        for key, value in obj.items():
+            name = f"{where}[{key!r}]"
+            low = str(key).lower()
+            if _counter_value(value) is not None and (low in COUNTER_NAMES or low.endswith(COUNTER_SUFFIXES)):
+                c.counters[name] = _counter_value(value)
+            elif "rng" in low or "random" in low or "generator" in low or "seed_state" in low:
+                c.rng.append(name)
+            elif depth < _DEPTH:
+                _walk(value, name, depth + 1, c)
+        return
+    if isinstance(obj, (list, tuple)) and depth < _DEPTH:
+        for i, value in enumerate(obj[:16]):
+            _walk(value, f"{where}[{i}]", depth + 1, c)
+
+
+def _is_state_dict(d: Mapping) -> bool:
+    import torch
+
+    if not d or not all(isinstance(k, str) for k in d):
+        return False
+    tensors = sum(isinstance(v, torch.Tensor) for v in d.values())
+    return tensors > 0 and tensors >= 0.8 * len(d)
+
+
+def _prefixed(sd) -> bool:
+    return bool(sd) and all(str(k).startswith("module.") for k in sd)
+
+
+def _counter_value(value) -> int | None:
+    import torch
+
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, torch.Tensor) and value.dim() == 0 and not value.is_floating_point() \
+            and value.dtype is not torch.bool:
+        return int(value)
+    np = sys.modules.get("numpy")
+    if np is not None and isinstance(value, np.integer):
+        return int(value)
+    return None
+
+
+def _group_hints(groups) -> list[str]:
+    """What the param_groups say about per-parameter state the optimizer keeps."""
+    hints: list[str] = []
+    for g in groups if isinstance(groups, (list, tuple)) else []:
+        if not isinstance(g, Mapping):
+            continue
+        momentum = g.get("momentum")
+        if isinstance(momentum, (int, float)) and momentum > 0 and f"momentum={momentum:g}" not in hints:
+            hints.append(f"momentum={momentum:g}")
+        if "betas" in g and "betas" not in hints:
+            hints.append("betas")
+    return hints

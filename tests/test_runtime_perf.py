@@ -1,0 +1,244 @@
+"""mem.peak, perf.steps and ckpt.resume in real audits: `python -m ddplint --runtime` runs small
+DDP scripts under the real torchrun (gloo, 2 CPU processes). The scripts differ by far more than
+the thresholds (a loader that sleeps 0.4 s per batch against steps of matmuls that wait well
+under a millisecond for data; a rank that sleeps 0.5 s per step against ranks that sleep alike),
+so the verdicts hold on a busy machine."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+pytest.importorskip("torch")
+
+from test_runtime_audit import report_schema
+
+ROOT = Path(__file__).resolve().parent.parent
+
+HEAD = """
+import time
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.utils.data import DataLoader, Dataset, TensorDataset
+from torch.utils.data.distributed import DistributedSampler
+
+dist.init_process_group("gloo")
+rank = dist.get_rank()
+torch.manual_seed(0)
+"""
+
+INPUT_BOUND = HEAD + """
+class Decoded(Dataset):  # every sample "decoded" in the training loop's own process
+    def __len__(self):
+        return 64
+
+    def __getitem__(self, i):
+        time.sleep(0.2)
+        return torch.full((16,), float(i)), torch.zeros(4)
+
+data = Decoded()
+sampler = DistributedSampler(data)
+loader = DataLoader(data, batch_size=2, sampler=sampler)
+model = DDP(torch.nn.Linear(16, 4))
+opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+for epoch in range(5):
+    sampler.set_epoch(epoch)
+    for x, y in loader:
+        opt.zero_grad()
+        torch.nn.functional.mse_loss(model(x), y).backward()
+        opt.step()
+    if rank == 0:
+        torch.save(model.state_dict(), "weights.pt")  # the model only: momentum is lost
+"""
+
+COMPUTE_BOUND = HEAD + """
+data = TensorDataset(torch.randn(256, 256), torch.randn(256, 256))
+sampler = DistributedSampler(data)
+loader = DataLoader(data, batch_size=16, sampler=sampler)
+model = DDP(torch.nn.Linear(256, 256))
+opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+sched = torch.optim.lr_scheduler.StepLR(opt, 1)
+w = torch.randn(256, 256) / 16
+for epoch in range(5):
+    sampler.set_epoch(epoch)
+    for x, y in loader:
+        a = torch.randn(256, 256)
+        for _ in range(30):
+            a = torch.tanh(a @ w)
+        opt.zero_grad()
+        torch.nn.functional.mse_loss(model(x + a[:16]), y).backward()
+        opt.step()
+    sched.step()
+    if rank == 0:
+        torch.save({"model": model.module.state_dict(), "optimizer": opt.state_dict(),
+                    "scheduler": sched.state_dict(), "epoch": epoch}, "checkpoint.pt")
+"""
+
+SLEEPY = HEAD + """
+data = TensorDataset(torch.randn(128, 16), torch.randn(128, 4))
+sampler = DistributedSampler(data)
+loader = DataLoader(data, batch_size=8, sampler=sampler)
+model = DDP(torch.nn.Linear(16, 4))
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+for epoch in range(5):
+    sampler.set_epoch(epoch)
+    for x, y in loader:
+        time.sleep({sleep})
+        opt.zero_grad()
+        torch.nn.functional.mse_loss(model(x), y).backward()
+        opt.step()
+"""
+STRAGGLER = SLEEPY.replace("{sleep}", "0.5 if rank == 1 else 0.0")
+BALANCED = SLEEPY.replace("{sleep}", "0.1")
+
+
+def audit(tmp_path: Path, name: str, source: str) -> dict[str, dict]:
+    script = tmp_path / name
+    script.write_text(textwrap.dedent(source))
+    out = tmp_path / "report.json"
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.run([sys.executable, "-m", "ddplint", "--runtime", "--format", "json", "--output", str(out),
+                           "--steps", "5", "--epochs", "2", str(script)],
+                          capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path, check=False)
+    assert out.exists(), proc.stderr
+    report = json.loads(out.read_text())
+    jsonschema.validate(report, report_schema())
+    assert report["exit_code"] == 0, report["checks"]
+    return {c["check"]: c for c in report["checks"]}
+
+
+def order(checks: dict[str, dict]) -> list[str]:
+    return [name for name in checks if name in ("mem.fit", "mem.peak", "io.single_writer", "ckpt.resume",
+                                                 "perf.steps", "run.failure")]
+
+
+def test_input_bound_loader_and_a_model_only_checkpoint(tmp_path):
+    checks = audit(tmp_path, "input_bound.py", INPUT_BOUND)
+    steps = checks["perf.steps"]
+    assert steps["status"] == "WARN", steps
+    assert steps["summary"].startswith("input-bound: rank ")
+    assert "input_bound.py:" in steps["summary"]
+    assert "num_workers=4" in steps["fix"] and "(now num_workers=0)" in steps["fix"]
+    for r in steps["data"]["ranks"]:
+        assert r["steps"] == 8  # 2 epochs x 5 steps, the first of each epoch left out
+        assert r["wait_share"] > 0.6  # two samples of 0.2 s per batch; the threshold is 0.3
+        assert r["wait_s"] >= 0.38
+    resume = checks["ckpt.resume"]
+    assert resume["status"] == "WARN", resume
+    assert resume["summary"].startswith("a resume from weights.pt would miss: no optimizer state: SGD keeps")
+    assert "missing: no epoch/step counter: a resume starts again at epoch 0" in resume["evidence"]
+    [ckpt] = resume["data"]["checkpoints"]
+    assert ckpt["rank"] == 0 and ckpt["model"] == "checkpoint" and ckpt["model_tensors"] == 2
+    assert ckpt["module_prefix"] and ckpt["optimizer"] is None
+    assert resume["data"]["live"]["optimizers"] == [{"kind": "SGD", "stateful": True}]
+    assert order(checks) == ["mem.fit", "mem.peak", "io.single_writer", "ckpt.resume", "perf.steps",
+                             "run.failure"]
+
+
+def test_compute_bound_steps_and_a_full_checkpoint(tmp_path):
+    checks = audit(tmp_path, "compute_bound.py", COMPUTE_BOUND)
+    steps = checks["perf.steps"]
+    assert "input-bound" not in steps["summary"], steps
+    for r in steps["data"]["ranks"]:
+        assert r["steps"] == 8 and r["comm_s"] is not None
+        assert r["wait_share"] < 0.06  # a TensorDataset batch against 30 matmuls of 256x256
+    if steps["status"] == "PASS":
+        assert steps["summary"].startswith("median step ") and "waiting for data " in steps["summary"]
+    resume = checks["ckpt.resume"]
+    assert resume["status"] == "PASS", resume
+    assert resume["summary"] == ("checkpoint.pt holds what a resume needs: model, optimizer, scheduler, "
+                                 "checkpoint['epoch'] (no RNG state: a resume draws different random numbers)")
+    [ckpt] = resume["data"]["checkpoints"]
+    assert ckpt["counters"] == {"checkpoint['epoch']": 1}  # saved after epochs 0 and 1
+    assert ckpt["optimizer_state_entries"] == 2 and not ckpt["module_prefix"]
+    peak = checks["mem.peak"]
+    assert peak["status"] == "PASS" and peak["summary"].endswith("per rank (rank 0), on CPU") or \
+        peak["summary"].endswith("per rank (rank 1), on CPU")
+    for r in peak["data"]["ranks"]:
+        assert r["rss_peak_bytes"] >= r["rss_at_first_batch_bytes"] > 50 * 2**20  # torch is loaded
+        assert r["device"] is None
+
+
+def test_a_rank_with_extra_work_per_step_is_the_straggler(tmp_path):
+    checks = audit(tmp_path, "straggler.py", STRAGGLER)
+    steps = checks["perf.steps"]
+    assert steps["status"] == "WARN", steps
+    assert steps["summary"].startswith("straggler: rank 1 works "), steps["summary"]
+    ranks = {r["rank"]: r for r in steps["data"]["ranks"]}
+    assert ranks[1]["own_s"] >= 0.45 and ranks[1]["own_s"] > 5 * ranks[0]["own_s"]
+    assert ranks[0]["comm_s"] >= 0.4  # rank 0 waits for rank 1 in the gradient all_reduce
+    assert steps["data"]["straggler"] == 1
+    assert checks["ckpt.resume"]["status"] == "SKIP"
+
+
+def test_balanced_ranks_pass(tmp_path):
+    checks = audit(tmp_path, "balanced.py", BALANCED)
+    steps = checks["perf.steps"]
+    assert steps["status"] == "PASS", steps
+    ranks = steps["data"]["ranks"]
+    own = [r["own_s"] for r in ranks]
+    assert min(own) >= 0.09 and max(own) < 1.3 * min(own)  # both sleep 0.1 s per step
+    assert steps["data"]["slowest_ratio"] < 1.3
+    assert "straggler" not in steps["data"]
+
+
+ATOMIC_SAVE = HEAD + """
+import dataclasses
+import os
+import pickle
+
+@dataclasses.dataclass
+class Config:  # pickled as __main__.Config: read back in the script's own module
+    lr: float = 0.01
+
+data = TensorDataset(torch.randn(64, 8), torch.randn(64, 2))
+sampler = DistributedSampler(data)
+loader = DataLoader(data, batch_size=8, sampler=sampler)
+model = DDP(torch.nn.Linear(8, 2))
+opt = torch.optim.Adam(model.parameters(), lr=Config().lr)
+for epoch in range(5):
+    sampler.set_epoch(epoch)
+    for x, y in loader:
+        opt.zero_grad()
+        torch.nn.functional.mse_loss(model(x), y).backward()
+        opt.step()
+    if rank == 0:
+        os.makedirs("out", exist_ok=True)
+        torch.save({"model": model.module.state_dict(), "optimizer": opt.state_dict(),
+                    "global_step": (epoch + 1) * len(loader), "config": Config()}, "out/last.pt.tmp")
+        os.replace("out/last.pt.tmp", "out/last.pt")  # atomic: a crash never leaves half a file
+        with open("out/metrics.pkl", "wb") as f:
+            pickle.dump({"epoch": epoch, "loss": 0.5}, f)  # named like a checkpoint, but is not one
+"""
+
+
+def test_atomic_save_read_back_without_the_sandbox(tmp_path):
+    """Without the sandbox the rank reads its redirected copy; the checkpoint renamed into place
+    is the one judged, and its class from the script unpickles."""
+    script = tmp_path / "atomic.py"
+    script.write_text(textwrap.dedent(ATOMIC_SAVE))
+    out = tmp_path / "report.json"
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.run([sys.executable, "-m", "ddplint", "--runtime", "--no-sandbox", "--format", "json",
+                           "--output", str(out), "--steps", "3", "--epochs", "2", str(script)],
+                          capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path, check=False)
+    assert out.exists(), proc.stderr
+    resume = next(c for c in json.loads(out.read_text())["checks"] if c["check"] == "ckpt.resume")
+    assert resume["status"] == "PASS", resume
+    assert resume["summary"] == ("out/last.pt holds what a resume needs: model, optimizer, "
+                                 "checkpoint['global_step'] (no RNG state: a resume draws different random numbers)")
+    [ckpt] = resume["data"]["checkpoints"]
+    assert ckpt["path"] == str(tmp_path / "out" / "last.pt") and ckpt["error"] is None
+    assert ckpt["counters"] == {"checkpoint['global_step']": 8}  # 2 epochs x 4 batches
+    assert ckpt["optimizer_groups"] == ["betas"] and ckpt["optimizer_state_entries"] == 2
+    assert "config" in ckpt["keys"]
+    assert resume["data"]["live"]["optimizers"] == [{"kind": "Adam", "stateful": True}]
+    assert not (tmp_path / "out").exists()  # redirected into the run's scratch, now gone

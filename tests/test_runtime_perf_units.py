@@ -1,0 +1,288 @@
+"""mem.peak, perf.steps and ckpt.resume on records built by hand (no torchrun), and the in-rank
+pieces they rest on: the step clock and reading a checkpoint back."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from ddplint.runtime.checks.memory import peak_check
+from ddplint.runtime.perf_checks import check_resume, check_steps
+from ddplint.runtime.perfprobe import (
+    StepClock,
+    TrainingObjects,
+    checkpoint_candidates,
+    load_checkpoint,
+)
+from ddplint.runtime.perfrecords import (
+    CommSample,
+    DevicePeak,
+    LiveTraining,
+    MemPeak,
+    OptimizerInfo,
+    PerfRecord,
+    StepSample,
+    StepTimes,
+)
+from ddplint.runtime.verdict import Status
+
+GIB = 2**30
+
+
+def steps(wait: float, rest: float, n: int = 8, epochs: int = 2) -> list[StepSample]:
+    """n steps per epoch; the first of each epoch 10x slower (start-up), to be left out."""
+    return [StepSample(e, s, wait * (10 if s == 1 else 1), rest * (10 if s == 1 else 1))
+            for e in range(epochs) for s in range(1, n + 1)]
+
+
+def comm(exposed: float, n: int = 16) -> list[CommSample]:
+    return [CommSample(i, exposed + 0.001, 0.001) for i in range(n)]
+
+
+def rec(rank: int, perf: PerfRecord | None = None, binding: dict | None = None, **extra) -> dict:
+    out = {"rank": rank, "perf": asdict(perf) if perf else None, "binding": binding or {}}
+    out.update(extra)
+    return out
+
+
+# ---- mem.peak -------------------------------------------------------------------------------
+
+def test_cpu_peak_passes_with_each_ranks_rss_next_to_the_estimate():
+    mem = [MemPeak(900 * 2**20, 700 * 2**20, 16 * GIB), MemPeak(800 * 2**20, 650 * 2**20, 16 * GIB)]
+    recs = [rec(i, PerfRecord(mem=mem[i], times=StepTimes(steps(0.001, 0.01))),
+                binding={"model": {"total_bytes": 5 * 2**20}}) for i in range(2)]
+    r = peak_check(recs)
+    assert r.status is Status.PASS
+    assert r.summary == "peak RSS 900.0 MiB per rank (rank 0), on CPU"
+    assert r.evidence[0] == "rank 0: peak RSS 900.0 MiB (700.0 MiB when the first batch came)"
+    assert "mem.fit's estimate of the model state: 5.0 MiB per rank" in r.evidence
+    assert r.data["ranks"][1]["rss_peak_bytes"] == 800 * 2**20 and r.data["estimate_bytes"] == 5 * 2**20
+
+
+def gpu_rec(rank: int, reserved: int, total: int) -> dict:
+    mem = MemPeak(GIB, GIB, 64 * GIB, [DevicePeak(rank, reserved - GIB, reserved)])
+    return rec(rank, PerfRecord(mem=mem, times=StepTimes(steps(0.001, 0.1))),
+               binding={"gpu": {"index": rank, "name": "A100", "total_memory": total}})
+
+
+def test_gpu_peak_above_90_percent_of_the_smallest_gpu_warns():
+    # 38 GiB reserved fits the 80 GB card of rank 1, not the 40 GB card of rank 0
+    r = peak_check([gpu_rec(0, 30 * GIB, 40 * GIB), gpu_rec(1, 38 * GIB, 80 * GIB)])
+    assert r.status is Status.WARN
+    assert r.summary.startswith("peak 38.0 GiB reserved on rank 1 is 95% of the smallest GPU")
+    assert "FSDP" in r.fix and "smaller batch" in r.fix and "checkpointing" in r.fix
+    assert r.data["share"] == pytest.approx(0.95)
+    assert "rank 0: cuda:0 peak allocated 29.0 GiB, reserved 30.0 GiB, 75% of its 40960 MiB" in r.evidence
+
+
+def test_gpu_peak_with_headroom_passes_with_the_numbers():
+    r = peak_check([gpu_rec(0, 20 * GIB, 80 * GIB), gpu_rec(1, 21 * GIB, 80 * GIB)])
+    assert r.status is Status.PASS
+    assert r.summary == "peak 21.0 GiB reserved on rank 1, 26% of the smallest GPU"
+
+
+def test_no_step_skips_mem_peak():
+    r = peak_check([rec(0, PerfRecord(mem=MemPeak(GIB, None, None))), rec(1)])
+    assert r.status is Status.SKIP and "no training step ran" in r.summary
+
+
+# ---- perf.steps ------------------------------------------------------------------------------
+
+def test_input_bound_loader_warns_with_the_dataloader_fix():
+    loader = {"site": "/job/train.py:14", "num_workers": 0}
+    recs = {i: rec(i, PerfRecord(times=StepTimes(steps(0.400, 0.010), comm(0.001))),
+                   training_site="/job/train.py:14", loaders={"/job/train.py:14": loader}) for i in range(2)}
+    r = check_steps(recs, "/job")
+    assert r.status is Status.WARN
+    assert r.summary.startswith("input-bound: rank ")
+    assert "waits for data 98% of each step (400 ms of 410 ms) in the training loader at train.py:14" in r.summary
+    assert "num_workers=4" in r.fix and "(now num_workers=0)" in r.fix and "pin_memory=True" in r.fix
+    assert "persistent_workers=True" in r.fix and "decoding" in r.fix
+    assert r.data["ranks"][0]["steps"] == 14  # the first step of each epoch left out
+    assert r.data["ranks"][0]["first_step_s"] == pytest.approx(4.1)
+
+
+def test_compute_bound_steps_pass_with_the_split():
+    recs = {i: rec(i, PerfRecord(times=StepTimes(steps(0.0005, 0.0495), comm(0.010)))) for i in range(2)}
+    r = check_steps(recs, "/")
+    assert r.status is Status.PASS
+    assert r.summary == ("median step 50 ms over 14 steps per rank: waiting for data 1%, "
+                         "waiting in gradient all_reduce 20%, the rest 79%; slowest rank 0 1.00x the median")
+    assert r.evidence[0].startswith("rank 0: step 50 ms (median of 14): data wait 0.5 ms (1%), "
+                                    "gradient sync wait 10 ms, own work 40 ms")
+
+
+def test_straggler_is_the_rank_the_others_wait_for_in_all_reduce():
+    # synchronous steps: all 0.52 s; ranks 0, 2, 3 wait 0.5 s in all_reduce, rank 1 does not
+    recs = {i: rec(i, PerfRecord(times=StepTimes(steps(0.001, 0.519), comm(0.005 if i == 1 else 0.5))))
+            for i in range(4)}
+    r = check_steps(recs, "/")
+    assert r.status is Status.WARN
+    assert r.summary.startswith("straggler: rank 1 works 515 ms per step, 25.7x the 20 ms of the others, who wait for it")
+    assert "rank 1" in r.fix and r.data["straggler"] == 1 and r.data["slowest_rank"] == 1
+
+
+def test_small_differences_between_ranks_are_not_a_straggler():
+    # 1.6x, but the others wait only 3 ms per step: a busy host's noise
+    recs = {0: rec(0, PerfRecord(times=StepTimes(steps(0.0002, 0.008), comm(0.003)))),
+            1: rec(1, PerfRecord(times=StepTimes(steps(0.0002, 0.008), comm(0.0061))))}
+    assert check_steps(recs, "/").status is Status.PASS
+
+
+def test_without_ddp_timers_communication_is_not_separated():
+    recs = {i: rec(i, PerfRecord(times=StepTimes(steps(0.001, 0.05)))) for i in range(2)}
+    r = check_steps(recs, "/")
+    assert r.status is Status.PASS and "gradient all_reduce" not in r.summary
+    assert any("not separated" in e for e in r.evidence)
+
+
+def test_no_training_step_skips_perf_steps():
+    assert check_steps({0: rec(0, PerfRecord())}, "/").status is Status.SKIP
+
+
+def test_step_clock_times_from_one_next_to_the_next_without_the_probes_own_work():
+    clock = StepClock()
+    # batch 1: __next__ at 0.0, batch at 0.3, probe done at 0.31; batch 2: __next__ at 0.41 ...
+    clock.batch(0, 1, 0.0, 0.3, 0.31)
+    clock.batch(0, 2, 0.41, 0.71, 0.72)
+    clock.epoch_end(0, 0.82)
+    clock.batch(1, 1, 1.0, 1.2, 1.2)
+    clock.batch(2, 1, 2.0, 2.1, 2.1)  # epoch 1 left without reaching its end: its last step is dropped
+    got = [(s.epoch, s.step, round(s.wait_s, 3), round(s.rest_s, 3)) for s in clock.times.steps]
+    assert got == [(0, 1, 0.3, 0.1), (0, 2, 0.3, 0.1)]
+    assert clock.times.probe_s == pytest.approx(0.02)
+
+
+# ---- ckpt.resume -----------------------------------------------------------------------------
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 2)
+
+
+def trained(optimizer_cls, **kw):
+    model = Net()
+    opt = optimizer_cls(model.parameters(), lr=0.1, **kw)
+    model.fc(torch.randn(3, 4)).sum().backward()
+    opt.step()
+    return model, opt
+
+
+def live_of(opt, scheduler=None) -> LiveTraining:
+    objects = TrainingObjects()
+    objects._objects.add(opt)
+    if scheduler is not None:
+        objects._objects.add(scheduler)
+    objects.saved()
+    return objects.live
+
+
+def test_model_only_checkpoint_of_a_momentum_optimizer_warns(tmp_path):
+    model, opt = trained(torch.optim.SGD, momentum=0.9)
+    path = tmp_path / "ckpt.pt"
+    torch.save({f"module.{k}": v for k, v in model.state_dict().items()}, path)
+    c = load_checkpoint(str(path), str(path))
+    assert c.error is None and c.model == "checkpoint" and c.model_tensors == 2 and c.module_prefix
+    assert c.optimizer is None and c.counters == {}
+    live = live_of(opt)
+    assert live.optimizers == [OptimizerInfo("SGD", True)]
+    r = check_resume({0: rec(0, PerfRecord(checkpoints=[c], live=live))}, str(tmp_path))
+    assert r.status is Status.WARN
+    assert r.summary == ("a resume from ckpt.pt would miss: no optimizer state: SGD keeps per-parameter "
+                         "state (momentum, moments) that a resume restarts from zero (+1 more)")
+    assert "missing: no epoch/step counter: a resume starts again at epoch 0" in r.evidence
+    assert any("'module.' prefix" in e for e in r.evidence)
+    assert "optimizer.state_dict()" in r.fix
+    json.dumps(r.to_json())
+
+
+def test_full_checkpoint_passes(tmp_path):
+    model, opt = trained(torch.optim.SGD, momentum=0.9)
+    sched = torch.optim.lr_scheduler.StepLR(opt, 1)
+    path = tmp_path / "full.pt"
+    torch.save({"model": model.state_dict(), "optimizer": opt.state_dict(), "scheduler": sched.state_dict(),
+                "epoch": 3, "rng": torch.get_rng_state()}, path)
+    c = load_checkpoint(str(path), str(path))
+    assert (c.model, c.optimizer, c.scheduler) == ("checkpoint['model']", "checkpoint['optimizer']",
+                                                    "checkpoint['scheduler']")
+    assert c.optimizer_state_entries == 2 and c.optimizer_groups == ["momentum=0.9"]
+    assert c.counters == {"checkpoint['epoch']": 3} and c.rng == ["checkpoint['rng']"] and not c.module_prefix
+    r = check_resume({0: rec(0, PerfRecord(checkpoints=[c], live=live_of(opt, sched)))}, str(tmp_path))
+    assert r.status is Status.PASS
+    assert r.summary == "full.pt holds what a resume needs: model, optimizer, scheduler, checkpoint['epoch']"
+
+
+def test_a_scheduler_the_checkpoint_leaves_out_and_an_empty_optimizer_state(tmp_path):
+    model, opt = trained(torch.optim.Adam)
+    sched = torch.optim.lr_scheduler.StepLR(opt, 1)
+    fresh = torch.optim.Adam(model.parameters())  # never stepped: no state
+    path = tmp_path / "c.pt"
+    torch.save({"model": model, "optim": fresh.state_dict(), "global_step": torch.tensor(12)}, path)
+    c = load_checkpoint(str(path), str(path))
+    assert c.whole_module and c.optimizer_state_entries == 0 and c.counters == {"checkpoint['global_step']": 12}
+    r = check_resume({0: rec(0, PerfRecord(checkpoints=[c], live=live_of(opt, sched)))}, str(tmp_path))
+    assert r.status is Status.WARN
+    assert r.summary.startswith("a resume from c.pt would miss: the optimizer state at checkpoint['optim'] is empty")
+    assert "missing: no LR scheduler state: StepLR restarts its schedule" in r.evidence
+
+
+def test_one_complete_checkpoint_is_enough(tmp_path):
+    model, opt = trained(torch.optim.SGD, momentum=0.9)
+    best, last = tmp_path / "best.pt", tmp_path / "last.pt"
+    torch.save(model.state_dict(), best)  # weights for inference
+    torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": 8}, last)
+    cs = [load_checkpoint(str(p), str(p)) for p in (best, last)]
+    r = check_resume({0: rec(0, PerfRecord(checkpoints=cs, live=live_of(opt)))}, str(tmp_path))
+    assert r.status is Status.PASS and r.summary.startswith("last.pt holds what a resume needs")
+    assert "1 other checkpoint(s) hold less" in r.summary
+
+
+def test_unreadable_checkpoint_and_no_checkpoint(tmp_path):
+    path = tmp_path / "broken.pt"
+    path.write_bytes(b"not a checkpoint")
+    c = load_checkpoint(str(path), str(path))
+    assert c.error is not None
+    r = check_resume({0: rec(0, PerfRecord(checkpoints=[c]))}, str(tmp_path))
+    assert r.status is Status.WARN and "torch.load cannot read it back" in r.summary
+    assert check_resume({0: rec(0, PerfRecord())}, "/").status is Status.SKIP
+
+
+def test_checkpoint_candidates_are_saves_and_checkpoint_names_latest_last():
+    writes = [{"path": "/o/a.pt.tmp", "op": "torch.save"}, {"path": "/o/a.pt", "op": "os.replace"},
+              {"path": "/o/log.txt", "op": "open:w"}, {"path": "/o/d", "op": "makedirs", "dir": True},
+              {"path": "/o/b.pth", "op": "open:wb"}, {"path": "/o/a.pt.tmp", "op": "torch.save"}]
+    assert checkpoint_candidates(writes) == ["/o/a.pt", "/o/b.pth", "/o/a.pt.tmp"]
+
+
+def test_perf_record_round_trips_through_plain_data():
+    perf = PerfRecord(mem=MemPeak(1, 2, 3, [DevicePeak(0, 4, 5)]), times=StepTimes(steps(0.1, 0.2), comm(0.1)),
+                      live=LiveTraining([OptimizerInfo("Adam", True)], ["StepLR"], True))
+    assert PerfRecord.from_plain(asdict(perf)) == perf
+    assert PerfRecord.from_plain(None) == PerfRecord()
+
+
+def test_grad_scaler_nested_states_and_counters_are_found(tmp_path):
+    import numpy as np
+
+    model, opt = trained(torch.optim.AdamW)
+    scaler = torch.amp.GradScaler("cpu")
+    path = tmp_path / "amp.pt"
+    torch.save({"state": {"net": model.state_dict(), "opts": [opt.state_dict()], "scaler": scaler.state_dict(),
+                          "train_step": np.int64(40)}, "torch_rng_state": torch.get_rng_state()}, path)
+    c = load_checkpoint(str(path), str(path))
+    assert c.model == "checkpoint['state']['net']" and c.optimizer == "checkpoint['state']['opts'][0]"
+    assert c.scaler == "checkpoint['state']['scaler']" and c.counters == {"checkpoint['state']['train_step']": 40}
+    assert c.rng == ["checkpoint['torch_rng_state']"] and c.optimizer_groups == ["betas"]
+    objects = TrainingObjects()
+    for obj in (opt, scaler):
+        objects._objects.add(obj)
+    objects.saved()
+    assert objects.live.scaler and objects.live.optimizers == [OptimizerInfo("AdamW", True)]
+    r = check_resume({0: rec(0, PerfRecord(checkpoints=[c], live=objects.live))}, str(tmp_path))
+    assert r.status is Status.PASS
+    assert r.summary == "amp.pt holds what a resume needs: model, optimizer, GradScaler, checkpoint['state']['train_step']"
