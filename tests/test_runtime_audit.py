@@ -312,3 +312,22 @@ def test_sharded_iterable_dataset_passes_by_content(runs):
     assert run.check("data.disjoint")["data"]["loaders"][0] == {
         "site": f"{run.script}:22", "level": "fingerprints", "basis": "an IterableDataset has no sample indices",
         "pairs": []}
+
+
+def test_rank_killed_by_a_signal_is_the_root_cause(runs):
+    """Rank 0 fails in all_reduce once rank 1 is gone; the report names rank 1's SIGKILL, as torchrun does."""
+    run = runs("killed.py")
+    assert_report_shape_without_progress(run)
+    c = run.check("run.failure")
+    assert c["status"] == "FAIL"
+    assert c["summary"].startswith("rank 1 was killed by SIGKILL, often the kernel's out-of-memory killer")
+    assert "dmesg" in c["fix"]
+    assert c["data"]["killed"] == [{"rank": 1, "signal": "SIGKILL", "exit_status": -9}]
+    assert all(r["rank"] == 0 for r in c["data"]["ranks"])  # rank 0's error is listed as a consequence
+    assert {r["rank"]: r["status"] for r in run.report["ranks"]}[1] == "missing"
+
+
+def test_rank_that_raises_is_not_taken_for_a_killed_one(runs):
+    """The twin: torchrun's SIGTERM to the survivor after a real error is not a root cause."""
+    c = runs("raises.py").check("run.failure")
+    assert "killed" not in c["data"] and c["summary"].startswith("rank 1 raised ValueError")

@@ -249,7 +249,7 @@ def _with_output(check: CheckResult, outputs: dict) -> CheckResult:
     """A failed run: the last lines each failing rank wrote (every line is in the JSON report)."""
     if check.status is not Status.FAIL:
         return check
-    failing = [r["rank"] for r in check.data.get("ranks", [])] or check.data.get("missing_ranks", [])
+    failing = [*check.data.get("missing_ranks", []), *(r["rank"] for r in check.data.get("ranks", []))]
     for rank in failing or sorted(outputs):
         out = outputs.get(rank)
         lines = out.last_lines(OUTPUT_LINES) if out else []

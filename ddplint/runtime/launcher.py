@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ddplint.runtime import sandbox as sbx
+from ddplint.runtime.exits import Exit, killed_on_their_own
 from ddplint.runtime.nodes import Nodes, RecordExchange
 from ddplint.runtime.rankoutput import OutputReader, RankOutput
 from ddplint.runtime.rundir import LAUNCHER_PID_ENV, RunDir
@@ -77,6 +78,7 @@ class LaunchResult:
     command: list[str] = field(default_factory=list)
     sandbox: sbx.Outcome | None = None  # what the sandbox's init saw, when there was one
     outputs: dict[int, RankOutput] = field(default_factory=dict)  # each rank's stdout and stderr
+    killed: list[Exit] = field(default_factory=list)  # ranks dead of a signal torchrun did not send
 
 
 def torchrun_command(rundir: RunDir, script: Path, script_args: tuple[str, ...], nproc: int,
@@ -207,6 +209,7 @@ class Launch:
             command=self.command,
             sandbox=sbx.Outcome.read(self.rundir.path) if self.sandbox is not None else None,
             outputs=outputs,
+            killed=killed_on_their_own(_tail(self.rundir.log_path(), SUMMARY_BYTES)),
         )
 
     def _stalled(self, phases: dict[int, dict], elapsed: float) -> Hang | None:
@@ -366,6 +369,9 @@ class InterruptGuard:
     def __exit__(self, *exc) -> None:
         for s, handler in self.old.items():
             signal.signal(s, handler)
+
+
+SUMMARY_BYTES = 1 << 16  # torchrun's failure summary, one block per failed rank, ends its log
 
 
 def _tail(path: Path, limit: int = 4000) -> str:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from ddplint.runtime.checks.causes import cause_of
 from ddplint.runtime.checks.comm import NCCL_HINT, last_nccl_line
+from ddplint.runtime.exits import Exit
 from ddplint.runtime.launcher import LaunchResult, describe_phase
 from ddplint.runtime.sites import is_user_file, short
 from ddplint.runtime.verdict import CheckResult, Status
@@ -59,6 +60,9 @@ def check_failure(result: LaunchResult, world: int, base: str) -> CheckResult:
     raised = sorted((r for r in records.values() if r.get("status") == "raised"),
                     key=lambda r: r["error"]["t"])
     missing = [r for r in range(world) if r not in records]
+    killed = [e for e in result.killed if e.rank not in records]
+    if killed:
+        return _killed(killed, raised, result)
     if raised:
         first = raised[0]
         err = first["error"]
@@ -100,6 +104,20 @@ def check_failure(result: LaunchResult, world: int, base: str) -> CheckResult:
         if ends == ["completed"] else "finished or were stopped"
     return CheckResult("run.failure", Status.PASS, f"all {world} ranks {how} without an error", evidence,
                        data={"returncode": result.returncode})
+
+
+def _killed(killed: list[Exit], raised: list[dict], result: LaunchResult) -> CheckResult:
+    """A rank died of a signal: the root cause, whatever its peers raised afterwards."""
+    first = killed[0]
+    evidence = [f"{e.what()} (exit status {e.code})" for e in killed[1:]]
+    evidence += [f"rank {r['rank']} then failed: {r['error']['message']}" for r in raised]
+    return CheckResult("run.failure", Status.FAIL, first.what(), evidence, fix=first.fix(),
+                       data={"killed": [{"rank": e.rank, "signal": e.signal.name if e.signal else None,
+                                         "exit_status": e.code} for e in killed],
+                             "missing_ranks": [e.rank for e in killed],
+                             "ranks": [{"rank": r["rank"], **{k: v for k, v in r["error"].items() if k != "t"}}
+                                       for r in raised],
+                             "returncode": result.returncode})
 
 
 def check_hang(result: LaunchResult, world: int, base: str, timeout: float) -> CheckResult:
