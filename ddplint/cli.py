@@ -112,6 +112,9 @@ def _fail(message: str) -> None:
 @click.option("--no-sandbox", "no_sandbox", is_flag=True,
               help="[runtime] Run the job without its own namespaces and copy-on-write layer (only "
               "Python's file calls are redirected then; see io.sandbox).")
+@click.option("--allow-no-data", is_flag=True,
+              help="[runtime] A run in which no rank reached a DataLoader batch is not a failure (a script "
+              "without a DataLoader); by default nothing audited exits 1.")
 @click.option("--verbose", "-v", is_flag=True,
               help="Show more detail; under --runtime, stream the ranks' output, each line prefixed by its rank.")
 @click.option("--quiet", "-q", is_flag=True,

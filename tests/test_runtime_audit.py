@@ -331,3 +331,31 @@ def test_rank_that_raises_is_not_taken_for_a_killed_one(runs):
     """The twin: torchrun's SIGTERM to the survivor after a real error is not a root cause."""
     c = runs("raises.py").check("run.failure")
     assert "killed" not in c["data"] and c["summary"].startswith("rank 1 raised ValueError")
+
+
+def test_nothing_audited_is_not_a_pass(runs):
+    """No rank reached a DataLoader batch: the report says so first and exits 1."""
+    run = runs("no_loader.py")
+    assert_report_shape_without_progress(run)
+    first = run.report["checks"][0]
+    assert (first["check"], first["status"]) == ("run.reached", "FAIL")
+    assert first["summary"].startswith("no rank reached a DataLoader batch")
+    assert "--allow-no-data" in first["fix"]
+    assert run.proc.returncode == 1 and run.check("run.failure")["status"] == "PASS"
+
+
+def test_allow_no_data_makes_it_information(runs):
+    run = runs("no_loader.py", "--allow-no-data")
+    assert_report_shape_without_progress(run)
+    assert run.check("run.reached")["status"] == "INFO" and run.proc.returncode == 0
+
+
+def test_a_run_that_trained_reached_its_batches(runs):
+    c = runs("correct.py").check("run.reached")
+    assert c["status"] == "PASS" and c["data"]["loaders"] >= 1 and "batch(es)" in c["summary"]
+
+
+def test_a_failed_run_does_not_add_a_second_failure(runs):
+    """The killed rank is run.failure's to report; run.reached only notes what was not audited."""
+    c = runs("killed.py").check("run.reached")
+    assert c["status"] in ("PASS", "SKIP")  # rank 0 may have read its first batches before rank 1 died

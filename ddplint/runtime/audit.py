@@ -138,7 +138,7 @@ def run_audit(options: RuntimeOptions) -> int:
         signals_deferred,
         torchrun_command,
     )
-    from ddplint.runtime.rundir import RunDir
+    from ddplint.runtime.rundir import RunDir, stale_run_dirs
     from ddplint.runtime.sandbox import remove_tree
 
     assert options.script is not None  # (the preflight's SMOKE stands in for a missing script)
@@ -148,7 +148,9 @@ def run_audit(options: RuntimeOptions) -> int:
     rundir = None
     with InterruptGuard():
         try:
-            rundir = RunDir(tempfile.mkdtemp(prefix="ddplint-run-"))
+            for stale in stale_run_dirs(tempfile.gettempdir()):
+                remove_tree(stale)
+            rundir = RunDir.create()
             containment = _containment(options, script)
             plan = Plan(containment.roots, rundir.path) if containment.sandboxed else None
             host = _call_hook("host", "run_host_checks", options, nproc, port, None, None, gpus)
@@ -175,6 +177,7 @@ def run_audit(options: RuntimeOptions) -> int:
             if rundir is not None:
                 with signals_deferred():
                     remove_tree(rundir.path)
+                    rundir.unlock()
     return _emit(options, report)
 
 
@@ -196,7 +199,7 @@ def _merge(options, script, host, result, nproc, world, backend, port, elapsed, 
     from ddplint.runtime.data_checks import DATA_CHECKS, data_checks, loaders_of
     from ddplint.runtime.io_checks import check_single_writer
     from ddplint.runtime.perf_checks import PERF_CHECKS, check_resume, check_steps
-    from ddplint.runtime.run_checks import check_failure, check_hang
+    from ddplint.runtime.run_checks import check_failure, check_hang, check_reached
 
     base = os.getcwd()
     records = result.records
@@ -213,8 +216,11 @@ def _merge(options, script, host, result, nproc, world, backend, port, elapsed, 
         why = "no rank reported (see run.failure and run.hang)"
         checks += [CheckResult(name, Status.SKIP, why) for name in
                    (*DATA_CHECKS, "io.single_writer", *PERF_CHECKS)]
-    checks.append(_with_output(check_failure(result, world, base), result.outputs))
-    checks.append(check_hang(result, world, base, options.timeout))
+    failure = _with_output(check_failure(result, world, base), result.outputs)
+    hang = check_hang(result, world, base, options.timeout)
+    if not preflight:
+        checks.insert(0, check_reached(loaders_of(records), failure, hang, options.allow_no_data))
+    checks += [failure, hang]
     writes = writes_report(changes, records)
     if result.sandbox is not None and result.sandbox.uncontained:  # mounts below an overlaid one
         containment = replace(containment, skipped=(*containment.skipped, *result.sandbox.uncontained))

@@ -1,4 +1,5 @@
-"""run.failure and run.hang: did every rank run its script to the audit's end, and if not, why.
+"""run.reached, run.failure and run.hang: did the ranks reach the training data, did every rank
+run its script to the audit's end, and if not, why.
 
 A failure is told from the first rank that raised (by time): later failures of other ranks are
 usually consequences (a peer closed the connection). A hang is told from the phase files and
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 
 from ddplint.runtime.checks.causes import cause_of
 from ddplint.runtime.checks.comm import NCCL_HINT, last_nccl_line
+from ddplint.runtime.data_checks import Loader
 from ddplint.runtime.exits import Exit
 from ddplint.runtime.launcher import LaunchResult, describe_phase
 from ddplint.runtime.sites import is_user_file, short
@@ -53,6 +55,24 @@ def blocked_at(frames: list[Frame]) -> tuple[Frame | None, Frame | None]:
                  and not f.func.startswith("_") and f.func != "wrapper"), None)
     user = next((f for f in frames if is_user_file(f.file)), None)
     return call, user
+
+
+def check_reached(loaders: list[Loader], failure: CheckResult, hang: CheckResult, allowed: bool) -> CheckResult:
+    """A run whose ranks never reached a DataLoader batch audited nothing of the data: not a PASS."""
+    batches = sum(e.yielded for loader in loaders for rec in loader.per_rank.values() for e in rec.epochs)
+    if batches:
+        return CheckResult("run.reached", Status.PASS, f"the ranks read {batches} batch(es) from "
+                           f"{len(loaders)} DataLoader(s)", data={"loaders": len(loaders)})
+    if Status.FAIL in (failure.status, hang.status):
+        return CheckResult("run.reached", Status.SKIP, "no rank reached a DataLoader batch before the run "
+                           "failed (see run.failure and run.hang)", data={"loaders": 0})
+    summary = ("no rank reached a DataLoader batch: the script ended without iterating one, so the data "
+               "checks audited nothing")
+    if allowed:
+        return CheckResult("run.reached", Status.INFO, summary + " (--allow-no-data)", data={"loaders": 0})
+    return CheckResult("run.reached", Status.FAIL, summary, data={"loaders": 0},
+                       fix="pass the arguments that make the script train (everything after the script path "
+                       "is the script's), or --allow-no-data for a script without a DataLoader")
 
 
 def check_failure(result: LaunchResult, world: int, base: str) -> CheckResult:
