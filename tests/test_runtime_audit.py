@@ -359,3 +359,14 @@ def test_a_failed_run_does_not_add_a_second_failure(runs):
     """The killed rank is run.failure's to report; run.reached only notes what was not audited."""
     c = runs("killed.py").check("run.reached")
     assert c["status"] in ("PASS", "SKIP")  # rank 0 may have read its first batches before rank 1 died
+
+
+def test_a_file_every_rank_writes_at_exit_is_seen(runs):
+    """atexit handlers run while the probe records, as interpreter exit would run them."""
+    c = runs("exit_summary.py").check("io.single_writer")
+    assert c["status"] == "FAIL" and "summary.json" in c["summary"], c
+
+
+def test_a_file_rank_0_writes_at_exit_is_a_single_writer(runs):
+    c = runs("exit_summary.py", script_args=("--guarded",)).check("io.single_writer")
+    assert c["status"] == "PASS" and "summary.json" in " ".join([c["summary"], *c["evidence"]]), c

@@ -201,6 +201,8 @@ class Probe:
             perf = self._perf(clock)  # memory peaks before the anchor samples are read
             self.record["loaders"] = tracker.records()  # reads anchor samples: writes still redirected
             self._read_checkpoints(perf, writes, objects)
+            if self.record["status"] != "terminated":
+                _run_exit_handlers()  # what the interpreter's exit does, which os._exit skips
             writes.uninstall()
         self.record["perf"] = asdict(perf)
         self.record["training_site"] = tracker.training_site
@@ -336,6 +338,15 @@ def _rank_hooks() -> dict:
             return {}
         raise
     return {name: getattr(rank_checks, name) for name in _HOOKS if hasattr(rank_checks, name)}
+
+
+def _run_exit_handlers() -> None:
+    """The script's atexit handlers and logging's shutdown, run while writes are still recorded:
+    a summary file every rank writes at exit is a shared write like any other. (A rank killed by
+    SIGTERM would not run them.) Exceptions are printed and swallowed, as at interpreter exit."""
+    import atexit
+
+    atexit._run_exitfuncs()
 
 
 def _stop_daemonic_children() -> None:
