@@ -370,3 +370,10 @@ def test_a_file_every_rank_writes_at_exit_is_seen(runs):
 def test_a_file_rank_0_writes_at_exit_is_a_single_writer(runs):
     c = runs("exit_summary.py", script_args=("--guarded",)).check("io.single_writer")
     assert c["status"] == "PASS" and "summary.json" in " ".join([c["summary"], *c["evidence"]]), c
+
+
+def test_a_sampler_built_for_rank_0_on_every_rank_fails_on_its_own_evidence(runs):
+    c = runs("sampler_rank_zero.py").check("data.disjoint")
+    assert c["status"] == "FAIL" and c["rule"] == "DDP201", c
+    assert "num_replicas and rank that differ from the process group's (2 ranks) on rank(s) 1" in c["summary"]
+    assert c["evidence"] == ["rank 1: num_replicas=2, rank=0"]

@@ -317,6 +317,14 @@ def check_disjoint(loaders: list[Loader], world: int, base: str) -> CheckResult:
             continue
         meta, name, b = loader.meta, loader.name(base), loader.basis
         item: dict[str, object] = {"site": loader.site, "level": b.level.value, "basis": b.why}
+        wrong = _misbuilt_sampler(loader, world)
+        if wrong:
+            out.append((Status.FAIL, f"{name}: {wrong[0]}", wrong[1:], "DDP201",
+                        "build the DistributedSampler with the process group's world size and rank (or let it "
+                        "read them from the process group)"))
+            item["misbuilt_sampler"] = True
+            data.append(item)
+            continue
         if b.by_index:
             audit = loader.audit
             within = sum(repeats(a) for a in b.lists.values())
@@ -336,6 +344,24 @@ def check_disjoint(loaders: list[Loader], world: int, base: str) -> CheckResult:
             out.append(_by_content(loader, name, pairs, _padding(loader, world), "", b))
         data.append(item)
     return _result("data.disjoint", out, "fewer than two ranks iterated any DataLoader", data)
+
+
+def _misbuilt_sampler(loader: Loader, world: int) -> list[str]:
+    """A training loader's distributed sampler built for another world or rank than its process's:
+    wrong on its own evidence, whatever the data happens to hold (unseeded random data differs
+    per rank and would pass by content)."""
+    if not loader.training:
+        return []  # an evaluation loader may be read whole by every rank on purpose
+    wrong = [(rank, r.num_replicas, r.sampler_rank) for rank, r in sorted(loader.per_rank.items())
+             if r.num_replicas is not None and (r.num_replicas != world or
+                                                (r.sampler_rank is not None and r.sampler_rank != rank))]
+    if not wrong:
+        return []
+    sampler = loader.meta.sampler or "the distributed sampler"
+    lines = [f"rank {rank}: num_replicas={replicas}, rank={srank}" for rank, replicas, srank in wrong[:4]]
+    head = (f"{sampler} was built with num_replicas and rank that differ from the process group's "
+            f"({world} ranks) on rank(s) {', '.join(str(w[0]) for w in wrong)}")
+    return [head, *lines]
 
 
 def _padded(meta: LoaderRecord, name: str, repeats: int, world: int, b: Basis) -> Verdict:
