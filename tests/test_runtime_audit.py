@@ -377,3 +377,20 @@ def test_a_sampler_built_for_rank_0_on_every_rank_fails_on_its_own_evidence(runs
     assert c["status"] == "FAIL" and c["rule"] == "DDP201", c
     assert "num_replicas and rank that differ from the process group's (2 ranks) on rank(s) 1" in c["summary"]
     assert c["evidence"] == ["rank 1: num_replicas=2, rank=0"]
+
+
+def test_independent_draws_with_replacement_pass(runs):
+    """Each rank's own WeightedRandomSampler: the ranks share draws only as chance predicts."""
+    run = runs("weighted_per_rank.py")
+    assert run.status()["data.disjoint"] == "PASS" and run.status()["data.content"] == "PASS", run.report
+    c = run.check("data.disjoint")
+    assert "draw independently with replacement" in c["summary"]
+    item = c["data"]["loaders"][0]
+    assert item["shared_draws"] < 2 * item["expected_shared_draws"] + 60
+
+
+def test_the_same_draws_on_every_rank_fail(runs):
+    run = runs("weighted_per_rank.py", script_args=("--same-seed",))
+    c = run.check("data.disjoint")
+    assert c["status"] == "FAIL" and c["rule"] == "DDP201" and "draw the same samples with replacement" in c["summary"]
+    assert run.status()["data.content"] == "FAIL"
