@@ -43,6 +43,7 @@ from ddplint.runtime.rundir import LAUNCHER_PID_ENV, RunDir
 
 POLL_S = 0.1
 STACK_WAIT_S = 30.0  # the ranks' stack dumps: usually within a second, but a loaded machine is slow
+WORKER_STACK_WAIT_S = 10.0  # a forked worker that cannot dump (its own handlers) is not waited on longer
 _MAIN_DONE = "in _run_module_as_main"  # the last frame faulthandler writes for the main thread
 SANDBOX_STOP_S = 20.0  # for the sandbox's init to stop the job and write what it saw
 
@@ -270,7 +271,23 @@ class Launch:
             if now == sizes and len(now) == len(pids) and all(_MAIN_DONE in s for s in stacks.values()):
                 break
             sizes = now
+        self._dump_workers(pids)
         return self.rundir.read_stacks()
+
+    def _dump_workers(self, pids: dict[int, int]) -> None:
+        """Then the ranks' forked children (DataLoader workers): they inherited the rank's
+        faulthandler and its stack file, so each appends its own dump after the rank's."""
+        workers = {rank: _children(pid) for rank, pid in pids.items()}
+        for kids in workers.values():
+            for kid in kids:
+                _signal(kid, signal.SIGUSR1)
+        expected = {rank: 1 + len(kids) for rank, kids in workers.items() if kids}
+        deadline = time.monotonic() + WORKER_STACK_WAIT_S
+        while expected and time.monotonic() < deadline:
+            time.sleep(POLL_S * 2)
+            stacks = self.rundir.read_stacks()
+            if all(stacks.get(rank, "").count(_MAIN_DONE) >= n for rank, n in expected.items()):
+                break
 
     def _kill_all(self) -> None:
         if self.proc is None:

@@ -18,7 +18,7 @@ from ddplint.runtime.checks.comm import NCCL_HINT, last_nccl_line
 from ddplint.runtime.data_checks import Loader
 from ddplint.runtime.exits import Exit
 from ddplint.runtime.launcher import LaunchResult, describe_phase
-from ddplint.runtime.sites import is_user_file, short
+from ddplint.runtime.sites import is_own_file, is_user_file, short
 from ddplint.runtime.verdict import CheckResult, Status
 
 _FRAME = re.compile(r'^\s*File "(?P<file>.+)", line (?P<line>\d+) in (?P<func>\S+)')
@@ -35,18 +35,40 @@ class Frame:
         return f"{short(self.file, base)}:{self.line}"
 
 
-def main_thread_frames(dump: str) -> list[Frame]:
-    """Innermost-first frames of the thread that runs the probe (and so the user's script)."""
+def _threads(dump: str) -> list[list[Frame]]:
     threads: list[list[Frame]] = []
     for line in dump.splitlines():
         if _THREAD.match(line):
             threads.append([])
         elif threads and (m := _FRAME.match(line)):
             threads[-1].append(Frame(m["file"], int(m["line"]), m["func"]))
+    return threads
+
+
+def _in_worker(frames: list[Frame]) -> bool:
+    """A DataLoader worker's thread: forked from the rank, it carries the rank's outer frames too."""
+    return any(f.func == "_worker_loop" and "/torch/utils/data/" in f.file for f in frames)
+
+
+def main_thread_frames(dump: str) -> list[Frame]:
+    """Innermost-first frames of the thread that runs the probe (and so the user's script)."""
+    threads = [t for t in _threads(dump) if not _in_worker(t)]
     for frames in threads:
         if any(f.file.endswith("ddplint/runtime/probe.py") and f.func == "main" for f in frames):
             return frames
     return threads[-1] if threads else []
+
+
+def busy_workers(dump: str) -> list[list[Frame]]:
+    """Of each DataLoader worker that dumped its stack after the rank, the frames inside its
+    loop, when it is fetching a batch (an idle worker waits for indices: nothing to show)."""
+    busy = []
+    for thread in _threads(dump):
+        if _in_worker(thread):
+            inside = thread[:next(i for i, f in enumerate(thread) if f.func == "_worker_loop")]
+            if any(f.func == "fetch" and "/torch/utils/data/" in f.file for f in inside):
+                busy.append(inside)
+    return busy
 
 
 def blocked_at(frames: list[Frame]) -> tuple[Frame | None, Frame | None]:
@@ -140,6 +162,14 @@ def _killed(killed: list[Exit], raised: list[dict], result: LaunchResult) -> Che
                              "returncode": result.returncode})
 
 
+def _at(frame: Frame | None, base: str) -> str:
+    """' at file:line: code' of a frame, or nothing."""
+    if frame is None:
+        return ""
+    code = linecache.getline(frame.file, frame.line).strip()
+    return f" at {frame.where(base)}" + (f": {code}" if code else "")
+
+
 def check_hang(result: LaunchResult, world: int, base: str, timeout: float) -> CheckResult:
     hang = result.hang
     if hang is None:
@@ -148,29 +178,28 @@ def check_hang(result: LaunchResult, world: int, base: str, timeout: float) -> C
     ranks, evidence, user_lines = [], [], set()
     for rank in range(world):
         phase = hang.phases.get(rank)
-        frames = main_thread_frames(hang.stacks.get(rank, ""))
+        dump = hang.stacks.get(rank, "")
+        frames = main_thread_frames(dump)
         call, user = blocked_at(frames)
-        state = "never started (rendezvous)" if phase is None else describe_phase(phase)
-        line = f"rank {rank}: {state}"
-        if call is not None:
-            line += f", waiting in {call.func}()"
-        if user is not None:
-            line += f" at {user.where(base)}"
-            code = linecache.getline(user.file, user.line).strip()
-            if code:
-                line += f": {code}"
-            if call is not None:
+        if phase is not None and phase.get("phase") == "finished":
+            evidence.append(f"rank {rank}: finished its script, waiting for the other ranks")
+            call = user = None
+        else:
+            state = "never started (rendezvous)" if phase is None else describe_phase(phase)
+            evidence.append(f"rank {rank}: {state}" + (f", waiting in {call.func}()" if call else "")
+                            + _at(user or next((f for f in frames if not is_own_file(f.file)), None), base))
+            if call is not None and user is not None:
                 user_lines.add((user.file, user.line))
-        elif frames:
-            line += f" at {frames[0].where(base)}"
-        evidence.append(line)
+        for worker in busy_workers(dump):
+            stuck = next((f for f in worker if is_user_file(f.file)), worker[0])
+            evidence.append(f"  rank {rank}'s DataLoader worker is fetching, in {stuck.func}(){_at(stuck, base)}")
         ranks.append({"rank": rank, "phase": phase.get("phase") if phase else "rendezvous",
                       "step": (phase or {}).get("step"), "epoch": (phase or {}).get("epoch"),
                       "call": call.func if call else None,
                       "location": user.where(base) if user else None,
                       "stack": [f"{f.file}:{f.line} in {f.func}" for f in frames]})
     if hang.reason == "timeout" and not any(r["call"] for r in ranks) \
-            and not any(r["phase"] in ("step", "epoch end") for r in ranks):
+            and not any(r["phase"] in ("first batch", "step", "epoch end", "finished") for r in ranks):
         evidence.append("no rank waits in torch.distributed and no DataLoader was iterated: the audit "
                         "stops a script only at the epochs of its training DataLoader")
     if hang.reason == "rendezvous":
