@@ -154,6 +154,11 @@ class Probe:
 
         self._hook("collect_rank_info", "info")
         self._patch_process_group()
+        if self.config.get("cuda_on_cpu"):
+            from ddplint.runtime import cpucuda
+
+            cpucuda.install(int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
+            self.record["cuda_on_cpu"] = True
         clock, objects = StepClock(), TrainingObjects()
         clock.install()
         objects.install()
@@ -345,7 +350,11 @@ def _run_exit_handlers() -> None:
     a summary file every rank writes at exit is a shared write like any other. (A rank killed by
     SIGTERM would not run them.) Exceptions are printed and swallowed, as at interpreter exit."""
     import atexit
+    import multiprocessing.util
 
+    # multiprocessing's own handler joins non-daemonic children: a child left running would hang
+    # the rank here, while run.leftover names it once the rank has ended
+    atexit.unregister(multiprocessing.util._exit_function)
     atexit._run_exitfuncs()
 
 
