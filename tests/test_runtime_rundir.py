@@ -12,7 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from ddplint.runtime.rundir import LOCK, PREFIX, UNLOCKED_STALE_S, RunDir, stale_run_dirs
+from ddplint.runtime.rundir import (
+    LOCK,
+    PREFIX,
+    UNLOCKED_STALE_S,
+    RunDir,
+    stale_run_dirs,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -21,8 +21,8 @@ indices); it counts with numpy in time linear in the dataset size (bench/runtime
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import cached_property
 from enum import Enum
+from functools import cached_property
 
 import numpy as np
 

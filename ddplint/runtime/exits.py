@@ -23,10 +23,10 @@ _CLOSING = re.compile(r"Sending process (?P<pid>\d+) closing signal")
 
 _WHY = {
     signal.SIGKILL: ("was killed by SIGKILL, often the kernel's out-of-memory killer",
-                     "look for 'Killed process' in the kernel log (dmesg -T); lower the batch size, the "
-                     "DataLoader's num_workers or prefetch_factor, or give the job more memory"),
-    signal.SIGSEGV: ("crashed with SIGSEGV (a fault in native code: an extension, a driver, a library "
-                     "built for another torch)",
+                     ("look for 'Killed process' in the kernel log (dmesg -T); lower the batch size, the "
+                      "DataLoader's num_workers or prefetch_factor, or give the job more memory")),
+    signal.SIGSEGV: (("crashed with SIGSEGV (a fault in native code: an extension, a driver, a library "
+                      "built for another torch)"),
                      "rerun with PYTHONFAULTHANDLER=1 to see the Python line of the crash"),
     signal.SIGBUS: ("died of SIGBUS, often shared memory running out (/dev/shm) for DataLoader workers",
                     "give the job a larger /dev/shm (docker run --shm-size), or lower num_workers"),
