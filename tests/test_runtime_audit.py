@@ -394,3 +394,9 @@ def test_the_same_draws_on_every_rank_fail(runs):
     c = run.check("data.disjoint")
     assert c["status"] == "FAIL" and c["rule"] == "DDP201" and "draw the same samples with replacement" in c["summary"]
     assert run.status()["data.content"] == "FAIL"
+
+
+def test_a_batch_looked_at_before_set_epoch_is_not_an_epoch(runs):
+    run = runs("peek_batch.py")
+    c = run.check("data.set_epoch")
+    assert c["status"] == "PASS" and "set_epoch(0), set_epoch(1)" in c["summary"], c
