@@ -112,6 +112,12 @@ def _fail(message: str) -> None:
 @click.option("--no-sandbox", "no_sandbox", is_flag=True,
               help="[runtime] Run the job without its own namespaces and copy-on-write layer (only "
               "Python's file calls are redirected then; see io.sandbox).")
+@click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True,
+              help="[runtime] cpu: run a CUDA script on the CPU, its CUDA placement mapped there and nccl made "
+              "gloo (auto: when no GPU is visible); cuda: never map.")
+@click.option("--allow-no-data", is_flag=True,
+              help="[runtime] A run in which no rank reached a DataLoader batch is not a failure (a script "
+              "without a DataLoader); by default nothing audited exits 1.")
 @click.option("--verbose", "-v", is_flag=True,
               help="Show more detail; under --runtime, stream the ranks' output, each line prefixed by its rank.")
 @click.option("--quiet", "-q", is_flag=True,

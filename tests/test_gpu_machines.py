@@ -476,8 +476,8 @@ def test_without_nvml_and_with_gpu_nodes_the_real_torch_is_asked(tmp_path):
 def test_a_torch_count_lets_nccl_run_and_names_its_source(monkeypatch):
     counted = GpuCount(4, "torch (ROCm/HIP)")
     monkeypatch.setattr(audit, "count_gpus", lambda environ: counted)
-    nproc, backend, gpus = audit._validate(RuntimeOptions(script=Path(__file__), backend="auto"))
-    assert (nproc, backend, gpus) == (4, "nccl", counted)  # RCCL answers to "nccl" in torch
+    nproc, backend, gpus, on_cpu = audit._validate(RuntimeOptions(script=Path(__file__), backend="auto"))
+    assert (nproc, backend, gpus, on_cpu) == (4, "nccl", counted, False)  # RCCL answers to "nccl" in torch
     monkeypatch.setattr("ddplint.runtime.checks.host.installed_torch_cuda", lambda: None)
     checks = {r.check: r for r in run_host_checks(OPTIONS, 4, 0, environ={}, counted=counted)}
     if checks["gpu.inventory"].status is Status.SKIP:  # no NVML here (the usual CI machine)

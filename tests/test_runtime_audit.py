@@ -312,3 +312,91 @@ def test_sharded_iterable_dataset_passes_by_content(runs):
     assert run.check("data.disjoint")["data"]["loaders"][0] == {
         "site": f"{run.script}:22", "level": "fingerprints", "basis": "an IterableDataset has no sample indices",
         "pairs": []}
+
+
+def test_rank_killed_by_a_signal_is_the_root_cause(runs):
+    """Rank 0 fails in all_reduce once rank 1 is gone; the report names rank 1's SIGKILL, as torchrun does."""
+    run = runs("killed.py")
+    assert_report_shape_without_progress(run)
+    c = run.check("run.failure")
+    assert c["status"] == "FAIL"
+    assert c["summary"].startswith("rank 1 was killed by SIGKILL, often the kernel's out-of-memory killer")
+    assert "dmesg" in c["fix"]
+    assert c["data"]["killed"] == [{"rank": 1, "signal": "SIGKILL", "exit_status": -9}]
+    assert all(r["rank"] == 0 for r in c["data"]["ranks"])  # rank 0's error is listed as a consequence
+    assert {r["rank"]: r["status"] for r in run.report["ranks"]}[1] == "missing"
+
+
+def test_rank_that_raises_is_not_taken_for_a_killed_one(runs):
+    """The twin: torchrun's SIGTERM to the survivor after a real error is not a root cause."""
+    c = runs("raises.py").check("run.failure")
+    assert "killed" not in c["data"] and c["summary"].startswith("rank 1 raised ValueError")
+
+
+def test_nothing_audited_is_not_a_pass(runs):
+    """No rank reached a DataLoader batch: the report says so first and exits 1."""
+    run = runs("no_loader.py")
+    assert_report_shape_without_progress(run)
+    first = run.report["checks"][0]
+    assert (first["check"], first["status"]) == ("run.reached", "FAIL")
+    assert first["summary"].startswith("no rank reached a DataLoader batch")
+    assert "--allow-no-data" in first["fix"]
+    assert run.proc.returncode == 1 and run.check("run.failure")["status"] == "PASS"
+
+
+def test_allow_no_data_makes_it_information(runs):
+    run = runs("no_loader.py", "--allow-no-data")
+    assert_report_shape_without_progress(run)
+    assert run.check("run.reached")["status"] == "INFO" and run.proc.returncode == 0
+
+
+def test_a_run_that_trained_reached_its_batches(runs):
+    c = runs("correct.py").check("run.reached")
+    assert c["status"] == "PASS" and c["data"]["loaders"] >= 1 and "batch(es)" in c["summary"]
+
+
+def test_a_failed_run_does_not_add_a_second_failure(runs):
+    """The killed rank is run.failure's to report; run.reached only notes what was not audited."""
+    c = runs("killed.py").check("run.reached")
+    assert c["status"] in ("PASS", "SKIP")  # rank 0 may have read its first batches before rank 1 died
+
+
+def test_a_file_every_rank_writes_at_exit_is_seen(runs):
+    """atexit handlers run while the probe records, as interpreter exit would run them."""
+    c = runs("exit_summary.py").check("io.single_writer")
+    assert c["status"] == "FAIL" and "summary.json" in c["summary"], c
+
+
+def test_a_file_rank_0_writes_at_exit_is_a_single_writer(runs):
+    c = runs("exit_summary.py", script_args=("--guarded",)).check("io.single_writer")
+    assert c["status"] == "PASS" and "summary.json" in " ".join([c["summary"], *c["evidence"]]), c
+
+
+def test_a_sampler_built_for_rank_0_on_every_rank_fails_on_its_own_evidence(runs):
+    c = runs("sampler_rank_zero.py").check("data.disjoint")
+    assert c["status"] == "FAIL" and c["rule"] == "DDP201", c
+    assert "num_replicas and rank that differ from the process group's (2 ranks) on rank(s) 1" in c["summary"]
+    assert c["evidence"] == ["rank 1: num_replicas=2, rank=0"]
+
+
+def test_independent_draws_with_replacement_pass(runs):
+    """Each rank's own WeightedRandomSampler: the ranks share draws only as chance predicts."""
+    run = runs("weighted_per_rank.py")
+    assert run.status()["data.disjoint"] == "PASS" and run.status()["data.content"] == "PASS", run.report
+    c = run.check("data.disjoint")
+    assert "draw independently with replacement" in c["summary"]
+    item = c["data"]["loaders"][0]
+    assert item["shared_draws"] < 2 * item["expected_shared_draws"] + 60
+
+
+def test_the_same_draws_on_every_rank_fail(runs):
+    run = runs("weighted_per_rank.py", script_args=("--same-seed",))
+    c = run.check("data.disjoint")
+    assert c["status"] == "FAIL" and c["rule"] == "DDP201" and "draw the same samples with replacement" in c["summary"]
+    assert run.status()["data.content"] == "FAIL"
+
+
+def test_a_batch_looked_at_before_set_epoch_is_not_an_epoch(runs):
+    run = runs("peek_batch.py")
+    c = run.check("data.set_epoch")
+    assert c["status"] == "PASS" and "set_epoch(0), set_epoch(1)" in c["summary"], c

@@ -134,3 +134,23 @@ def test_sigkill_of_ddplint_leaves_no_process(tmp_path):
     while processes_naming(str(script)) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert processes_naming(str(script)) == []
+
+
+def test_a_stuck_dataloader_worker_is_named_with_its_line(tmp_path):
+    """Rank 1's worker never returns from __getitem__: the report names the worker's line, says
+    rank 0 finished (not a line of ddplint's own), and does not claim no DataLoader was iterated."""
+    script = tmp_path / "stuck_worker.py"
+    shutil.copy(FIXTURES / "stuck_worker.py", script)
+    out = tmp_path / "report.json"
+    proc = subprocess.run([sys.executable, "-m", "ddplint", "--runtime", "--timeout", str(TIMEOUT),
+                           "--format", "json", "--output", str(out), str(script)],
+                          cwd=tmp_path, env=env(), capture_output=True, text=True, timeout=TIMEOUT + 2 * MARGIN)
+    assert proc.returncode == 1, proc.stderr
+    assert processes_naming(str(script)) == []
+    hang = next(c for c in json.loads(out.read_text())["checks"] if c["check"] == "run.hang")
+    evidence = "\n".join(hang["evidence"])
+    assert "rank 0: finished its script, waiting for the other ranks" in evidence
+    assert "rank 1: first batch at stuck_worker.py:24: for x in loader:" in evidence
+    assert ("rank 1's DataLoader worker is fetching, in __getitem__() at stuck_worker.py:15: "
+            "time.sleep(1000)") in evidence
+    assert "ddplint/runtime" not in evidence and "no DataLoader was iterated" not in evidence

@@ -52,8 +52,9 @@ def _progress(message: str) -> None:
     print(f"ddplint: {message}", file=sys.stderr, flush=True)
 
 
-def _validate(options: RuntimeOptions) -> tuple[int, str, GpuCount]:
-    """(processes per node, backend to report, the GPUs counted) or UsageError."""
+def _validate(options: RuntimeOptions) -> tuple[int, str, GpuCount, bool]:
+    """(processes per node, backend to report, the GPUs counted, whether CUDA is mapped to the
+    CPU) or UsageError."""
     script = options.script
     assert script is not None
     if not script.exists():
@@ -78,8 +79,11 @@ def _validate(options: RuntimeOptions) -> tuple[int, str, GpuCount]:
         why = (f"none can be used: {gpus.broken}" if gpus.broken else
                "none is visible; use --backend gloo")
         raise UsageError(f"--backend nccl needs GPUs and {why}")
-    backend = options.backend if options.backend != "auto" else ("nccl" if gpus.count else "gloo")
-    return nproc, backend, gpus
+    on_cpu = options.device == "cpu" or (options.device == "auto" and not gpus.count)
+    if on_cpu and options.backend == "nccl":
+        raise UsageError("--device cpu runs the ranks on the CPU, with gloo: drop --backend nccl")
+    backend = options.backend if options.backend != "auto" else ("nccl" if gpus.count and not on_cpu else "gloo")
+    return nproc, backend, gpus, on_cpu
 
 
 def _master_port(options: RuntimeOptions) -> int:
@@ -123,7 +127,7 @@ def run_audit(options: RuntimeOptions) -> int:
         if preflight:
             options = replace(options, script=SMOKE, script_args=())
         options = resolve_layout(options, dict(os.environ))  # --nnodes etc. or SLURM's
-        nproc, backend, gpus = _validate(options)
+        nproc, backend, gpus, on_cpu = _validate(options)
         port = _master_port(options)
     except (UsageError, LayoutError) as exc:
         print(f"ddplint: error: {exc}", file=sys.stderr)
@@ -138,7 +142,7 @@ def run_audit(options: RuntimeOptions) -> int:
         signals_deferred,
         torchrun_command,
     )
-    from ddplint.runtime.rundir import RunDir
+    from ddplint.runtime.rundir import RunDir, stale_run_dirs
     from ddplint.runtime.sandbox import remove_tree
 
     assert options.script is not None  # (the preflight's SMOKE stands in for a missing script)
@@ -148,25 +152,29 @@ def run_audit(options: RuntimeOptions) -> int:
     rundir = None
     with InterruptGuard():
         try:
-            rundir = RunDir(tempfile.mkdtemp(prefix="ddplint-run-"))
+            for stale in stale_run_dirs(tempfile.gettempdir()):
+                remove_tree(stale)
+            rundir = RunDir.create()
             containment = _containment(options, script)
             plan = Plan(containment.roots, rundir.path) if containment.sandboxed else None
             host = _call_hook("host", "run_host_checks", options, nproc, port, None, None, gpus)
             rundir.write_config({"steps": options.steps, "epochs": options.epochs,
-                                 "backend": options.backend, "timeout": options.timeout,
+                                 "backend": "gloo" if on_cpu else options.backend, "cuda_on_cpu": on_cpu,
+                                 "timeout": options.timeout,
                                  "sandbox": plan is not None})
             command = torchrun_command(rundir, script, options.script_args, nproc, options.nnodes,
                                        options.node_rank, options.master_addr, port,
                                        options.rdzv_backend, options.rdzv_endpoint)
             counted = f" (GPUs counted by {gpus.source})" if gpus.count and gpus.source != "NVML" else ""
-            _progress(f"launching torchrun: {nproc} processes x {options.nnodes} node(s), {backend}{counted}, "
+            mapped = ", CUDA mapped to the CPU" if on_cpu else ""
+            _progress(f"launching torchrun: {nproc} processes x {options.nnodes} node(s), {backend}{counted}{mapped}, "
                       f"port {port}, timeout {options.timeout:g} s"
                       + (", sandboxed" if plan else ", not sandboxed (see io.sandbox)"))
             result = Launch(rundir, command, nproc, options.timeout, options.rdzv_timeout, _progress,
                             Nodes.of(options, port), plan, first_rank=options.node_rank * nproc,
                             verbose=options.verbose).run()
             changes = layer_changes(plan.layers, tempfile.gettempdir()) if plan else None
-            report = _merge(options, script, host, result, nproc, world, backend, port,
+            report = _merge(options, script, host, result, nproc, world, backend, on_cpu, port,
                             time.monotonic() - started, containment, changes, preflight)
         except Interrupted as exc:
             print(f"ddplint: error: interrupted ({exc}); every process of the job was stopped", file=sys.stderr)
@@ -175,6 +183,7 @@ def run_audit(options: RuntimeOptions) -> int:
             if rundir is not None:
                 with signals_deferred():
                     remove_tree(rundir.path)
+                    rundir.unlock()
     return _emit(options, report)
 
 
@@ -190,13 +199,13 @@ def _containment(options: RuntimeOptions, script) -> Containment:
     return Containment(tuple(roots), tuple(skipped))
 
 
-def _merge(options, script, host, result, nproc, world, backend, port, elapsed, containment, changes,
+def _merge(options, script, host, result, nproc, world, backend, on_cpu, port, elapsed, containment, changes,
            preflight) -> dict:
     from ddplint.runtime import report as rpt
     from ddplint.runtime.data_checks import DATA_CHECKS, data_checks, loaders_of
     from ddplint.runtime.io_checks import check_single_writer
     from ddplint.runtime.perf_checks import PERF_CHECKS, check_resume, check_steps
-    from ddplint.runtime.run_checks import check_failure, check_hang
+    from ddplint.runtime.run_checks import check_failure, check_hang, check_reached
 
     base = os.getcwd()
     records = result.records
@@ -213,8 +222,11 @@ def _merge(options, script, host, result, nproc, world, backend, port, elapsed, 
         why = "no rank reported (see run.failure and run.hang)"
         checks += [CheckResult(name, Status.SKIP, why) for name in
                    (*DATA_CHECKS, "io.single_writer", *PERF_CHECKS)]
-    checks.append(_with_output(check_failure(result, world, base), result.outputs))
-    checks.append(check_hang(result, world, base, options.timeout))
+    failure = _with_output(check_failure(result, world, base), result.outputs)
+    hang = check_hang(result, world, base, options.timeout)
+    if not preflight:
+        checks.insert(0, check_reached(loaders_of(records), failure, hang, options.allow_no_data))
+    checks += [failure, hang]
     writes = writes_report(changes, records)
     if result.sandbox is not None and result.sandbox.uncontained:  # mounts below an overlaid one
         containment = replace(containment, skipped=(*containment.skipped, *result.sandbox.uncontained))
@@ -225,7 +237,7 @@ def _merge(options, script, host, result, nproc, world, backend, port, elapsed, 
               "world_size": world, "backend": backend, "master_addr": options.master_addr,
               "master_port": port, "steps": options.steps, "epochs": options.epochs,
               "timeout_s": options.timeout, "rdzv_timeout_s": options.rdzv_timeout,
-              "command": result.command}
+              "command": result.command, "cuda_on_cpu": on_cpu}
     ranks = []
     for rank in range(world):
         rec = records.get(rank)
@@ -249,7 +261,7 @@ def _with_output(check: CheckResult, outputs: dict) -> CheckResult:
     """A failed run: the last lines each failing rank wrote (every line is in the JSON report)."""
     if check.status is not Status.FAIL:
         return check
-    failing = [r["rank"] for r in check.data.get("ranks", [])] or check.data.get("missing_ranks", [])
+    failing = [*check.data.get("missing_ranks", []), *(r["rank"] for r in check.data.get("ranks", []))]
     for rank in failing or sorted(outputs):
         out = outputs.get(rank)
         lines = out.last_lines(OUTPUT_LINES) if out else []

@@ -21,8 +21,8 @@ indices); it counts with numpy in time linear in the dataset size (bench/runtime
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import cached_property
 from enum import Enum
+from functools import cached_property
 
 import numpy as np
 
@@ -115,6 +115,11 @@ class Loader:
     def audit(self) -> IndexAudit:
         """The index audit of epoch 0 (only where the basis compares indices), shared by the checks."""
         return audit_indices(self.basis.lists, self.basis.n)
+
+    @cached_property
+    def shared_draws(self) -> SharedDraws:
+        """For a sampler with replacement (indices compared): the draws ranks share, against chance."""
+        return _shared_draws(self)
 
     def name(self, base: str) -> str:
         m = self.meta
@@ -317,7 +322,20 @@ def check_disjoint(loaders: list[Loader], world: int, base: str) -> CheckResult:
             continue
         meta, name, b = loader.meta, loader.name(base), loader.basis
         item: dict[str, object] = {"site": loader.site, "level": b.level.value, "basis": b.why}
-        if b.by_index:
+        wrong = _misbuilt_sampler(loader, world)
+        if wrong:
+            out.append((Status.FAIL, f"{name}: {wrong[0]}", wrong[1:], "DDP201",
+                        "build the DistributedSampler with the process group's world size and rank (or let it "
+                        "read them from the process group)"))
+            item["misbuilt_sampler"] = True
+            data.append(item)
+            continue
+        if b.by_index and meta.replacement:
+            draws = loader.shared_draws
+            item.update(shared_draws=draws.observed, expected_shared_draws=round(draws.expected, 1),
+                        pair=[draws.a, draws.b])
+            out.append(_drawn_with_replacement(loader, name, draws, b))
+        elif b.by_index:
             audit = loader.audit
             within = sum(repeats(a) for a in b.lists.values())
             across = audit.duplicates - within
@@ -336,6 +354,72 @@ def check_disjoint(loaders: list[Loader], world: int, base: str) -> CheckResult:
             out.append(_by_content(loader, name, pairs, _padding(loader, world), "", b))
         data.append(item)
     return _result("data.disjoint", out, "fewer than two ranks iterated any DataLoader", data)
+
+
+@dataclass
+class SharedDraws:
+    """Draws two ranks have in common (pairs of equal indices), against what independent draws
+    from the same weights would give."""
+
+    a: int
+    b: int
+    observed: int
+    expected: float
+
+    @property
+    def excessive(self) -> bool:
+        return self.observed > 2 * self.expected + 5 * self.expected ** 0.5 + 5
+
+
+def _shared_draws(loader: Loader) -> SharedDraws:
+    """The most excessive pair of ranks. Independent draws of ka and kb samples share about
+    ka*kb*q equal pairs, q being the chance two draws hit the same sample; each rank's own
+    repeats estimate q whatever the sampler's weights (at least 1/n: uniform)."""
+    b = loader.basis
+    counts = {r: np.bincount(np.asarray(a, dtype=np.int64), minlength=b.n) for r, a in b.lists.items()}
+    own_pairs = sum(float(c @ (c - 1)) / 2 for c in counts.values())
+    possible = sum(len(a) * (len(a) - 1) / 2 for a in b.lists.values())
+    q = max(own_pairs / possible if possible else 0.0, 1 / max(b.n, 1))
+    worst = None
+    ranks = sorted(counts)
+    for i, ra in enumerate(ranks):
+        for rb in ranks[i + 1:]:
+            ca, cb = counts[ra], counts[rb]
+            size = min(ca.size, cb.size)
+            pair = SharedDraws(ra, rb, int(ca[:size] @ cb[:size]), len(b.lists[ra]) * len(b.lists[rb]) * q)
+            if worst is None or pair.observed - pair.expected > worst.observed - worst.expected:
+                worst = pair
+    assert worst is not None  # (two ranks at least)
+    return worst
+
+
+def _drawn_with_replacement(loader: Loader, name: str, draws: SharedDraws, b: Basis) -> Verdict:
+    counts = f"ranks {draws.a} and {draws.b} share {draws.observed} draws, independent draws would share about " \
+             f"{draws.expected:.0f}"
+    if not draws.excessive:
+        return (Status.PASS, f"{name}: the ranks draw independently with replacement ({counts}; {b.tag})",
+                [], None, None)
+    return (Status.FAIL, f"{name}: the ranks draw the same samples with replacement ({counts}; {b.tag})", [],
+            "DDP201", "seed each rank's sampler differently (a generator seeded with a base seed plus the rank), "
+            "or shard the data by rank")
+
+
+def _misbuilt_sampler(loader: Loader, world: int) -> list[str]:
+    """A training loader's distributed sampler built for another world or rank than its process's:
+    wrong on its own evidence, whatever the data happens to hold (unseeded random data differs
+    per rank and would pass by content)."""
+    if not loader.training:
+        return []  # an evaluation loader may be read whole by every rank on purpose
+    wrong = [(rank, r.num_replicas, r.sampler_rank) for rank, r in sorted(loader.per_rank.items())
+             if r.num_replicas is not None and (r.num_replicas != world or
+                                                (r.sampler_rank is not None and r.sampler_rank != rank))]
+    if not wrong:
+        return []
+    sampler = loader.meta.sampler or "the distributed sampler"
+    lines = [f"rank {rank}: num_replicas={replicas}, rank={srank}" for rank, replicas, srank in wrong[:4]]
+    head = (f"{sampler} was built with num_replicas and rank that differ from the process group's "
+            f"({world} ranks) on rank(s) {', '.join(str(w[0]) for w in wrong)}")
+    return [head, *lines]
 
 
 def _padded(meta: LoaderRecord, name: str, repeats: int, world: int, b: Basis) -> Verdict:
@@ -490,6 +574,11 @@ def check_content(loaders: list[Loader], world: int, base: str, batches: int) ->
         name, b = loader.name(base), loader.basis
         pairs = _fingerprint_pairs(_fingerprints(loader, batches))
         disjoint = False
+        if b.by_index and loader.meta.replacement and not loader.shared_draws.excessive:
+            data.append({"site": loader.site, "batches": batches, "pairs": [list(p) for p in pairs]})
+            out.append((Status.PASS, f"{name}: identical samples across ranks only as often as independent "
+                        f"draws with replacement give ({b.tag})", [], None, None))
+            continue
         if b.by_index:  # the indices decide; identical content at distinct indices is in the data
             audit = loader.audit
             disjoint = audit.duplicates - sum(repeats(a) for a in b.lists.values()) <= _padding(loader, world)

@@ -250,6 +250,11 @@ def read_anchors(root, length: int | None) -> list[str] | None:
 # -- the tracker ---------------------------------------------------------------------------
 
 
+def _peek(epoch: EpochRecord) -> bool:
+    """An iterator the script dropped after its first batch, before the loader ran out."""
+    return epoch.yielded <= 1 and not epoch.exhausted
+
+
 class LoaderTracker:
     def __init__(self, steps: int, epochs: int, skip_dirs: tuple[str, ...],
                  on_phase: Callable[..., None], on_first_batch: Callable[[], None], clock=None):
@@ -423,6 +428,8 @@ class LoaderTracker:
         if rec is None:
             return self._orig["iter"](loader)
         self._drain_set_epoch(loader, rec)
+        if rec.epochs and _peek(rec.epochs[-1]):
+            rec.epochs.pop()  # `next(iter(loader))` to look at a batch (its size, say): not an epoch
         if self.training_site is None and self._is_training(rec):
             self.training_site = site
             rec.training = True

@@ -36,12 +36,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ddplint.runtime import sandbox as sbx
+from ddplint.runtime.exits import Exit, killed_on_their_own
 from ddplint.runtime.nodes import Nodes, RecordExchange
 from ddplint.runtime.rankoutput import OutputReader, RankOutput
 from ddplint.runtime.rundir import LAUNCHER_PID_ENV, RunDir
 
 POLL_S = 0.1
 STACK_WAIT_S = 30.0  # the ranks' stack dumps: usually within a second, but a loaded machine is slow
+WORKER_STACK_WAIT_S = 10.0  # a forked worker that cannot dump (its own handlers) is not waited on longer
 _MAIN_DONE = "in _run_module_as_main"  # the last frame faulthandler writes for the main thread
 SANDBOX_STOP_S = 20.0  # for the sandbox's init to stop the job and write what it saw
 
@@ -77,6 +79,7 @@ class LaunchResult:
     command: list[str] = field(default_factory=list)
     sandbox: sbx.Outcome | None = None  # what the sandbox's init saw, when there was one
     outputs: dict[int, RankOutput] = field(default_factory=dict)  # each rank's stdout and stderr
+    killed: list[Exit] = field(default_factory=list)  # ranks dead of a signal torchrun did not send
 
 
 def torchrun_command(rundir: RunDir, script: Path, script_args: tuple[str, ...], nproc: int,
@@ -207,6 +210,7 @@ class Launch:
             command=self.command,
             sandbox=sbx.Outcome.read(self.rundir.path) if self.sandbox is not None else None,
             outputs=outputs,
+            killed=killed_on_their_own(_tail(self.rundir.log_path(), SUMMARY_BYTES)),
         )
 
     def _stalled(self, phases: dict[int, dict], elapsed: float) -> Hang | None:
@@ -267,7 +271,23 @@ class Launch:
             if now == sizes and len(now) == len(pids) and all(_MAIN_DONE in s for s in stacks.values()):
                 break
             sizes = now
+        self._dump_workers(pids)
         return self.rundir.read_stacks()
+
+    def _dump_workers(self, pids: dict[int, int]) -> None:
+        """Then the ranks' forked children (DataLoader workers): they inherited the rank's
+        faulthandler and its stack file, so each appends its own dump after the rank's."""
+        workers = {rank: _children(pid) for rank, pid in pids.items()}
+        for kids in workers.values():
+            for kid in kids:
+                _signal(kid, signal.SIGUSR1)
+        expected = {rank: 1 + len(kids) for rank, kids in workers.items() if kids}
+        deadline = time.monotonic() + WORKER_STACK_WAIT_S
+        while expected and time.monotonic() < deadline:
+            time.sleep(POLL_S * 2)
+            stacks = self.rundir.read_stacks()
+            if all(stacks.get(rank, "").count(_MAIN_DONE) >= n for rank, n in expected.items()):
+                break
 
     def _kill_all(self) -> None:
         if self.proc is None:
@@ -366,6 +386,9 @@ class InterruptGuard:
     def __exit__(self, *exc) -> None:
         for s, handler in self.old.items():
             signal.signal(s, handler)
+
+
+SUMMARY_BYTES = 1 << 16  # torchrun's failure summary, one block per failed rank, ends its log
 
 
 def _tail(path: Path, limit: int = 4000) -> str:

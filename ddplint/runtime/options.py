@@ -27,4 +27,6 @@ class RuntimeOptions:
     sandbox: bool = True  # run the job in namespaces under a copy-on-write layer (--no-sandbox)
     verbose: bool = False  # stream the ranks' output with a rank prefix (-v)
     quiet: bool = False  # text report: only what is not PASS (-q)
+    device: str = "auto"  # auto | cpu | cuda: cpu maps the script's CUDA to the CPU (auto: when no GPU)
+    allow_no_data: bool = False  # a run that reached no batch is not a failure (--allow-no-data)
     extra: dict[str, str] = field(default_factory=dict)

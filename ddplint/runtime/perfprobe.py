@@ -47,6 +47,7 @@ _DEPTH = 3  # dict levels followed inside a checkpoint
 COUNTER_NAMES = {"epoch", "epochs", "step", "steps", "iteration", "iterations", "iter", "it", "global_step",
                  "num_updates", "updates", "batch_idx", "total_steps", "num_steps", "start_epoch"}
 COUNTER_SUFFIXES = ("_epoch", "_epochs", "_step", "_steps", "_iter", "_iteration", "_iterations")
+COUNTER_PREFIXES = ("epoch_", "epochs_")  # epochs_run, epoch_idx (not step_: a StepLR's step_size)
 
 
 # -- step times -----------------------------------------------------------------------------
@@ -316,7 +317,8 @@ def _walk(obj, where: str, depth: int, c: CheckpointContent) -> None:
         for key, value in obj.items():
             name = f"{where}[{key!r}]"
             low = str(key).lower()
-            if _counter_value(value) is not None and (low in COUNTER_NAMES or low.endswith(COUNTER_SUFFIXES)):
+            if _counter_value(value) is not None and (low in COUNTER_NAMES or low.endswith(COUNTER_SUFFIXES)
+                                                      or low.startswith(COUNTER_PREFIXES)):
                 c.counters[name] = _counter_value(value)
             elif "rng" in low or "random" in low or "generator" in low or "seed_state" in low:
                 c.rng.append(name)

@@ -154,6 +154,11 @@ class Probe:
 
         self._hook("collect_rank_info", "info")
         self._patch_process_group()
+        if self.config.get("cuda_on_cpu"):
+            from ddplint.runtime import cpucuda
+
+            cpucuda.install(int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
+            self.record["cuda_on_cpu"] = True
         clock, objects = StepClock(), TrainingObjects()
         clock.install()
         objects.install()
@@ -201,6 +206,8 @@ class Probe:
             perf = self._perf(clock)  # memory peaks before the anchor samples are read
             self.record["loaders"] = tracker.records()  # reads anchor samples: writes still redirected
             self._read_checkpoints(perf, writes, objects)
+            if self.record["status"] != "terminated":
+                _run_exit_handlers()  # what the interpreter's exit does, which os._exit skips
             writes.uninstall()
         self.record["perf"] = asdict(perf)
         self.record["training_site"] = tracker.training_site
@@ -336,6 +343,19 @@ def _rank_hooks() -> dict:
             return {}
         raise
     return {name: getattr(rank_checks, name) for name in _HOOKS if hasattr(rank_checks, name)}
+
+
+def _run_exit_handlers() -> None:
+    """The script's atexit handlers and logging's shutdown, run while writes are still recorded:
+    a summary file every rank writes at exit is a shared write like any other. (A rank killed by
+    SIGTERM would not run them.) Exceptions are printed and swallowed, as at interpreter exit."""
+    import atexit
+    import multiprocessing.util
+
+    # multiprocessing's own handler joins non-daemonic children: a child left running would hang
+    # the rank here, while run.leftover names it once the rank has ended
+    atexit.unregister(multiprocessing.util._exit_function)
+    atexit._run_exitfuncs()
 
 
 def _stop_daemonic_children() -> None:

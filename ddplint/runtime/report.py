@@ -50,7 +50,8 @@ def to_text(report: dict, quiet: bool = False) -> str:
     `quiet`: only what did not PASS."""
     launch = report["launch"]
     nodes = launch["nnodes"]
-    where = (f"{launch['world_size']} ranks{f' on {nodes} nodes' if nodes > 1 else ''}, {launch['backend']}")
+    where = (f"{launch['world_size']} ranks{f' on {nodes} nodes' if nodes > 1 else ''}, {launch['backend']}"
+             + (", CUDA mapped to the CPU" if launch.get("cuda_on_cpu") else ""))
     if report["script"] is None:
         head = f"ddplint machine preflight  ({where}, {report['elapsed_s']:.1f} s)"
     else:

@@ -1,4 +1,5 @@
-"""run.failure and run.hang: did every rank run its script to the audit's end, and if not, why.
+"""run.reached, run.failure and run.hang: did the ranks reach the training data, did every rank
+run its script to the audit's end, and if not, why.
 
 A failure is told from the first rank that raised (by time): later failures of other ranks are
 usually consequences (a peer closed the connection). A hang is told from the phase files and
@@ -14,8 +15,10 @@ from dataclasses import dataclass
 
 from ddplint.runtime.checks.causes import cause_of
 from ddplint.runtime.checks.comm import NCCL_HINT, last_nccl_line
+from ddplint.runtime.data_checks import Loader
+from ddplint.runtime.exits import Exit
 from ddplint.runtime.launcher import LaunchResult, describe_phase
-from ddplint.runtime.sites import is_user_file, short
+from ddplint.runtime.sites import is_own_file, is_user_file, short
 from ddplint.runtime.verdict import CheckResult, Status
 
 _FRAME = re.compile(r'^\s*File "(?P<file>.+)", line (?P<line>\d+) in (?P<func>\S+)')
@@ -32,18 +35,40 @@ class Frame:
         return f"{short(self.file, base)}:{self.line}"
 
 
-def main_thread_frames(dump: str) -> list[Frame]:
-    """Innermost-first frames of the thread that runs the probe (and so the user's script)."""
+def _threads(dump: str) -> list[list[Frame]]:
     threads: list[list[Frame]] = []
     for line in dump.splitlines():
         if _THREAD.match(line):
             threads.append([])
         elif threads and (m := _FRAME.match(line)):
             threads[-1].append(Frame(m["file"], int(m["line"]), m["func"]))
+    return threads
+
+
+def _in_worker(frames: list[Frame]) -> bool:
+    """A DataLoader worker's thread: forked from the rank, it carries the rank's outer frames too."""
+    return any(f.func == "_worker_loop" and "/torch/utils/data/" in f.file for f in frames)
+
+
+def main_thread_frames(dump: str) -> list[Frame]:
+    """Innermost-first frames of the thread that runs the probe (and so the user's script)."""
+    threads = [t for t in _threads(dump) if not _in_worker(t)]
     for frames in threads:
         if any(f.file.endswith("ddplint/runtime/probe.py") and f.func == "main" for f in frames):
             return frames
     return threads[-1] if threads else []
+
+
+def busy_workers(dump: str) -> list[list[Frame]]:
+    """Of each DataLoader worker that dumped its stack after the rank, the frames inside its
+    loop, when it is fetching a batch (an idle worker waits for indices: nothing to show)."""
+    busy = []
+    for thread in _threads(dump):
+        if _in_worker(thread):
+            inside = thread[:next(i for i, f in enumerate(thread) if f.func == "_worker_loop")]
+            if any(f.func == "fetch" and "/torch/utils/data/" in f.file for f in inside):
+                busy.append(inside)
+    return busy
 
 
 def blocked_at(frames: list[Frame]) -> tuple[Frame | None, Frame | None]:
@@ -54,11 +79,32 @@ def blocked_at(frames: list[Frame]) -> tuple[Frame | None, Frame | None]:
     return call, user
 
 
+def check_reached(loaders: list[Loader], failure: CheckResult, hang: CheckResult, allowed: bool) -> CheckResult:
+    """A run whose ranks never reached a DataLoader batch audited nothing of the data: not a PASS."""
+    batches = sum(e.yielded for loader in loaders for rec in loader.per_rank.values() for e in rec.epochs)
+    if batches:
+        return CheckResult("run.reached", Status.PASS, f"the ranks read {batches} batch(es) from "
+                           f"{len(loaders)} DataLoader(s)", data={"loaders": len(loaders)})
+    if Status.FAIL in (failure.status, hang.status):
+        return CheckResult("run.reached", Status.SKIP, "no rank reached a DataLoader batch before the run "
+                           "failed (see run.failure and run.hang)", data={"loaders": 0})
+    summary = ("no rank reached a DataLoader batch: the script ended without iterating one, so the data "
+               "checks audited nothing")
+    if allowed:
+        return CheckResult("run.reached", Status.INFO, summary + " (--allow-no-data)", data={"loaders": 0})
+    return CheckResult("run.reached", Status.FAIL, summary, data={"loaders": 0},
+                       fix="pass the arguments that make the script train (everything after the script path "
+                       "is the script's), or --allow-no-data for a script without a DataLoader")
+
+
 def check_failure(result: LaunchResult, world: int, base: str) -> CheckResult:
     records = result.records
     raised = sorted((r for r in records.values() if r.get("status") == "raised"),
                     key=lambda r: r["error"]["t"])
     missing = [r for r in range(world) if r not in records]
+    killed = [e for e in result.killed if e.rank not in records]
+    if killed:
+        return _killed(killed, raised, result)
     if raised:
         first = raised[0]
         err = first["error"]
@@ -102,6 +148,28 @@ def check_failure(result: LaunchResult, world: int, base: str) -> CheckResult:
                        data={"returncode": result.returncode})
 
 
+def _killed(killed: list[Exit], raised: list[dict], result: LaunchResult) -> CheckResult:
+    """A rank died of a signal: the root cause, whatever its peers raised afterwards."""
+    first = killed[0]
+    evidence = [f"{e.what()} (exit status {e.code})" for e in killed[1:]]
+    evidence += [f"rank {r['rank']} then failed: {r['error']['message']}" for r in raised]
+    return CheckResult("run.failure", Status.FAIL, first.what(), evidence, fix=first.fix(),
+                       data={"killed": [{"rank": e.rank, "signal": e.signal.name if e.signal else None,
+                                         "exit_status": e.code} for e in killed],
+                             "missing_ranks": [e.rank for e in killed],
+                             "ranks": [{"rank": r["rank"], **{k: v for k, v in r["error"].items() if k != "t"}}
+                                       for r in raised],
+                             "returncode": result.returncode})
+
+
+def _at(frame: Frame | None, base: str) -> str:
+    """' at file:line: code' of a frame, or nothing."""
+    if frame is None:
+        return ""
+    code = linecache.getline(frame.file, frame.line).strip()
+    return f" at {frame.where(base)}" + (f": {code}" if code else "")
+
+
 def check_hang(result: LaunchResult, world: int, base: str, timeout: float) -> CheckResult:
     hang = result.hang
     if hang is None:
@@ -110,29 +178,28 @@ def check_hang(result: LaunchResult, world: int, base: str, timeout: float) -> C
     ranks, evidence, user_lines = [], [], set()
     for rank in range(world):
         phase = hang.phases.get(rank)
-        frames = main_thread_frames(hang.stacks.get(rank, ""))
+        dump = hang.stacks.get(rank, "")
+        frames = main_thread_frames(dump)
         call, user = blocked_at(frames)
-        state = "never started (rendezvous)" if phase is None else describe_phase(phase)
-        line = f"rank {rank}: {state}"
-        if call is not None:
-            line += f", waiting in {call.func}()"
-        if user is not None:
-            line += f" at {user.where(base)}"
-            code = linecache.getline(user.file, user.line).strip()
-            if code:
-                line += f": {code}"
-            if call is not None:
+        if phase is not None and phase.get("phase") == "finished":
+            evidence.append(f"rank {rank}: finished its script, waiting for the other ranks")
+            call = user = None
+        else:
+            state = "never started (rendezvous)" if phase is None else describe_phase(phase)
+            evidence.append(f"rank {rank}: {state}" + (f", waiting in {call.func}()" if call else "")
+                            + _at(user or next((f for f in frames if not is_own_file(f.file)), None), base))
+            if call is not None and user is not None:
                 user_lines.add((user.file, user.line))
-        elif frames:
-            line += f" at {frames[0].where(base)}"
-        evidence.append(line)
+        for worker in busy_workers(dump):
+            stuck = next((f for f in worker if is_user_file(f.file)), worker[0])
+            evidence.append(f"  rank {rank}'s DataLoader worker is fetching, in {stuck.func}(){_at(stuck, base)}")
         ranks.append({"rank": rank, "phase": phase.get("phase") if phase else "rendezvous",
                       "step": (phase or {}).get("step"), "epoch": (phase or {}).get("epoch"),
                       "call": call.func if call else None,
                       "location": user.where(base) if user else None,
                       "stack": [f"{f.file}:{f.line} in {f.func}" for f in frames]})
     if hang.reason == "timeout" and not any(r["call"] for r in ranks) \
-            and not any(r["phase"] in ("step", "epoch end") for r in ranks):
+            and not any(r["phase"] in ("first batch", "step", "epoch end", "finished") for r in ranks):
         evidence.append("no rank waits in torch.distributed and no DataLoader was iterated: the audit "
                         "stops a script only at the epochs of its training DataLoader")
     if hang.reason == "rendezvous":

@@ -11,12 +11,18 @@ carry index arrays of whole epochs; only ddplint itself writes them.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import pickle
+import tempfile
+import time
 from pathlib import Path
 
 CONFIG = "config.json"
+PREFIX = "ddplint-run-"
+LOCK = "owner.lock"  # held by the ddplint process that owns the run directory, for its lifetime
+UNLOCKED_STALE_S = 24 * 3600  # a run directory without a lock file (the moment it is made) is left a day
 LAUNCHER_PID_ENV = "DDPLINT_LAUNCHER_PID"  # ranks exit when this process is gone
 SCRATCH = "scratch"
 
@@ -24,6 +30,24 @@ SCRATCH = "scratch"
 class RunDir:
     def __init__(self, path: str | os.PathLike):
         self.path = Path(path)
+        self.lock_fd: int | None = None
+
+    @classmethod
+    def create(cls) -> RunDir:
+        """A new run directory in the temp directory, locked until this process ends (however it
+        ends: the kernel drops the lock of a SIGKILLed process, so the next audit can tell)."""
+        rundir = cls(tempfile.mkdtemp(prefix=PREFIX))
+        lock = rundir.path / LOCK
+        fd = os.open(lock.with_suffix(".new"), os.O_CREAT | os.O_RDWR, 0o600)  # not inherited by children
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        os.replace(lock.with_suffix(".new"), lock)  # visible only once held
+        rundir.lock_fd = fd
+        return rundir
+
+    def unlock(self) -> None:
+        if self.lock_fd is not None:
+            os.close(self.lock_fd)
+            self.lock_fd = None
 
     def config_path(self) -> Path:
         return self.path / CONFIG
@@ -118,6 +142,44 @@ class RunDir:
             except OSError:
                 continue
         return stacks
+
+
+def stale_run_dirs(parent: str) -> list[Path]:
+    """Run directories of this user's audits that ended without removing theirs (ddplint killed
+    by SIGKILL or the machine stopping): nobody holds their lock."""
+    stale = []
+    try:
+        entries = list(os.scandir(parent))
+    except OSError:
+        return []
+    for entry in entries:
+        if not entry.name.startswith(PREFIX):
+            continue
+        try:
+            if not entry.is_dir(follow_symlinks=False) or entry.stat().st_uid != os.getuid():
+                continue
+            fd = os.open(os.path.join(entry.path, LOCK), os.O_RDWR)
+        except FileNotFoundError:
+            if _age_s(entry.path) > UNLOCKED_STALE_S:
+                stale.append(Path(entry.path))
+            continue
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            stale.append(Path(entry.path))
+        except OSError:  # a live audit holds it
+            pass
+        finally:
+            os.close(fd)
+    return stale
+
+
+def _age_s(path: str) -> float:
+    try:
+        return time.time() - os.stat(path).st_mtime
+    except OSError:
+        return 0.0
 
 
 # The probe replaces builtins.open while the user's script runs; the run directory must keep

@@ -58,6 +58,11 @@ def torch_dirs() -> tuple[str, ...]:
     return _dirs()["torch"]
 
 
+def is_own_file(filename: str) -> bool:
+    """ddplint's own frames, never shown as where a rank stands."""
+    return filename.startswith(_dirs()["ddplint"])
+
+
 def is_user_file(filename: str) -> bool:
     return not filename.startswith("<") and not filename.startswith(library_dirs())
 

@@ -79,6 +79,10 @@ def binding_info(models: list, modules: list, tensors: list) -> dict:
     `tensors` every live tensor."""
     import torch
 
+    from ddplint.runtime import cpucuda
+
+    if cpucuda.ACTIVE is not None:
+        return _asked_binding(cpucuda.ACTIVE)
     if not (torch.cuda.is_available() and torch.cuda.is_initialized()):
         return {"device_type": "cpu", "cuda_initialized": False,
                 "cuda_available": torch.cuda.is_available()}
@@ -94,6 +98,26 @@ def binding_info(models: list, modules: list, tensors: list) -> dict:
                        model_device=used)
             return out
     out["basis"] = "no tensor on a GPU yet"
+    return out
+
+
+def _asked_binding(asked) -> dict:
+    """CUDA mapped to the CPU: the GPU the rank asked for stands in for the one it would drive.
+    Its identity is the physical index on this node (through CUDA_VISIBLE_DEVICES), so ranks
+    that all ask for cuda:0 share it, as they would on the GPU machine."""
+    import socket
+
+    out = {"device_type": "cuda", "cuda_initialized": True, "mapped_to_cpu": True,
+           "current_device": asked.set_device or 0, "asked": asked.as_record()}
+    index = asked.index()
+    if index is None:
+        out["basis"] = "no tensor on a GPU yet"
+        return out
+    visible = [d.strip() for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
+    physical = visible[index] if index < len(visible) else str(index)
+    out.update(gpu={"index": index, "name": "(asked for; run on the CPU)", "total_memory": None,
+                    "uuid": f"{socket.gethostname()}/GPU{physical}", "pci_bus_id": None},
+               basis="asked", devices=[index], model_device=index)
     return out
 
 
@@ -193,8 +217,10 @@ def distinct_check(records: list[dict]) -> CheckResult:
                                "while others did", table,
                                "move the model to torch.device('cuda', local_rank) on every rank",
                                data=data)
+        mapped = any(part(r, "binding").get("mapped_to_cpu") for r in on_gpu)
         return CheckResult("bind.distinct", Status.PASS,
-                           f"{len(on_gpu)} ranks on {len(on_gpu)} different GPUs", table, data=data)
+                           f"{len(on_gpu)} ranks asked for {len(on_gpu)} different GPUs (CUDA mapped to the CPU)"
+                           if mapped else f"{len(on_gpu)} ranks on {len(on_gpu)} different GPUs", table, data=data)
     by_rank = {rank_of(r): r for r in on_gpu}
     parts = []
     for ranks in shared.values():
