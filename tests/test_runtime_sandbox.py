@@ -303,3 +303,51 @@ def test_a_mount_below_the_project_stays_visible_and_contained(tmp_path):
     assert checks["io.sandbox"]["status"] == "PASS"
     writes = json.loads(report.read_text())["writes"]
     assert [(w["path"], w["change"], w["ranks"]) for w in writes] == [(str(project / "data" / "out.txt"), "created", [0])]
+
+
+def _outside_temp(name: str) -> Path:
+    """A new directory outside the temp directory and $HOME (see the `base` fixture)."""
+    temp = os.path.realpath(tempfile.gettempdir())
+    candidates = [ROOT / "build", Path.home() / ".cache" / "ddplint-tests"]
+    parent = next((c for c in candidates if not os.path.realpath(c).startswith(temp + os.sep)), None)
+    if parent is None:
+        pytest.skip("no writable directory outside the temp directory")
+    parent.mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(prefix=f"{name}-", dir=parent))
+
+
+def test_shared_memory_var_tmp_xdg_symlinked_and_relative_outputs_are_contained(tmp_path):
+    work, disk, xdg = _outside_temp("work"), _outside_temp("disk"), _outside_temp("xdg")
+    try:
+        project, runs = work / "project", work / "runs"
+        project.mkdir()
+        runs.mkdir()
+        shutil.copy(FIXTURES / "writes_to_scratch.py", project)
+        (project / "scratch_link").symlink_to(disk, target_is_directory=True)
+        marker = uuid.uuid4().hex[:12]
+        e = env()
+        e["HOME"] = str(tmp_path)
+        e["XDG_CACHE_HOME"] = str(xdg)
+        report_path = tmp_path / "report.json"
+        proc = subprocess.run([sys.executable, "-m", "ddplint", "--runtime", "--allow-no-data", "--format", "json",
+                               "--output", str(report_path), "writes_to_scratch.py", "--out", "../runs",
+                               "--marker", marker],
+                              cwd=project, env=e, capture_output=True, text=True, timeout=WAIT_S, check=False)
+        report = json.loads(report_path.read_text())
+        checks = {c["check"]: c for c in report["checks"]}
+        assert checks["run.failure"]["status"] == "PASS", checks["run.failure"]
+        for leaked in (Path(f"/dev/shm/ddplint-test-{marker}"), Path(f"/var/tmp/ddplint-test-{marker}"),
+                       xdg / "cache.bin", disk / "ckpt.pt", runs / "result.txt"):
+            assert not leaked.exists(), f"{leaked} reached the disk"
+        sandbox = checks["io.sandbox"]
+        assert sandbox["status"] == "PASS", sandbox
+        roots = sandbox["data"]["roots"]
+        for contained in (str(disk), str(xdg), str(runs)):
+            assert any(contained == r or contained.startswith(r + os.sep) for r in roots), (contained, roots)
+        written = {w["path"] for w in report["writes"]}
+        for path in (str(xdg / "cache.bin"), str(disk / "ckpt.pt"), str(runs / "result.txt")):
+            assert path in written, (path, written)
+        assert proc.returncode == 0, proc.stderr
+    finally:
+        for d in (work, disk, xdg):
+            shutil.rmtree(d, ignore_errors=True)

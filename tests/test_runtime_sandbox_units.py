@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+import sys
 
 import pytest
 
@@ -17,6 +18,7 @@ from ddplint.runtime.sandbox import (
     Outcome,
     layer_changes,
     plan_roots,
+    shared_scratch,
 )
 from ddplint.runtime.sandbox_checks import (
     Containment,
@@ -138,3 +140,27 @@ def test_leftovers_fail_only_when_every_script_had_ended_by_itself():
     assert check_leftovers(Outcome(returncode=0), completed).status is Status.PASS
     assert check_leftovers(Outcome(stopped_by="SIGTERM"), completed).status is Status.SKIP
     assert check_leftovers(None, completed).status is Status.SKIP
+
+
+def test_relative_outputs_symlink_targets_and_shared_scratch_are_roots(tmp_path):
+    project, runs, disk, cache = (tmp_path / "w" / "project", tmp_path / "w" / "runs", tmp_path / "disk",
+                                  tmp_path / "cache")
+    for d in (project, runs, disk, cache):
+        d.mkdir(parents=True)
+    (project / "setup.py").write_text("")
+    (project / "outputs").symlink_to(disk, target_is_directory=True)
+    (project / "python").symlink_to(sys.executable)  # a file link (a venv's interpreter): not a root
+    script = project / "train.py"
+    script.write_text("")
+    roots, skipped = plan_roots(script, ("--out", "../runs", "--log=../runs/log.txt", "--lr", "0.1"),
+                                str(project), None, str(project), shared=(str(cache),))
+    assert roots == sorted([str(project), str(runs), str(disk), str(cache)]) and skipped == []
+
+
+def test_shared_scratch_is_var_tmp_and_moved_xdg_directories(tmp_path):
+    (tmp_path / "c").mkdir()
+    found = shared_scratch({"XDG_CACHE_HOME": str(tmp_path / "c"), "XDG_DATA_HOME": "relative/ignored",
+                            "XDG_STATE_HOME": str(tmp_path / "absent")})
+    assert str(tmp_path / "c") in found and "relative/ignored" not in found
+    assert str(tmp_path / "absent") not in found
+    assert ("/var/tmp" in found) == os.path.isdir("/var/tmp")

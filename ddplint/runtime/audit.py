@@ -30,6 +30,7 @@ from ddplint.runtime.sandbox import (
     Plan,
     layer_changes,
     plan_roots,
+    shared_scratch,
     unavailable_reason,
 )
 from ddplint.runtime.sandbox_checks import (
@@ -195,7 +196,7 @@ def _containment(options: RuntimeOptions, script) -> Containment:
     if why is not None:
         return Containment(unavailable=why)
     roots, skipped = plan_roots(script, options.script_args, os.getcwd(), os.environ.get("HOME"),
-                                tempfile.gettempdir())
+                                tempfile.gettempdir(), shared_scratch(dict(os.environ)))
     return Containment(tuple(roots), tuple(skipped))
 
 

@@ -140,21 +140,59 @@ def _in(path: str, parent: str) -> bool:
 
 
 def plan_roots(script: Path, script_args: tuple[str, ...], cwd: str, home: str | None,
-               tempdir: str) -> tuple[list[str], list[str]]:
+               tempdir: str, shared: tuple[str, ...] = ()) -> tuple[list[str], list[str]]:
     """(the directories to put under a copy-on-write layer, none inside another; those the job
     may write to that cannot be: / itself, e.g. the nearest existing directory of an output
-    path whose parents do not exist yet). /dev, /proc and /sys stay the host's own."""
-    wanted = [str(_project_root(script.resolve().parent)), cwd, tempdir, home or ""]
+    path whose parents do not exist yet). Beside the project, the working directory, the temp
+    directory and $HOME: every path argument (absolute, or relative and leaving the working
+    directory: `--out ../runs`), the targets of symlinks in the project (`outputs ->
+    /mnt/scratch/...`), and `shared` (the machine's other scratch: see shared_scratch). /dev,
+    /proc and /sys stay the host's own; /dev/shm gets a private tmpfs (see _private_shm)."""
+    project = _project_root(script.resolve().parent)
+    wanted = [str(project), cwd, tempdir, home or "", *shared]
     for arg in script_args:
         value = arg.split("=", 1)[1] if arg.startswith("-") and "=" in arg else arg
         if value.startswith(os.sep):
             wanted.append(_existing_dir(value))
+        elif value.startswith(os.pardir + os.sep) or value == os.pardir:
+            wanted.append(_existing_dir(os.path.join(cwd, value)))
+    wanted += _symlink_targets(project)
     real = {os.path.realpath(w) for w in wanted if w}
     roots: list[str] = []
     for r in sorted(real - {os.sep}):
         if not any(_in(r, kept) for kept in [*roots, *_NEVER[1:]]):
             roots.append(r)
     return roots, sorted(real & {os.sep})
+
+
+SHM = "/dev/shm"  # POSIX shared memory: the job gets a tmpfs of its own there
+SYMLINK_SCAN = 20_000  # directory entries looked at for symlinks, from the project root down
+
+
+def shared_scratch(environ: dict[str, str]) -> tuple[str, ...]:
+    """The machine's scratch directories a job may write to wherever it runs: /var/tmp, and the
+    XDG cache, data and state directories wherever they were moved."""
+    dirs = ["/var/tmp"] + [environ[k] for k in ("XDG_CACHE_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME")
+                                if environ.get(k, "").startswith(os.sep)]
+    return tuple(d for d in dirs if os.path.isdir(d))
+
+
+def _symlink_targets(project: Path) -> list[str]:
+    """The directories outside the project that its directory symlinks lead to (a data or
+    output disk), from a walk bounded by SYMLINK_SCAN entries."""
+    targets, seen = [], 0
+    for parent, dirs, files in os.walk(project):
+        dirs[:] = [d for d in dirs if not d.startswith(".")]
+        for name in (*dirs, *files):
+            seen += 1
+            path = os.path.join(parent, name)
+            if os.path.islink(path):
+                real = os.path.realpath(path)
+                if not _in(real, str(project)) and os.path.isdir(real):  # (a venv's bin/python: not data)
+                    targets.append(real)
+        if seen >= SYMLINK_SCAN:
+            break
+    return targets
 
 
 # ---- system calls ---------------------------------------------------------------------------
@@ -530,6 +568,19 @@ def _distinct_pids(keeper: int) -> None:
         pass
 
 
+def _private_shm() -> list[str]:
+    """A tmpfs of the job's own over /dev/shm (shared memory, DataLoader workers' and NCCL's
+    segments): what the job leaves there goes with the namespace. Returns /dev/shm when it
+    could not be mounted (it then stays the host's)."""
+    if not os.path.isdir(SHM):
+        return []
+    try:
+        _mount("tmpfs", SHM, "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777")
+    except OSError:
+        return [SHM]
+    return []
+
+
 def _init(spec: dict, keeper: int) -> int:
     """PID 1 of the job's namespace."""
     _libc().prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # the keeper gone: the namespace goes
@@ -549,6 +600,7 @@ def _init(spec: dict, keeper: int) -> int:
             covered += layers
             outcome.uncontained += uncontained
         os.close(keep)
+        outcome.uncontained += _private_shm()
         (rundir / LAYERS / MAP).write_text(json.dumps(covered))
         os.chdir(spec["cwd"])  # the working directory, seen through its overlay
         if outcome.processes_visible:
