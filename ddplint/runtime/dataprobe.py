@@ -124,11 +124,6 @@ class SamplerChain:
     def num_replicas(self) -> int | None:
         return _replicas(self.distributed)
 
-    @property
-    def rank(self) -> int | None:
-        d = self.distributed
-        return getattr(d, "rank", getattr(d, "process_index", None))
-
     def shuffle(self) -> bool | None:
         return next((s for s in map(_shuffles, self.objects) if s is not None), None)
 
@@ -171,7 +166,7 @@ class DatasetChain:
     map-style roots they index, ChainDataset to the iterable datasets it chains. Every index of
     the loader's dataset maps to a root key (the root's offset + the index inside it)."""
 
-    def __init__(self, dataset):
+    def __init__(self, dataset) -> None:
         self.roots: list = []
         self._offsets: dict[int, int | None] = {}
         self.text = self._walk(dataset, 0)
@@ -325,7 +320,6 @@ class LoaderTracker:
             shuffle=None if iterable else chain.shuffle(),
             replacement=any(getattr(o, "replacement", False) is True for o in chain.objects),
             num_replicas=chain.num_replicas,
-            sampler_rank=chain.rank,
             sampler_drop_last=getattr(chain.distributed, "drop_last", None),
             padding=0 if iterable else chain.padding(dataset_len),
             sampler_len=None if iterable else _length(chain.element),
@@ -532,7 +526,7 @@ class LoaderTracker:
             loader = self._last_loader[site]
             self._drain_set_epoch(loader, rec)
             roots = self._chains[site].roots
-            rec.roots = [replace(r, anchors=read_anchors(obj, r.length)) for r, obj in zip(rec.roots, roots)]
+            rec.roots = [replace(r, anchors=read_anchors(obj, r.length)) for r, obj in zip(rec.roots, roots, strict=False)]
             out[site] = asdict(rec)
         return out
 
