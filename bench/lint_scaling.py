@@ -13,12 +13,11 @@ size, measured in this run.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import tempfile
 from pathlib import Path
 
 from timing import median_time
-
-import contextlib
 
 from ddplint import config as config_mod
 from ddplint.lint import limits

@@ -62,7 +62,8 @@ def main() -> None:
     rows = [
         ("ast.parse of every file", median_time(parse_all_ast, args.repeat)),
         ("libcst.parse_module of every file (baseline)", median_time(parse_all_libcst, args.repeat)),
-        ("ddplint lint, 1 process (read+parse+facts+rules)", median_time(lambda: lint_paths([corpus], config, jobs=1), args.repeat)),
+        ("ddplint lint, 1 process (read+parse+facts+rules)",
+         median_time(lambda: lint_paths([corpus], config, jobs=1), args.repeat)),
         ("ddplint lint, 2 processes", median_time(lambda: lint_paths([corpus], config, jobs=2), args.repeat)),
     ]
     baseline = rows[1][1]

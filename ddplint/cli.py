@@ -102,11 +102,13 @@ def _fail(message: str) -> None:
               help="[runtime] Seconds for the whole audit; a hang past it is reported.")
 @click.option("--rdzv-timeout", type=click.FloatRange(min=1), default=60.0, show_default=True,
               help="[runtime] Seconds for rendezvous and process-group init.")
-@click.option("--nnodes", type=click.IntRange(min=1), default=1, show_default=True, help="[runtime] Number of nodes; run ddplint on each (or one srun task per node: SLURM_* is read).")
+@click.option("--nnodes", type=click.IntRange(min=1), default=1, show_default=True,
+              help="[runtime] Number of nodes; run ddplint on each (or one srun task per node: SLURM_* is read).")
 @click.option("--node-rank", type=click.IntRange(min=0), default=0, show_default=True,
               help="[runtime] Rank of this node.")
 @click.option("--master-addr", default="127.0.0.1", show_default=True, help="[runtime] Address of node 0.")
-@click.option("--master-port", type=click.IntRange(1, 65535), help="[runtime] Port on node 0; default: a free one (required with --nnodes > 1).")
+@click.option("--master-port", type=click.IntRange(1, 65535),
+              help="[runtime] Port on node 0; default: a free one (required with --nnodes > 1).")
 @click.option("--rdzv-backend", help="[runtime] torchrun rendezvous backend (e.g. c10d).")
 @click.option("--rdzv-endpoint", help="[runtime] torchrun rendezvous endpoint HOST:PORT.")
 @click.option("--no-sandbox", "no_sandbox", is_flag=True,

@@ -24,7 +24,7 @@ def test_findings_are_sorted_lines_with_summary_and_exit_1():
     lines = proc.stdout.splitlines()
     assert lines[-1] == "Found 2 problems in 1 file."
     body = lines[:-1]
-    assert body == sorted(body, key=lambda l: (l.split(":")[0], int(l.split(":")[1]), int(l.split(":")[2])))
+    assert body == sorted(body, key=lambda line: (line.split(":")[0], int(line.split(":")[1]), int(line.split(":")[2])))
     assert body[0].startswith(f"{BAD}:13:39: DDP101 device index 0 is hard-coded")
 
 

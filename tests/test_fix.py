@@ -297,8 +297,10 @@ SET_EPOCH_FIXES = {
                 evaluate()
         """),
     "tabs": (
-        "def main():\n\tsampler = DistributedSampler(ds)\n\tfor epoch in range(3):\n\t\tfor b in DataLoader(ds, sampler=sampler):\n\t\t\tpass\n\n\nmain()\n",
-        "def main():\n\tsampler = DistributedSampler(ds)\n\tfor epoch in range(3):\n\t\tsampler.set_epoch(epoch)\n\t\tfor b in DataLoader(ds, sampler=sampler):\n\t\t\tpass\n\n\nmain()\n"),
+        "def main():\n\tsampler = DistributedSampler(ds)\n\tfor epoch in range(3):\n"
+        "\t\tfor b in DataLoader(ds, sampler=sampler):\n\t\t\tpass\n\n\nmain()\n",
+        "def main():\n\tsampler = DistributedSampler(ds)\n\tfor epoch in range(3):\n\t\tsampler.set_epoch(epoch)\n"
+        "\t\tfor b in DataLoader(ds, sampler=sampler):\n\t\t\tpass\n\n\nmain()\n"),
 }
 
 
@@ -487,7 +489,8 @@ def test_map_location_fix_keeps_a_multi_line_call_well_formed(tmp_path):
         'model = torch.nn.Linear(1, 1)\nmodel.load_state_dict(torch.load(\n    "ckpt.pt",\n    map_location="cpu",\n))\n')
     commented = 'model = torch.nn.Linear(1, 1)\nmodel.load_state_dict(torch.load(\n    "ckpt.pt"  # the last one\n))\n'
     assert fixed_body(tmp_path, commented, unsafe=True) == (
-        'model = torch.nn.Linear(1, 1)\nmodel.load_state_dict(torch.load(\n    "ckpt.pt",\n    map_location="cpu"  # the last one\n))\n')
+        'model = torch.nn.Linear(1, 1)\nmodel.load_state_dict(torch.load(\n'
+        '    "ckpt.pt",\n    map_location="cpu"  # the last one\n))\n')
 
 
 def test_noqa_and_fixes_count_lines_as_python_does(tmp_path):

@@ -55,7 +55,7 @@ def test_one_annotation_per_finding_with_repository_relative_paths(tmp_path):
     reference = json.loads(run_cli("--format", "json", "scripts", cwd=tmp_path).stdout)["diagnostics"]
     annotations = [parse(line) for line in proc.stdout.splitlines()]
     assert len(annotations) == len(reference) > 0
-    for (level, props, message), d in zip(annotations, reference):
+    for (level, props, message), d in zip(annotations, reference, strict=True):
         assert level == d["severity"]
         assert props == {
             "file": d["path"], "line": str(d["line"]), "col": str(d["column"]),

@@ -117,7 +117,8 @@ def test_a_function_with_one_unguarded_caller_is_not_main_only(tmp_path):
 
 
 def test_a_spawn_target_runs_on_every_rank(tmp_path):
-    source = PRELUDE + "import torch.multiprocessing as mp\ndef worker(i):\n    torch.save({}, 'x.pt')\nmp.spawn(worker, nprocs=2)\n"
+    source = (PRELUDE + "import torch.multiprocessing as mp\ndef worker(i):\n    torch.save({}, 'x.pt')\n"
+              "mp.spawn(worker, nprocs=2)\n")
     ctx = context(source, tmp_path)
     assert not ctx.guards.main_only(ctx.facts.calls_to("torch.save")[0])
 
@@ -129,7 +130,8 @@ def test_project_predicates_resolve_across_modules(tmp_path):
         "import os\n\ndef who():\n    return int(os.environ['RANK'])\n\n"
         "def leads():\n    return who() == 0\n\ndef trails():\n    return not leads()\n"
     )
-    source = "import torch\nfrom helpers.ranks import leads, trails\nif leads():\n    torch.save({}, 'a')\nif trails():\n    torch.save({}, 'b')\n"
+    source = ("import torch\nfrom helpers.ranks import leads, trails\n"
+              "if leads():\n    torch.save({}, 'a')\nif trails():\n    torch.save({}, 'b')\n")
     ctx = context(source, tmp_path)
     first, second = ctx.facts.calls_to("torch.save")
     assert ctx.guards.condition_kind(first.conditions[0], ctx.facts, ctx.path, "") == "main"
@@ -137,8 +139,10 @@ def test_project_predicates_resolve_across_modules(tmp_path):
 
 
 def test_helper_modules_are_parsed_once_per_run(tmp_path, monkeypatch):
-    (tmp_path / "utils.py").write_text("import torch.distributed as dist\n\ndef is_main_process():\n    return dist.get_rank() == 0\n")
-    script = "import torch\nimport torch.distributed as dist\nimport utils\ndist.init_process_group('gloo')\nif utils.is_main_process():\n    torch.save({}, 'x')\ndist.destroy_process_group()\n"
+    (tmp_path / "utils.py").write_text(
+        "import torch.distributed as dist\n\ndef is_main_process():\n    return dist.get_rank() == 0\n")
+    script = ("import torch\nimport torch.distributed as dist\nimport utils\ndist.init_process_group('gloo')\n"
+              "if utils.is_main_process():\n    torch.save({}, 'x')\ndist.destroy_process_group()\n")
     read = []
     real = project_mod.read_source
     monkeypatch.setattr(project_mod, "read_source", lambda path: read.append(path.name) or real(path))

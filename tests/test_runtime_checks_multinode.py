@@ -185,8 +185,8 @@ def test_node_0_prints_the_merged_report_of_both_nodes(two_nodes_different_scrip
     assert checks["env.ranks"]["status"] == "PASS"
     assert checks["env.ranks"]["summary"].startswith("ranks 0-3 of 4")
     assert [e.split(",")[0] for e in checks["env.ranks"]["evidence"]] == [
-        "rank 0: node 0 (%s)" % socket.gethostname(), "rank 1: node 0 (%s)" % socket.gethostname(),
-        "rank 2: node 1 (%s)" % socket.gethostname(), "rank 3: node 1 (%s)" % socket.gethostname()]
+        f"rank 0: node 0 ({socket.gethostname()})", f"rank 1: node 0 ({socket.gethostname()})",
+        f"rank 2: node 1 ({socket.gethostname()})", f"rank 3: node 1 ({socket.gethostname()})"]
     assert checks["comm.allreduce"]["summary"].startswith("all_reduce of rank+1 = 10 = W(W+1)/2 "
                                                           "on ranks 0-3")
     assert checks["run.failure"]["status"] == "PASS"

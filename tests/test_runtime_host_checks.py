@@ -326,7 +326,7 @@ def test_a_pair_on_a_direct_nvlink_mesh_expects_only_its_own_links():
 
 def test_nvlink_rate_follows_the_gpu_generation_where_the_version_is_ambiguous():
     def ga102(inv):  # two RTX A6000 with an NVLink bridge: NVLink 3 x4 at about 14 GB/s
-        for d, peer in zip(inv["devices"], reversed(inv["devices"])):
+        for d, peer in zip(inv["devices"], reversed(inv["devices"]), strict=True):
             d["compute_capability"] = [8, 6]
             d["nvlinks"] = [{"link": k, "state": 1, "version": 5, "remote_type": 0,
                              "remote_bus_id": peer["pci_bus_id"]} for k in range(4)]
@@ -366,7 +366,7 @@ def test_fixture_shapes_follow_what_nvml_answers_there():
     v100 = inventory("v100_sxm2_4x_driver_470")
     for d in v100["devices"]:
         assert d["mig_mode"] is None and d["mig_devices"] == []  # V100: no MIG
-        assert len(d["nvlinks"]) == 6 and {l["version"] for l in d["nvlinks"]} == {2}
+        assert len(d["nvlinks"]) == 6 and {link["version"] for link in d["nvlinks"]} == {2}
     for d in inventory("rtx4090_2x_pcie_cross_socket")["devices"]:
         assert d["mig_mode"] is None  # GeForce: no MIG mode
     assert [d["numa_node"] for d in inventory("h100_sxm_8x_nvswitch")["devices"]] == [0] * 4 + [1] * 4

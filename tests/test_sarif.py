@@ -101,7 +101,7 @@ def test_results_match_the_json_report(fixture_run):
     run = log["runs"][0]
     rules = run["tool"]["driver"]["rules"]
     assert len(run["results"]) == len(reference["diagnostics"]) > 0
-    for result, d in zip(run["results"], reference["diagnostics"]):
+    for result, d in zip(run["results"], reference["diagnostics"], strict=True):
         assert rules[result["ruleIndex"]]["id"] == result["ruleId"] == d["code"]
         assert result["level"] == d["severity"]
         assert result["message"]["text"] == d["message"]

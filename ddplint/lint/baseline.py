@@ -39,7 +39,7 @@ class Entry:
 
 def _entries(diagnostics: list[Diagnostic], base: Path) -> list[tuple[Entry, Diagnostic]]:
     out = []
-    for d, fingerprint in zip(diagnostics, fingerprints(diagnostics)):
+    for d, fingerprint in zip(diagnostics, fingerprints(diagnostics), strict=True):
         relative = Path(os.path.relpath(os.path.realpath(d.path), os.path.realpath(base))).as_posix()
         out.append((Entry(relative, d.code, fingerprint), d))
     return out

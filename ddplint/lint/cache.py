@@ -129,7 +129,7 @@ class ResultCache:
         self._helper_digests: dict[Path, str | None] = {}
         self._presence: dict[Path, bool] = {}
 
-    def _load(self) -> dict[str, object]:
+    def _load(self) -> dict[str, dict]:
         data = _read_json(self.file)
         return data if isinstance(data, dict) else {}
 

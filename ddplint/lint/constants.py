@@ -50,7 +50,7 @@ def bind_arguments(call: cst.Call, definition: cst.FunctionDef, outer: Bindings)
     by_name = {p.name.value: p for p in (*params, *definition.params.kwonly_params)}
     given: dict[str, cst.BaseExpression] = {}
     positional = [a.value for a in call.args if a.keyword is None]
-    for param, value in zip(params, positional):
+    for param, value in zip(params, positional, strict=False):
         given[param.name.value] = value
     for a in call.args:
         if a.keyword is not None and a.keyword.value in by_name:

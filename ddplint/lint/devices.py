@@ -155,7 +155,7 @@ def _arguments_for(ctx: LintContext, definition: cst.FunctionDef, function: str,
             continue
         given = {a.keyword.value: a.value for a in call.args if a.keyword is not None}
         positional = [a.value for a in call.args if a.keyword is None]
-        given.update(zip((p.name.value for p in call_parameters(call, definition)), positional))
+        given.update(zip((p.name.value for p in call_parameters(call, definition)), positional, strict=False))
         argument = given.get(parameter, default)
         if argument is not None:
             yield caller, argument

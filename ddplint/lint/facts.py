@@ -198,9 +198,6 @@ class ModuleFacts:
         wanted = set(names)
         return [c for c in self.calls if c.name in wanted]
 
-    def calls_named(self, predicate) -> list[CallSite]:
-        return [c for c in self.calls if c.name is not None and predicate(c.name)]
-
     # -- bindings --------------------------------------------------------------------
 
     def assigned(self, target: str) -> list[Assignment]:
@@ -640,7 +637,7 @@ class _Collector(Walker):
     def _assign(self, target: cst.BaseExpression, value: cst.BaseExpression) -> None:
         if isinstance(target, (cst.Tuple, cst.List)):
             if isinstance(value, (cst.Tuple, cst.List)) and len(target.elements) == len(value.elements):
-                for t, v in zip(target.elements, value.elements):
+                for t, v in zip(target.elements, value.elements, strict=True):
                     self._assign(t.value, v.value)
             elif not isinstance(value, (cst.Tuple, cst.List)):  # `loss, step = train(...)`: a part each
                 for part in _target_names(target):
@@ -793,8 +790,8 @@ def _infer_roles(facts: ModuleFacts) -> None:
         for a in facts.assignments:
             scope = "*" if "." in a.target else a.function
             if isinstance(a.value, cst.DictComp):
-                for key, role in _environment_dict(facts, a.value):
-                    facts.roles[("*", f"{a.target}.{key}")] = role
+                for key, env_role in _environment_dict(facts, a.value):
+                    facts.roles[("*", f"{a.target}.{key}")] = env_role
                 continue
             role = None if a.element else facts.role_of(a.value, a.function)
             if role is None:

@@ -54,7 +54,7 @@ OPPOSITE = {MAIN: NOTMAIN, NOTMAIN: MAIN, SINGLE: DIST, DIST: SINGLE}
 SINGLE_WORLD, MAIN_WORLD, NOT_MAIN_WORLD = "S", "M", "N"
 ALL = frozenset("SMN")
 Worlds = tuple[frozenset[str], frozenset[str]]  # where a test is true, where it is false
-KIND_WORLDS = {
+KIND_WORLDS: dict[str | None, Worlds] = {
     MAIN: (frozenset("SM"), frozenset("N")),
     NOTMAIN: (frozenset("N"), frozenset("SM")),
     SINGLE: (frozenset("S"), frozenset("MN")),
@@ -227,7 +227,7 @@ class Guards:
     def _call(self, call: cst.Call, facts, path, function, depth) -> tuple[frozenset[str], frozenset[str]]:
         raw = dotted(call.func)
         name = facts.qualify(raw)
-        if name is None:
+        if name is None or raw is None:  # (raw is None only where name is)
             return ALL, ALL
         last = last_part(name)
         if self._declared(raw, facts, self._extra_predicates):
@@ -274,7 +274,8 @@ class Guards:
         if key not in self._predicates:
             self._predicates[key] = (ALL, ALL)  # recursion guard
             returns = inner_facts.functions[function].returns
-            true, false = frozenset(), frozenset()
+            true: frozenset[str] = frozenset()
+            false: frozenset[str] = frozenset()
             for value in returns:
                 if _is_bool_literal(value):
                     if value.value == "True":

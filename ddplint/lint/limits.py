@@ -76,7 +76,7 @@ def _tokens(text: str, start: int, end: int) -> Iterator[tuple[str, int, int]]:
     """(kind, start, end) of the tokens that matter for nesting; an f-string is an "open", the
     tokens of its body and a "close"."""
     for match in TOKEN.finditer(text, start, end):
-        kind = match.lastgroup
+        kind = match.lastgroup or "other"  # never None: every alternative is a named group
         if kind == "string" and "f" in match["prefix"].lower():
             body = next(name for name in BODIES if match[name] is not None)
             yield "open", match.start(), match.start(body)

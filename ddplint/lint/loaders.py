@@ -45,14 +45,14 @@ def sharding(expr: cst.BaseExpression | None, facts: ModuleFacts, site: CallSite
     if isinstance(expr, cst.IfExp):
         return _either(sharding(expr.body, facts, site, depth), sharding(expr.orelse, facts, site, depth))
     if isinstance(expr, cst.Call):
-        name = data_name(facts.callee(expr)) or ""
-        if name == SAMPLER or "Distributed" in name.rsplit(".", 1)[-1]:
+        callee = data_name(facts.callee(expr)) or ""
+        if callee == SAMPLER or "Distributed" in callee.rsplit(".", 1)[-1]:
             return YES
         if has_keyword(expr, "num_replicas") or has_keyword(expr, "rank"):
             return YES
-        if name in PLAIN_SAMPLERS:
+        if callee in PLAIN_SAMPLERS:
             return NO
-        if name == BATCH_SAMPLER:
+        if callee == BATCH_SAMPLER:
             return sharding(arg(expr, 0, "sampler"), facts, site, depth)
         return UNKNOWN
     name = dotted(expr)

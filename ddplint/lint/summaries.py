@@ -100,7 +100,8 @@ def direct_effects(site: CallSite) -> frozenset[Effect]:
     if name in BINDING or site.method in BINDING_METHODS:
         effects.add(Effect.BINDS_DEVICE)
     # A collective on a group of its own (`group=...`) may involve just the ranks that get there.
-    world = arg(site.node, None, "group") is None or dotted(arg(site.node, None, "group")) == "None"
+    group = arg(site.node, None, "group")
+    world = group is None or dotted(group) == "None"
     if (name in BLOCKING and world) or name.startswith(MPI) and site.method in MPI_COLLECTIVES:
         effects.add(Effect.COLLECTIVE)
     if name in ON_DEVICE:

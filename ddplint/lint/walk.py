@@ -20,7 +20,7 @@ _SKIPPED = frozenset({
     "encoding", "default_indent", "default_newline", "has_trailing_newline", "star",
 })
 # Where the dataclass field order is not the source order.
-_ORDER = {
+_ORDER: dict[type, tuple[str, ...]] = {
     cst.ClassDef: ("decorators", "name", "bases", "keywords", "body"),
     cst.FunctionDef: ("decorators", "name", "params", "returns", "body"),
 }

@@ -70,8 +70,9 @@ def effect_of(site: CallSite, facts: ModuleFacts, bindings: constants.Bindings |
         else:
             mode, target = arg(call, 1, "mode"), arg(call, 0, "file")
         text = string_value(mode)
-        if text is None and isinstance(mode, cst.Name) and isinstance((bindings or {}).get(mode.value), str):
-            text = bindings[mode.value]
+        bound = (bindings or {}).get(mode.value) if text is None and isinstance(mode, cst.Name) else None
+        if isinstance(bound, str):
+            text = bound
         if text is None or not MODE.match(text) or not WRITE_MODES & set(text) or _per_rank(target, facts, site.function):
             return None
         if id(call) in facts.idle_with_calls:

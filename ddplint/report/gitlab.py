@@ -26,7 +26,7 @@ GITLAB_SEVERITY = {Severity.ERROR: "major", Severity.WARNING: "minor", Severity.
 def render(result: LintResult, config: Config, options: ReportOptions = DEFAULTS) -> str:
     root = repository_root()
     issues = []
-    for d, printed in zip(result.diagnostics, fingerprints(result.diagnostics)):
+    for d, printed in zip(result.diagnostics, fingerprints(result.diagnostics), strict=True):
         path = relative_to(d.path, root) or d.path
         where = "" if d.cell is None else f"cell {d.cell}, line {d.line}: "
         issues.append({

@@ -29,8 +29,8 @@ def render(result: LintResult, config: Config, options: ReportOptions = DEFAULTS
     errors = [*result.errors, *result.internal_errors]
     root = ET.Element("testsuites", name="ddplint", tests=str(max(len(result.diagnostics) + len(errors), 1)),
                       failures=str(len(result.diagnostics)), errors=str(len(errors)))
-    for path, found in groupby(result.diagnostics, key=lambda d: d.path):
-        found = list(found)
+    for path, group in groupby(result.diagnostics, key=lambda d: d.path):
+        found = list(group)
         suite = ET.SubElement(root, "testsuite", name=_clean(path), tests=str(len(found)),
                               failures=str(len(found)), errors="0")
         for d in found:

@@ -17,9 +17,10 @@ _KEEP = object()  # a field whose default is never left out
 
 
 def to_json(value: Any) -> Any:
-    if attr.has(type(value)):
+    cls: type = type(value)
+    if attr.has(cls):
         out = {}
-        for name, key, unset in _fields(type(value)):
+        for name, key, unset in _fields(cls):
             item = getattr(value, name)
             if item is not None and (unset is _KEEP or item != unset):
                 out[key] = to_json(item)
@@ -37,7 +38,8 @@ def _fields(cls: type) -> list[tuple[str, str, Any]]:
     out = []
     for field in attr.fields(cls):
         default = field.default
-        if isinstance(default, attr.Factory):
+        # attrs' stubs declare Factory as a function; at run time it is the class of factory defaults
+        if isinstance(default, attr.Factory):  # type: ignore[arg-type]
             default = default.factory()
         if default is attr.NOTHING or default is None or isinstance(default, str):
             default = _KEEP

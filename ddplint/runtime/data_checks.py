@@ -152,7 +152,7 @@ def loaders_of(records: dict[int, dict]) -> list[Loader]:
             loader = sites.setdefault(site, Loader(site, {}, False))
             loader.per_rank[rank] = lrec
             loader.training = loader.training or lrec.training
-    return sorted(sites.values(), key=lambda l: (not l.training, l.site))
+    return sorted(sites.values(), key=lambda loader: (not loader.training, loader.site))
 
 
 # -- how samples are identified across ranks -------------------------------------------------
@@ -195,7 +195,7 @@ def identify(loader: Loader) -> Basis:
     for rank, r in sorted(recs.items()):
         if len(r.roots) != len(meta.roots):
             return Basis(Level.FINGERPRINTS, f"ranks {min(recs)} and {rank} read through different datasets")
-        for mine, theirs in zip(meta.roots, r.roots):
+        for mine, theirs in zip(meta.roots, r.roots, strict=True):
             if mine.anchors is None or theirs.anchors is None:
                 return Basis(Level.FINGERPRINTS, f"the anchor samples of {mine.describe()} could not be read")
             if (mine.kind, mine.length) != (theirs.kind, theirs.length):

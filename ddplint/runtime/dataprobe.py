@@ -127,7 +127,8 @@ class SamplerChain:
     @property
     def rank(self) -> int | None:
         d = self.distributed
-        return getattr(d, "rank", getattr(d, "process_index", None))
+        rank = getattr(d, "rank", getattr(d, "process_index", None))
+        return rank if isinstance(rank, int) else None
 
     def shuffle(self) -> bool | None:
         return next((s for s in map(_shuffles, self.objects) if s is not None), None)
@@ -171,7 +172,7 @@ class DatasetChain:
     map-style roots they index, ChainDataset to the iterable datasets it chains. Every index of
     the loader's dataset maps to a root key (the root's offset + the index inside it)."""
 
-    def __init__(self, dataset):
+    def __init__(self, dataset) -> None:
         self.roots: list = []
         self._offsets: dict[int, int | None] = {}
         self.text = self._walk(dataset, 0)
@@ -539,7 +540,7 @@ class LoaderTracker:
             loader = self._last_loader[site]
             self._drain_set_epoch(loader, rec)
             roots = self._chains[site].roots
-            rec.roots = [replace(r, anchors=read_anchors(obj, r.length)) for r, obj in zip(rec.roots, roots)]
+            rec.roots = [replace(r, anchors=read_anchors(obj, r.length)) for r, obj in zip(rec.roots, roots, strict=False)]
             out[site] = asdict(rec)
         return out
 

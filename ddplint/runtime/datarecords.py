@@ -65,7 +65,7 @@ class LoaderRecord:
     shuffle: bool | None
     replacement: bool
     num_replicas: int | None
-    sampler_rank: int | None
+    sampler_rank: int | None  # the rank the distributed sampler was built for
     sampler_drop_last: bool | None
     padding: int | None  # repeats the distributed sampler adds to even out ranks; None: all it yields beyond
     #                      the dataset (a shard of batches that evens out the ranks)

@@ -117,7 +117,7 @@ def _combine(items: list, whole: Any) -> list[bytes] | None:
         return [whole_digest(whole)]
     n = sizes.pop()
     # Unbatched members (a scalar, a shared mask) belong to every sample alike.
-    shared = b"".join(whole_digest(x) for x, p in zip(items, parts) if p is None)
+    shared = b"".join(whole_digest(x) for x, p in zip(items, parts, strict=True) if p is None)
     out = []
     for i in range(n):
         h = hashlib.blake2b(shared, digest_size=_DIGEST)

@@ -54,10 +54,6 @@ class Interrupted(Exception):
         self.signum = signum
 
 
-class PortInUse(Exception):
-    pass
-
-
 @dataclass
 class Hang:
     reason: str  # "timeout" | "rendezvous" | "init" | "comm setup"

@@ -16,8 +16,9 @@ import re
 import socket
 import struct
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Callable
+from typing import Any
 
 from ddplint.runtime.options import RuntimeOptions
 
@@ -83,7 +84,7 @@ def resolve_layout(options: RuntimeOptions, environ: dict[str, str]) -> RuntimeO
                           f"{slurm_nodes} --ntasks-per-node=1 ddplint --runtime ...")
     if options.nnodes == 1 and slurm_nodes > 1 and in_srun:
         nodelist = environ.get("SLURM_STEP_NODELIST") or environ.get("SLURM_JOB_NODELIST") or ""
-        changes = {"nnodes": slurm_nodes, "node_rank": int(environ.get("SLURM_NODEID", "0"))}
+        changes: dict[str, Any] = {"nnodes": slurm_nodes, "node_rank": int(environ.get("SLURM_NODEID", "0"))}
         if options.master_addr == "127.0.0.1" and nodelist:
             changes["master_addr"] = first_host(nodelist)
         if options.master_port is None and options.rdzv_endpoint is None:
@@ -175,7 +176,7 @@ class RecordExchange:
                 self.server.settimeout(left)
                 try:
                     conn, _ = self.server.accept()
-                except socket.timeout:
+                except TimeoutError:
                     continue
                 conn.settimeout(max(1.0, deadline - time.monotonic()))
                 payload = _recv(conn)

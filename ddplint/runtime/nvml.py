@@ -271,9 +271,10 @@ def cpu_list(mask_words: list[int] | None) -> str:
 def format_ranges(cpus: list[int]) -> str:
     """[0, 1, 2, 5] -> "0-2,5"."""
     parts: list[str] = []
-    start = prev = None
-    for c in cpus + [None]:
-        if start is not None and (c is None or c != prev + 1):
+    start: int | None = None
+    prev: int | None = None
+    for c in [*cpus, None]:
+        if start is not None and (c is None or prev is None or c != prev + 1):
             parts.append(str(start) if start == prev else f"{start}-{prev}")
             start = None
         if c is not None and start is None:

@@ -26,6 +26,7 @@ import functools
 import os
 import sys
 import time
+import types
 import weakref
 from collections.abc import Mapping
 
@@ -75,7 +76,7 @@ class StepClock:
                 model._set_ddp_runtime_logging_sample_rate(1)
                 clock._models.add(model)
 
-        DistributedDataParallel.__init__ = __init__  # type: ignore[method-assign]
+        DistributedDataParallel.__init__ = __init__  # type: ignore[method-assign,assignment]  # patched on purpose
 
     def first_batch(self) -> None:
         self.rss_at_first_batch = rss_peak()
@@ -161,7 +162,7 @@ class TrainingObjects:
     def __init__(self) -> None:
         self._objects: weakref.WeakSet = weakref.WeakSet()
         self.live = LiveTraining()
-        self.main_module = None  # the script's __main__ at its last torch.save, to unpickle its classes
+        self.main_module: types.ModuleType | None = None  # the script's __main__ at its last torch.save, to unpickle its classes
 
     def install(self) -> None:
         import torch
@@ -226,7 +227,7 @@ def checkpoint_candidates(writes: list[dict]) -> list[str]:
 def read_checkpoints(writes: list[dict], readable, objects: TrainingObjects) -> list[CheckpointContent]:
     """Load back every checkpoint this rank wrote that still exists; `readable(path)` is where the
     rank reads it (the scratch copy when writes are redirected)."""
-    ops = {}
+    ops: dict[str, set[str]] = {}
     for w in writes:
         ops.setdefault(w["path"], set()).add(w["op"])
     out = []
@@ -266,7 +267,10 @@ def load_checkpoint(real: str, path: str, main_module=None) -> CheckpointContent
         content.error = f"{type(exc).__name__}: {text}"[:200]
         return content
     finally:
-        sys.modules["__main__"] = saved_main
+        if saved_main is not None:
+            sys.modules["__main__"] = saved_main
+        else:
+            sys.modules.pop("__main__", None)
         content.load_s = round(time.perf_counter() - start, 4)
     describe(obj, content)
     return content
@@ -317,9 +321,10 @@ def _walk(obj, where: str, depth: int, c: CheckpointContent) -> None:
         for key, value in obj.items():
             name = f"{where}[{key!r}]"
             low = str(key).lower()
-            if _counter_value(value) is not None and (low in COUNTER_NAMES or low.endswith(COUNTER_SUFFIXES)
-                                                      or low.startswith(COUNTER_PREFIXES)):
-                c.counters[name] = _counter_value(value)
+            counter = _counter_value(value)
+            if counter is not None and (low in COUNTER_NAMES or low.endswith(COUNTER_SUFFIXES)
+                                        or low.startswith(COUNTER_PREFIXES)):
+                c.counters[name] = counter
             elif "rng" in low or "random" in low or "generator" in low or "seed_state" in low:
                 c.rng.append(name)
             elif depth < _DEPTH:

@@ -35,6 +35,7 @@ import threading
 import time
 import traceback
 from dataclasses import asdict
+from typing import Any
 
 from ddplint.runtime.rundir import LAUNCHER_PID_ENV, RunDir
 
@@ -62,7 +63,7 @@ class Probe:
         }
         self.config = rundir.read_config()
         self.started = time.time()
-        self._phase = None
+        self._phase: dict[str, Any] | None = None
         self._rank_hooks = _rank_hooks()
         from ddplint.runtime.sites import plumbing_dirs, torch_dirs
 
@@ -141,7 +142,6 @@ class Probe:
 
         dist.init_process_group = init_process_group
         dist.destroy_process_group = destroy_process_group
-        self._orig_destroy = orig_destroy
 
     # -- the run --
 
@@ -286,7 +286,7 @@ class _StderrTail:
     """sys.stderr, remembering the last lines written: a SystemExit (argparse, sys.exit(2))
     is explained there, not in a traceback."""
 
-    def __init__(self, stream):
+    def __init__(self, stream) -> None:
         self.stream = stream
         self._lines: collections.deque[str] = collections.deque(maxlen=20)
         self._partial = ""
@@ -354,7 +354,7 @@ def _run_exit_handlers() -> None:
 
     # multiprocessing's own handler joins non-daemonic children: a child left running would hang
     # the rank here, while run.leftover names it once the rank has ended
-    atexit.unregister(multiprocessing.util._exit_function)
+    atexit.unregister(multiprocessing.util._exit_function)  # type: ignore[attr-defined]  # (private, not in the stubs)
     atexit._run_exitfuncs()
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import Any
 
 
 class Status(str, Enum):
@@ -25,7 +26,7 @@ class CheckResult:
     data: dict = field(default_factory=dict)  # machine-readable details for --format json
 
     def to_json(self) -> dict:
-        out = {"check": self.check, "status": self.status.value, "summary": self.summary}
+        out: dict[str, Any] = {"check": self.check, "status": self.status.value, "summary": self.summary}
         if self.evidence:
             out["evidence"] = self.evidence
         if self.fix:

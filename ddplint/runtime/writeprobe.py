@@ -33,6 +33,8 @@ import os
 import sys
 import tempfile
 from pathlib import Path
+from types import FrameType
+from typing import Any
 
 from ddplint.runtime.sites import is_user_file, plumbing_dirs, torch_dirs
 
@@ -47,7 +49,7 @@ def _prefixes(dirs: list[str]) -> tuple[str, ...]:
 def _writer() -> tuple[str | None, str | None]:
     """(file of the frame that made this write, file:line of the innermost user frame)."""
     quiet = plumbing_dirs()
-    f = sys._getframe(2)
+    f: FrameType | None = sys._getframe(2)
     first = site = None
     while f is not None and site is None:
         fn = f.f_code.co_filename
@@ -66,7 +68,7 @@ class WriteRedirector:
         self.redirect = redirect
         self.on_torch_save = on_torch_save  # called before every torch.save (the checkpoint read-back)
         self.writes: list[dict] = []
-        self._orig: dict[str, object] = {}
+        self._orig: dict[str, Any] = {}  # the functions the patches replaced, by name
         self._always = _prefixes(["/dev", "/proc", "/sys", str(scratch.parent.parent)])
         self._library_areas = _prefixes([tempfile.gettempdir(), os.path.expanduser("~/.cache")])
 
@@ -94,7 +96,7 @@ class WriteRedirector:
             if not self.redirect:  # noted for the sandbox's report, never a single-writer finding
                 self.writes.append({"path": full, "op": op, "site": site, "library": True, **extra})
             return None
-        if not (by_library and first.startswith(torch_dirs())):
+        if not (by_library and first is not None and first.startswith(torch_dirs())):
             self.writes.append({"path": full, "op": op, "site": site, **extra})
         if not self.redirect:
             return None
@@ -223,7 +225,7 @@ class WriteRedirector:
         os.rename = self._rename_like("rename")
         os.replace = self._rename_like("replace")
         if self._orig["log_open"] is not None:
-            logging.FileHandler._builtin_open = self._open
+            logging.FileHandler._builtin_open = self._open  # type: ignore[attr-defined]  # private, not in the stubs
 
     def uninstall(self) -> None:
         import torch
@@ -240,5 +242,5 @@ class WriteRedirector:
         os.rename = self._orig["rename"]
         os.replace = self._orig["replace"]
         if self._orig["log_open"] is not None:
-            logging.FileHandler._builtin_open = self._orig["log_open"]
+            logging.FileHandler._builtin_open = self._orig["log_open"]  # type: ignore[attr-defined]  # (as above)
         self._orig = {}

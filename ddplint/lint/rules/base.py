@@ -61,6 +61,8 @@ class Finding:
 
 
 class Rule:
+    """Base of the lint rules: a code, a level, and check() yielding a Finding per mistake."""
+
     code: ClassVar[str]
     name: ClassVar[str]  # kebab-case of the class name: MissingSetEpoch -> "missing-set-epoch"
     # Every rule states its level; the level decides whether the rule is on by default.

@@ -5,7 +5,7 @@ from ddplint.lint.rules.base import Rule
 
 
 class SyntaxErrorRule(Rule):
-    """Reported by the engine itself when parsing fails; it has no check of its own."""
+    """Finds a file that does not parse as Python: the engine reports it when parsing fails; it has no check of its own."""
 
     code = "DDP001"
     severity = Severity.ERROR

@@ -23,6 +23,8 @@ from ddplint.lint.rules.base import Finding, Remedy, Replace, Rule
 
 
 class HardCodedCudaIndex(Rule):
+    """Finds a fixed GPU index ("cuda:0", .cuda(0), set_device(0)) that puts every rank on one GPU."""
+
     code = "DDP101"
     severity = Severity.ERROR
     data_parallel = True

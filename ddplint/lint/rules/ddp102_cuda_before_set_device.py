@@ -19,6 +19,8 @@ from ddplint.lint.summaries import Effect
 
 
 class CudaBeforeSetDevice(Rule):
+    """Finds tensors or models placed on "cuda" before any torch.cuda.set_device, so on GPU 0."""
+
     code = "DDP102"
     severity = Severity.ERROR
     data_parallel = True

@@ -19,6 +19,8 @@ from ddplint.lint.summaries import FSDP, Effect
 
 
 class MissingSetDevice(Rule):
+    """Finds an NCCL process group whose ranks are never bound to their own GPU."""
+
     code = "DDP103"
     severity = Severity.ERROR
     data_parallel = True

@@ -13,6 +13,8 @@ from ddplint.lint.summaries import Effect
 
 
 class SetDeviceAfterInit(Rule):
+    """Finds torch.cuda.set_device called after init_process_group and a first collective."""
+
     code = "DDP104"
     data_parallel = True
     severity = Severity.WARNING

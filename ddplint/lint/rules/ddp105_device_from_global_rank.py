@@ -12,6 +12,8 @@ from ddplint.lint.rules.base import Finding, Rule
 
 
 class DeviceFromGlobalRank(Rule):
+    """Finds a GPU index taken from the global rank instead of the local rank."""
+
     code = "DDP105"
     severity = Severity.ERROR
     data_parallel = True

@@ -13,6 +13,8 @@ from ddplint.lint.rules.base import Finding, Rule
 
 
 class LocalRankArgument(Rule):
+    """Finds a --local_rank/--local-rank argument, which only torch.distributed.launch passes."""
+
     code = "DDP106"
     data_parallel = True
     severity = Severity.WARNING

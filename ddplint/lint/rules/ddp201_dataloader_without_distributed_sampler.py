@@ -20,6 +20,8 @@ from ddplint.lint.summaries import Effect
 
 
 class DataloaderWithoutDistributedSampler(Rule):
+    """Finds a training DataLoader that nothing splits by rank, so every rank reads all the data."""
+
     code = "DDP201"
     severity = Severity.ERROR
     data_parallel = True

@@ -41,6 +41,8 @@ def _set_epoch_receivers(ctx: LintContext) -> tuple[set[str], bool]:
 
 
 class MissingSetEpoch(Rule):
+    """Finds a shuffling DistributedSampler that is never told the epoch."""
+
     code = "DDP202"
     data_parallel = True
     severity = Severity.WARNING  # training runs, with a worse data order

@@ -15,6 +15,8 @@ from ddplint.lint.rules.base import Finding, Remedy, Replace, Rule
 
 
 class ShuffleWithSampler(Rule):
+    """Finds DataLoader(shuffle=True) combined with a sampler, which raises ValueError."""
+
     code = "DDP203"
     severity = Severity.ERROR
 

@@ -15,6 +15,8 @@ from ddplint.lint.rules.base import Finding, Rule
 
 
 class ConstantSetEpoch(Rule):
+    """Finds set_epoch called with a value that is the same in every epoch."""
+
     code = "DDP204"
     data_parallel = True
     severity = Severity.WARNING

@@ -11,6 +11,8 @@ from ddplint.lint.summaries import Effect
 
 
 class SamplerBeforeInit(Rule):
+    """Finds a DistributedSampler without num_replicas= and rank= created before init_process_group."""
+
     code = "DDP205"
     severity = Severity.ERROR
     data_parallel = True

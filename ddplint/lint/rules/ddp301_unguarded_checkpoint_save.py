@@ -14,6 +14,8 @@ from ddplint.lint.writes import CHECKPOINT, OUTSIDE_TRAINER, unguarded_writes
 
 
 class UnguardedCheckpointSave(Rule):
+    """Finds a checkpoint written by every rank instead of by the main process only."""
+
     code = "DDP301"
     severity = Severity.ERROR
     beside_frameworks = OUTSIDE_TRAINER

@@ -14,6 +14,8 @@ from ddplint.lint.writes import LOG, OUTSIDE_TRAINER, unguarded_writes
 
 
 class UnguardedLogWriter(Rule):
+    """Finds a log, tracker run or output file that every rank creates instead of the main process."""
+
     code = "DDP302"
     beside_frameworks = OUTSIDE_TRAINER
     severity = Severity.WARNING

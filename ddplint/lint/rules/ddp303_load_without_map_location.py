@@ -25,6 +25,8 @@ from ddplint.lint.writes import OUTSIDE_TRAINER
 
 
 class LoadWithoutMapLocation(Rule):
+    """Finds torch.load without map_location in a distributed script."""
+
     code = "DDP303"
     severity = Severity.ERROR
     beside_frameworks = OUTSIDE_TRAINER

@@ -17,6 +17,8 @@ from ddplint.lint.writes import MKDIR, OUTSIDE_TRAINER, unguarded_writes
 
 
 class MakedirsRace(Rule):
+    """Finds a directory every rank creates without exist_ok=True."""
+
     code = "DDP304"
     severity = Severity.ERROR
     beside_frameworks = OUTSIDE_TRAINER

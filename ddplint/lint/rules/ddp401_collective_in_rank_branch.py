@@ -65,6 +65,8 @@ def _forwarded_model(ctx: LintContext, site: CallSite, models: dict[str, tuple[s
 
 
 class CollectiveInRankBranch(Rule):
+    """Finds a collective inside a branch that only some ranks take, which hangs the job."""
+
     code = "DDP401"
     severity = Severity.ERROR
 

@@ -12,6 +12,8 @@ from ddplint.lint.summaries import DESTROY_PG, Effect
 
 
 class MissingDestroyProcessGroup(Rule):
+    """Finds a process group that the script initializes and never destroys."""
+
     code = "DDP402"
     severity = Severity.INFO  # advisory: recent torch warns about it at exit itself
 

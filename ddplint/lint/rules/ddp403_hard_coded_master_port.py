@@ -19,6 +19,8 @@ RENDEZVOUS = ("MASTER_PORT", "MASTER_ADDR")
 
 
 class HardCodedMasterPort(Rule):
+    """Finds MASTER_PORT or MASTER_ADDR set by a script that torchrun launches."""
+
     code = "DDP403"
     severity = Severity.ERROR
 

@@ -51,7 +51,9 @@ def _describe(index: int) -> dict:
     props = torch.cuda.get_device_properties(index)
     bus = None
     if hasattr(props, "pci_bus_id"):
-        bus = f"{props.pci_domain_id:08X}:{props.pci_bus_id:02X}:{props.pci_device_id:02X}.0"
+        # torch's stubs list pci_bus_id but not the domain and device ids that come with it
+        bus = (f"{props.pci_domain_id:08X}:"  # type: ignore[attr-defined]
+               f"{props.pci_bus_id:02X}:{props.pci_device_id:02X}.0")  # type: ignore[attr-defined]
     return {"index": index, "name": props.name, "total_memory": props.total_memory,
             "uuid": uuid_label(str(getattr(props, "uuid", "") or ""), props.name,
                                os.environ.get("CUDA_VISIBLE_DEVICES")),
@@ -225,8 +227,8 @@ def distinct_check(records: list[dict]) -> CheckResult:
     parts = []
     for ranks in shared.values():
         gpu = part(by_rank[ranks[0]], "binding")["gpu"]
-        where = {node(by_rank[r]) for r in ranks}
+        hosts = {node(by_rank[r]) for r in ranks}
         parts.append(f"{ranks_text(ranks)} share GPU cuda:{gpu['index']} "
-                     f"{gpu['uuid'] or 'PCI ' + gpu['pci_bus_id']} on {', '.join(sorted(where))}")
+                     f"{gpu['uuid'] or 'PCI ' + gpu['pci_bus_id']} on {', '.join(sorted(hosts))}")
     return CheckResult("bind.distinct", Status.FAIL, "; ".join(parts), table, BIND_FIX,
                        rule="DDP101", data=data)

@@ -146,7 +146,7 @@ def measure(phase=None) -> dict:
         return out
     if device.type == "cuda":
         torch.cuda.empty_cache()
-    out["sweep"] = [bandwidth_row(n, t, world) for n, t in zip(sizes, slowest.tolist())]
+    out["sweep"] = [bandwidth_row(n, t, world) for n, t in zip(sizes, slowest.tolist(), strict=True)]
     return out
 
 
@@ -231,7 +231,7 @@ def allreduce_check(records: list[dict], log_tail: str | None = None) -> CheckRe
     return CheckResult("comm.allreduce", Status.PASS,
                        f"all_reduce of rank+1 = {expected} = W(W+1)/2 on {ranks_text(ok_ranks)} "
                        f"({backend}, slowest {max(seconds) * 1e3:.1f} ms)", evidence,
-                       data={"seconds": dict(zip(ok_ranks, seconds))})
+                       data={"seconds": dict(zip(ok_ranks, seconds, strict=True))})
 
 
 def _no_nccl(rec: dict) -> bool:
@@ -281,7 +281,7 @@ def bandwidth_check(records: list[dict]) -> CheckResult:
     if len(nodes) > 1:
         return _across_nodes(records, head, best["busbw_gbps"], evidence, data)
     limits = [part(r, "info").get("nvml", {}) for r in records]
-    limit = next((l for l in limits if l.get("expected_busbw_gbps")), None)
+    limit = next((lim for lim in limits if lim.get("expected_busbw_gbps")), None)
     if limit is None:
         evidence.append("the link bandwidth is unknown (NVML not readable in the ranks)")
         return CheckResult("comm.bandwidth", Status.PASS, head, evidence, data=data)

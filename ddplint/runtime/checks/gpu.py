@@ -262,6 +262,6 @@ def _owner(origin: Path) -> tuple[str, str] | None:
         except importlib.metadata.PackageNotFoundError:
             continue
         for f in dist.files or ():
-            if f.name in ("pynvml.py", "__init__.py") and Path(dist.locate_file(f)).resolve() == origin:
+            if f.name in ("pynvml.py", "__init__.py") and Path(str(dist.locate_file(f))).resolve() == origin:
                 return name, dist.version
     return None

@@ -71,8 +71,8 @@ def estimate(models: list, optimizers: list) -> dict | None:
 
 
 def fit_check(records: list[dict]) -> CheckResult:
-    estimates = [(rec, part(rec, "binding").get("model")) for rec in records]
-    estimates = [(rec, m) for rec, m in estimates if m]
+    models = [(rec, part(rec, "binding").get("model")) for rec in records]
+    estimates = [(rec, m) for rec, m in models if m]
     if not estimates:
         return CheckResult("mem.fit", Status.SKIP,
                            "no DistributedDataParallel model existed at the first batch")
@@ -83,8 +83,8 @@ def fit_check(records: list[dict]) -> CheckResult:
                 f"({', '.join(est['optimizers']) or 'no optimizer found'}) = "
                 f"{size_text(est['total_bytes'])}")] + est.get("notes", [])
     data = {"estimate": est}
-    gpus = [(r, part(r, "binding").get("gpu")) for r in records]
-    gpus = [(r, g) for r, g in gpus if g and g.get("total_memory")]
+    bound = [(r, part(r, "binding").get("gpu")) for r in records]
+    gpus = [(r, g) for r, g in bound if g and g.get("total_memory")]
     if not gpus:
         return CheckResult("mem.fit", Status.SKIP,
                            f"model state {size_text(est['total_bytes'])} per rank; no GPU to fit it on",
@@ -161,7 +161,7 @@ def peak_check(records: list[dict]) -> CheckResult:
     estimate = max(estimates) if estimates else None
     data: dict = {"ranks": [p.to_json() for p in peaks], "estimate_bytes": estimate}
     tail = [f"mem.fit's estimate of the model state: {size_text(estimate)} per rank"] if estimate else []
-    on_gpu = [p for p in peaks if p.device is not None]
+    on_gpu = [(p, p.device) for p in peaks if p.device is not None]
     if not on_gpu:
         top = max(peaks, key=lambda p: p.rss_bytes or 0)
         evidence = [f"rank {p.rank}: peak RSS {_size(p.rss_bytes)} ({_size(p.rss_at_first_batch_bytes)} "
@@ -170,22 +170,22 @@ def peak_check(records: list[dict]) -> CheckResult:
         return CheckResult("mem.peak", Status.PASS,
                            f"peak RSS {_size(top.rss_bytes)} per rank (rank {top.rank}), on CPU",
                            evidence + tail, data=data)
-    top = max(on_gpu, key=lambda p: p.device.reserved_bytes)
-    totals = [p for p in peaks if p.gpu_total_bytes]
-    smallest = min(totals, key=lambda p: p.gpu_total_bytes) if totals else None
+    top, top_device = max(on_gpu, key=lambda pd: pd[1].reserved_bytes)
+    totals = [(p, p.gpu_total_bytes) for p in peaks if p.gpu_total_bytes]
     evidence = []
-    for p in on_gpu:
-        of = f", {p.device.reserved_bytes / p.gpu_total_bytes:.0%} of its {mib(p.gpu_total_bytes)}" \
+    for p, d in on_gpu:
+        of = f", {d.reserved_bytes / p.gpu_total_bytes:.0%} of its {mib(p.gpu_total_bytes)}" \
             if p.gpu_total_bytes else ""
-        evidence.append(f"rank {p.rank}: cuda:{p.device.index} peak allocated {size_text(p.device.allocated_bytes)}, "
-                        f"reserved {size_text(p.device.reserved_bytes)}{of}")
-    reserved = size_text(top.device.reserved_bytes)
-    if smallest is None:
+        evidence.append(f"rank {p.rank}: cuda:{d.index} peak allocated {size_text(d.allocated_bytes)}, "
+                        f"reserved {size_text(d.reserved_bytes)}{of}")
+    reserved = size_text(top_device.reserved_bytes)
+    if not totals:
         return CheckResult("mem.peak", Status.PASS, f"peak {reserved} reserved on rank {top.rank}",
                            evidence + tail, data=data)
-    share = top.device.reserved_bytes / smallest.gpu_total_bytes
-    data.update(smallest_gpu_bytes=smallest.gpu_total_bytes, share=round(share, 4))
-    evidence.append(f"smallest GPU: {smallest.gpu_name} {mib(smallest.gpu_total_bytes)} (rank {smallest.rank})")
+    smallest, smallest_total = min(totals, key=lambda pt: pt[1])
+    share = top_device.reserved_bytes / smallest_total
+    data.update(smallest_gpu_bytes=smallest_total, share=round(share, 4))
+    evidence.append(f"smallest GPU: {smallest.gpu_name} {mib(smallest_total)} (rank {smallest.rank})")
     if share > PEAK_WARN_SHARE:
         return CheckResult("mem.peak", Status.WARN,
                            f"peak {reserved} reserved on rank {top.rank} is {share:.0%} of the smallest GPU: "

@@ -71,9 +71,11 @@ def after_init_process_group(phase=None) -> dict:
 
 
 def _subclasses(cls: type) -> set[type]:
-    out, todo = {cls}, [cls]
+    out: set[type] = {cls}
+    todo: list[type] = [cls]
     while todo:
-        for sub in todo.pop().__subclasses__():
+        subclasses: list[type] = todo.pop().__subclasses__()
+        for sub in subclasses:
             if sub not in out:
                 out.add(sub)
                 todo.append(sub)

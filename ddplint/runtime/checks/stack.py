@@ -70,8 +70,8 @@ def script_path() -> str | None:
     and sets sys.argv to the script's own only when it starts it."""
     import sys
 
-    main = sys.modules.get("__main__")
-    if getattr(main, "__spec__", None) is not None and main.__spec__.name == "ddplint.runtime.probe":
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    if spec is not None and spec.name == "ddplint.runtime.probe":
         return sys.argv[2] if len(sys.argv) > 2 else None
     return sys.argv[0] if sys.argv and sys.argv[0] else None
 
@@ -189,7 +189,7 @@ def versions_check(records: list[dict]) -> CheckResult:
     evidence = []
     for where, ranks in nodes.items():
         v = part(by_rank[ranks[0]], "info")["versions"]
-        nv = next((part(by_rank[r], "info")["nvml"] for r in ranks
+        nv: dict = next((part(by_rank[r], "info")["nvml"] for r in ranks
                    if part(by_rank[r], "info").get("nvml")), {})
         evidence.append(
             f"{where}: Python {v['python']}, torch {v['torch']}, CUDA "

@@ -55,13 +55,13 @@ def expected_busbw(machine: Machine, job: list[int]) -> tuple[float | None, str]
             if best[0] is None or gbps < best[0]:
                 best = (gbps, f"NVLink {rate[0]} x{links} ({rate[1]:g} GB/s per link and direction)")
         return best
-    worst_pcie = None
+    worst_pcie: tuple[float | None, str] = (None, "no GPU")  # len(job) >= 2: the loop sets or returns
     for i in job:
         pcie = machine.gpus[i].pcie
         if not pcie or pcie.get("max_gen") not in PCIE_LANE_GBPS:
             return None, f"{machine.gpus[i].label}: PCIe link unknown"
         gbps = PCIE_LANE_GBPS[pcie["max_gen"]] * pcie["max_width"]
-        if worst_pcie is None or gbps < worst_pcie[0]:
+        if worst_pcie[0] is None or gbps < worst_pcie[0]:
             worst_pcie = (gbps, f"PCIe gen{pcie['max_gen']} x{pcie['max_width']}")
     return worst_pcie
 
@@ -79,8 +79,9 @@ def topology_check(machine: Machine, job: list[int]) -> CheckResult:
         links = machine.gpus[i].nvlinks
         if not links:
             continue
-        version = NVLINK_VERSIONS.get(links[0].get("version"), ("?", 0))[0]
-        down = [l["link"] for l in links if l.get("state") != 1]
+        code = links[0].get("version")
+        version = NVLINK_VERSIONS[code][0] if code in NVLINK_VERSIONS else "?"
+        down = [link["link"] for link in links if link.get("state") != 1]
         label = machine.gpus[i].label
         evidence.append(f"{label}: {active_counts[i]}/{len(links)} NVLinks active "
                         f"(NVLink {version})" + (f", inactive: {down}" if down else ""))
