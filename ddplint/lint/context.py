@@ -15,7 +15,9 @@ from ddplint.lint.facts import (
     ModuleFacts,
     constructed_method,
     entry_points,
+    passed,
     spawn_targets,
+    spawning_parameters,
 )
 from ddplint.lint.guards import Guards
 from ddplint.lint.names import dotted
@@ -172,8 +174,29 @@ class LintContext:
 
     def spawn_targets(self, facts: ModuleFacts) -> set[str]:
         """Functions that every rank starts in: what mp.spawn starts, and what a command-line
-        runner (`absl.app.run(main)`, `fire.Fire(main)`) calls in each process."""
+        runner (`absl.app.run(main)`, `fire.Fire(main)`) calls in each process. In the linted
+        module, also what it hands to a project helper that passes it on to mp.spawn
+        (`launch(main, n_gpu)` where `def launch(fn, n): mp.spawn(fn, nprocs=n)`)."""
         key = (id(facts), "spawn")
         if key not in self._resolve_cache:
             self._resolve_cache[key] = spawn_targets(facts) | entry_points(facts)
+            if facts is self.facts:
+                self._resolve_cache[key] |= self._spawned_through_helpers()
         return self._resolve_cache[key]
+
+    def _spawned_through_helpers(self) -> set[str]:
+        found = set()
+        for site in self.facts.calls:
+            resolved = self.resolve_function(self.facts, self.path, site.name)
+            if resolved is None or resolved[0] is self.facts:
+                continue
+            inner_facts, _, function = resolved
+            key = (id(inner_facts), "spawning parameters")
+            if key not in self._resolve_cache:
+                self._resolve_cache[key] = spawning_parameters(inner_facts)
+            params = inner_facts.functions[function].params
+            for param in self._resolve_cache[key].get(function, ()):
+                name = dotted(passed(site.node, params, param))
+                if name in self.facts.functions:
+                    found.add(name)
+        return found

@@ -751,15 +751,59 @@ def starts_own_workers(facts: ModuleFacts) -> bool:
 
 
 def spawn_targets(facts: ModuleFacts) -> set[str]:
-    """Functions started by mp.spawn: their first parameter is the local process index."""
+    """Functions started by mp.spawn: their first parameter is the local process index.
+
+    A wrapper that hands one of its own parameters to mp.spawn (`def launch(fn, n):
+    mp.spawn(fn, ...)`) starts whatever its callers in this module pass for that parameter
+    (`launch(worker, 2)` spawns `worker`), through any number of such wrappers.
+    """
+    wrappers = spawning_parameters(facts)
     targets = set()
     for call in facts.calls:
         if call.name in SPAWN:
-            fn = arg(call.node, 0, "fn")
-            name = dotted(fn) if fn is not None else None
-            if name is not None:
-                targets.add(name)
+            handed = [arg(call.node, 0, "fn")]
+        elif call.name in wrappers:
+            handed = [passed(call.node, facts.functions[call.name].params, p) for p in wrappers[call.name]]
+        else:
+            continue
+        own = _plain_parameters(facts, call.function)
+        targets |= {name for fn in handed if (name := dotted(fn)) is not None and name not in own}
     return targets
+
+
+def spawning_parameters(facts: ModuleFacts) -> dict[str, set[str]]:
+    """Plain functions of the module -> their parameters that end up as the function mp.spawn
+    starts (`def launch(fn, n): mp.spawn(fn, ...)` -> {"launch": {"fn"}}), directly or through
+    another such wrapper of the module."""
+    found: dict[str, set[str]] = {}
+    changed = True
+    while changed:
+        changed = False
+        for call in facts.calls:
+            if call.name in SPAWN:
+                handed = [arg(call.node, 0, "fn")]
+            elif call.name in found:
+                handed = [passed(call.node, facts.functions[call.name].params, p) for p in found[call.name]]
+            else:
+                continue
+            for fn in handed:
+                name = dotted(fn)
+                if name in _plain_parameters(facts, call.function) and name not in found.get(call.function, set()):
+                    found.setdefault(call.function, set()).add(name)
+                    changed = True
+    return found
+
+
+def passed(call: cst.Call, params: tuple[str, ...], param: str) -> cst.BaseExpression | None:
+    """The argument a call of a plain function (parameters `params`) gives for `param`."""
+    return arg(call, params.index(param), param)
+
+
+def _plain_parameters(facts: ModuleFacts, function: str) -> tuple[str, ...]:
+    """The parameters of a plain function of the module (not a method: its callers name it
+    directly and fill its parameters from the first)."""
+    info = facts.functions.get(function)
+    return info.params if info is not None and "." not in function else ()
 
 
 # Command-line runners that call the function they are handed once per process: under torchrun,

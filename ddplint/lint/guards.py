@@ -446,7 +446,7 @@ class Guards:
         """Only the main process (or a run without distribution) gets past the site's own guards,
         or the site is the launcher's, which runs once."""
         facts, path = facts or self.ctx.facts, path or self.ctx.path
-        return self._own_guards(site, facts, path) or self.in_launcher(site, facts)
+        return self._own_guards(site, facts, path) or self.in_launcher(site, facts, path)
 
     def _own_guards(self, event: CallSite | Assignment, facts: ModuleFacts, path: Path) -> bool:
         """The event's tests, an earlier single-process assert or its function's decorator let
@@ -522,11 +522,34 @@ class Guards:
             )
         return self._every_rank[key]
 
-    @staticmethod
-    def in_launcher(site: CallSite, facts: ModuleFacts) -> bool:
+    def in_launcher(self, site: CallSite, facts: ModuleFacts, path: Path) -> bool:
         """In the launcher process, the function that spawns the ranks (`os.makedirs(run_dir)`,
-        `mp.spawn(worker, ...)`, then the results written): it runs once."""
-        return any(c.name in SPAWN for c in facts.calls_in(site.function))
+        `mp.spawn(worker, ...)`, then the results written): it runs once.
+
+        Only where the spawn decides it: when the spawn runs on every path through the site (it
+        is unconditional, or its branch holds the site), or when the function never starts a
+        process group in its own process. One that does so on another path (`if args.spawn:
+        mp.spawn(...) else: dist.init_process_group(...)`) runs on every rank of a torchrun
+        launch, and so do its sites outside the spawn's branch. Running the spawned worker
+        itself in the process (`else: worker(0, args)`) is the single-process fallback of a
+        launcher, not a group of its own.
+        """
+        spawns = [c for c in facts.calls_in(site.function) if c.name in SPAWN]
+        if not spawns:
+            return False
+        if any(site.blocks[: len(c.blocks)] == c.blocks for c in spawns):
+            return True
+        return not self._starts_own_group(site.function, facts, path)
+
+    def _starts_own_group(self, function: str, facts: ModuleFacts, path: Path) -> bool:
+        """The function starts a process group that several processes join, itself or through a
+        helper other than the worker it spawns."""
+        workers = self.ctx.spawn_targets(facts)
+        return any(
+            self.ctx.method_target(facts, c) not in workers
+            and Effect.STARTS_GROUP in self.ctx.summaries.effects(c, facts, path)
+            for c in facts.calls_in(function)
+        )
 
     def rank_zero_first(self, site: CallSite, facts: ModuleFacts, path: Path) -> bool:
         """Between `if rank != 0: barrier()` and a later `if rank == 0: barrier()`: rank 0 runs

@@ -21,6 +21,7 @@ from ddplint.lint.names import (
 )
 from ddplint.lint.paths import never_runs
 from ddplint.lint.rules.base import Finding, Inside, Remedy, Replace, Rule
+from ddplint.lint.summaries import WRAPPERS
 from ddplint.lint.writes import OUTSIDE_TRAINER
 
 
@@ -69,14 +70,15 @@ class LoadWithoutMapLocation(Rule):
 
 
 def _bare_restore(ctx: LintContext, site: CallSite, facts: ModuleFacts) -> bool:
-    """torch.load without map_location whose result goes into a model or optimizer."""
+    """torch.load without map_location whose result goes into a model or optimizer, or is the
+    model itself (a whole pickled module)."""
     call = site.node
     if arg(call, 1, "map_location") is not None or has_star_kwargs(call):
         return False
     key = (id(facts), "restoring names")
     if key not in ctx.memo:
         ctx.memo[key] = _restoring_names(facts)
-    return _restores(site, facts, ctx.memo[key])
+    return _restores(site, facts, ctx.memo[key]) or _loads_module(site, facts)
 
 
 def _helper_loads(ctx: LintContext, site: CallSite, facts: ModuleFacts, path: Path,
@@ -114,3 +116,62 @@ def _restores(site: CallSite, facts: ModuleFacts, restores: set[str]) -> bool:
     return bool(targets & restores) or any(
         any(r.startswith(t + ".") for r in restores) for t in targets
     )
+
+
+# Methods of an nn.Module that neither a tensor nor a state dict has: the object is a model.
+MODULE_METHODS = frozenset({"eval", "train", "parameters", "named_parameters", "modules", "named_modules",
+                            "children", "named_children", "buffers", "named_buffers"})
+
+
+def _loads_module(site: CallSite, facts: ModuleFacts) -> bool:
+    """`model = torch.load(path)`: the loaded object is a whole pickled model, because the name
+    (or one rebound from it in the same function, `model = model.to(rank)`) is then used as a
+    module: wrapped in DDP/FSDP, called, or asked for what only a module has (`.eval()`,
+    `.parameters()`). `.to()`/`.cuda()` alone prove nothing: a tensor has them too. With
+    `weights_only=True` no module can come back."""
+    weights_only = arg(site.node, None, "weights_only")
+    if isinstance(weights_only, cst.Name) and weights_only.value == "True":
+        return False
+    loaded = facts.bindings_of(site.node)
+    names = {b.target for b in loaded}
+    for use in facts.calls_in(site.function):
+        if use.order <= site.order:
+            continue
+        receiver = use.name.rpartition(".")[0] if use.name and use.method in MODULE_METHODS else None
+        wrapped = dotted(arg(use.node, 0, "module")) if use.name in WRAPPERS else None
+        for name in {receiver, wrapped, use.name} & names:
+            if _holds_loaded(facts, name, use, loaded, set()):
+                return True
+    return False
+
+
+def _holds_loaded(facts: ModuleFacts, name: str, at, loaded: list, seen: set[int]) -> bool:
+    """`name` at `at` may hold what the load bound, directly or through rebindings of the name
+    made from itself (`model = convert_sync_batchnorm(model).to(rank)`)."""
+    reaching = facts.reaching(name, at.function, at.order, at.blocks)
+    node = getattr(at, "node", None)
+    own = [b for b in reaching if node is not None and _contains(b.value, node)]
+    if own:  # `model = DDP(model)`: the use inside a binding's own value sees the ones before it
+        reaching = facts.reaching(name, own[0].function, own[0].order, own[0].blocks)
+    for binding in reaching:
+        if id(binding) in seen:
+            continue
+        seen.add(id(binding))
+        if any(binding is b for b in loaded):
+            return True
+        mentioned = names_in(binding.value)
+        derived = any(n == name or n.startswith(f"{name}.") for n in mentioned)
+        if derived and _holds_loaded(facts, name, binding, loaded, seen):
+            return True
+    return False
+
+
+def _contains(expr: cst.CSTNode, node: cst.CSTNode | None) -> bool:
+    stack = [expr]
+    while stack and node is not None:
+        current = stack.pop()
+        if current is node:
+            return True
+        stack.extend(current.children)
+    return False
+

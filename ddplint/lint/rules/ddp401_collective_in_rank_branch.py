@@ -14,7 +14,7 @@ import libcst as cst
 
 from ddplint.diagnostics import Severity
 from ddplint.lint.context import LintContext
-from ddplint.lint.facts import CallSite
+from ddplint.lint.facts import CallSite, ModuleFacts
 from ddplint.lint.guards import MAIN, NOTMAIN, OPPOSITE
 from ddplint.lint.names import call_parameters, dotted
 from ddplint.lint.rules.base import Finding, Rule
@@ -64,6 +64,68 @@ def _forwarded_model(ctx: LintContext, site: CallSite, models: dict[str, tuple[s
     return None
 
 
+def _model_in_attribute(ctx: LintContext, site: CallSite, models: dict[str, tuple[str, int]]) -> str | None:
+    """The wrapped model a method runs through the object that keeps it (`runner.predict(x)`,
+    where `runner = Runner(model)` stored the wrapped model as `self.net` in `__init__` and
+    `predict` calls `self.net(x)`): `runner.net`.
+
+    Every binding of the object that reaches the call must be built from the wrapped model, and
+    the attribute must be bound nowhere but from that constructor parameter (in the class or on
+    the object): an object that may hold something else is no evidence.
+    """
+    if site.name is None or site.name.count(".") != 1:
+        return None
+    facts = ctx.facts
+    resolved = ctx.resolve_function(facts, ctx.path, site.name)
+    if resolved is None or "." not in resolved[2]:
+        return None
+    inner_facts, _, method = resolved
+    cls = method.rpartition(".")[0]
+    init = inner_facts.functions.get(f"{cls}.__init__")
+    obj = site.name.partition(".")[0]
+    bindings = facts.reaching(obj, site.function, site.order, site.blocks)
+    if init is None or not bindings:
+        return None
+    called = {inner.name for inner in inner_facts.calls_within(method)}
+    attributes = _attributes_of(inner_facts, cls)
+    forwarded = {a for a in attributes if {f"self.{a}", f"self.{a}.forward"} & called
+                 and not facts.assigned(f"{obj}.{a}")}  # `runner.net = runner.net.module` replaces it
+    for binding in bindings:
+        construction = None if binding.element else _call_site(ctx, binding.value)
+        if construction is None or any(a.star for a in construction.node.args):
+            return None
+        built = ctx.resolve_function(facts, ctx.path, construction.name)
+        if built is None or built[0] is not inner_facts or built[2] != f"{cls}.__init__":
+            return None
+        params = [p.name.value for p in call_parameters(construction.node, init.node)]
+        handed = {a.keyword.value if a.keyword is not None else (params[i] if i < len(params) else None)
+                  for i, a in enumerate(construction.node.args)
+                  if _is_wrapped(dotted(a.value), construction, models)}
+        forwarded = {a for a in forwarded if attributes[a] in handed}
+    return f"{obj}.{min(forwarded)}" if forwarded else None
+
+
+def _attributes_of(facts: ModuleFacts, cls: str) -> dict[str, str]:
+    """Attributes of a class bound only in its `__init__`, each to one parameter as it is
+    (`self.net = network`) -> that parameter."""
+    init = f"{cls}.__init__"
+    info = facts.functions[init]
+    bound: dict[str, set[str | None]] = {}
+    for a in facts.assignments_within(cls):
+        if a.target.startswith("self.") and a.target.count(".") == 1:
+            value = a.value.value if isinstance(a.value, cst.Name) and a.function == init else None
+            bound.setdefault(a.target[5:], set()).add(value if value in info.params else None)
+    return {attr: next(iter(params)) for attr, params in bound.items() if len(params) == 1 and None not in params}
+
+
+def _call_site(ctx: LintContext, node: cst.BaseExpression) -> CallSite | None:
+    """The recorded call site of a call node of the linted module."""
+    key = "call sites by node"
+    if key not in ctx.memo:
+        ctx.memo[key] = {id(site.node): site for site in ctx.facts.calls}
+    return ctx.memo[key].get(id(node))
+
+
 class CollectiveInRankBranch(Rule):
     """Finds a collective inside a branch that only some ranks take, which hangs the job."""
 
@@ -77,7 +139,7 @@ class CollectiveInRankBranch(Rule):
         for site in ctx.facts.calls:
             if _is_wrapped(site.name, site, models):
                 communicating.append((site, f"forward pass of the wrapped model '{site.name}'"))
-            elif (handed := _forwarded_model(ctx, site, models)) is not None:
+            elif (handed := _forwarded_model(ctx, site, models) or _model_in_attribute(ctx, site, models)) is not None:
                 communicating.append(
                     (site, f"{dotted(site.node.func)}() runs the forward pass of the wrapped model '{handed}'"))
             elif Effect.COLLECTIVE in ctx.summaries.effects(site):
