@@ -24,8 +24,8 @@ CANONICAL = {
 }
 
 
-def dotted(expr: cst.BaseExpression) -> str | None:
-    """`a.b.c` for a Name/Attribute chain, else None."""
+def dotted(expr: cst.BaseExpression | None) -> str | None:
+    """`a.b.c` for a Name/Attribute chain, else None (also for no expression)."""
     parts: list[str] = []
     while isinstance(expr, cst.Attribute):
         parts.append(expr.attr.value)

@@ -139,7 +139,7 @@ def _loads_module(site: CallSite, facts: ModuleFacts) -> bool:
             continue
         receiver = use.name.rpartition(".")[0] if use.name and use.method in MODULE_METHODS else None
         wrapped = dotted(arg(use.node, 0, "module")) if use.name in WRAPPERS else None
-        for name in {receiver, wrapped, use.name} & names:
+        for name in names & {receiver, wrapped, use.name}:
             if _holds_loaded(facts, name, use, loaded, set()):
                 return True
     return False

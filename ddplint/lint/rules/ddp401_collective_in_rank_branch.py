@@ -115,7 +115,8 @@ def _attributes_of(facts: ModuleFacts, cls: str) -> dict[str, str]:
         if a.target.startswith("self.") and a.target.count(".") == 1:
             value = a.value.value if isinstance(a.value, cst.Name) and a.function == init else None
             bound.setdefault(a.target[5:], set()).add(value if value in info.params else None)
-    return {attr: next(iter(params)) for attr, params in bound.items() if len(params) == 1 and None not in params}
+    return {attr: param for attr, params in bound.items()
+            if len(params) == 1 and (param := next(iter(params))) is not None}
 
 
 def _call_site(ctx: LintContext, node: cst.BaseExpression) -> CallSite | None:
