@@ -25,6 +25,13 @@ OURS = ("data.disjoint", "data.coverage", "data.content", "data.set_epoch", "io.
         "run.failure", "run.hang")
 
 
+def mapped() -> str:
+    """What the report's first line adds on a machine without a GPU (CUDA mapped to the CPU)."""
+    import torch
+
+    return "" if torch.cuda.is_available() else ", CUDA mapped to the CPU"
+
+
 def report_schema() -> dict:
     doc = (ROOT / "docs" / "runtime-json.md").read_text()
     return json.loads(re.search(r"```json\n(.*?)```", doc, re.S).group(1))
@@ -287,7 +294,7 @@ def test_text_report(runs):
     run = runs("correct.py", fmt="text")
     assert run.proc.returncode in (0, 1)
     lines = run.proc.stdout.splitlines()
-    assert lines[0].startswith("ddplint runtime audit: correct.py  (2 ranks, gloo, 2 epochs x 8 steps,")
+    assert lines[0].startswith(f"ddplint runtime audit: correct.py  (2 ranks, gloo{mapped()}, 2 epochs x 8 steps,")
     for name in OURS:
         assert re.search(rf"^PASS  {re.escape(name)} +\S", run.proc.stdout, re.M), name
     assert re.match(r"^(\d+ \w+, )*\d+ PASS(, \d+ SKIP)?$", lines[-1])

@@ -11,7 +11,7 @@ import sys
 
 import jsonschema
 import pytest
-from test_runtime_audit import FIXTURES, env, report_schema
+from test_runtime_audit import FIXTURES, env, mapped, report_schema
 
 from ddplint.cli import runtime_argv
 
@@ -44,7 +44,7 @@ def test_verbose_quiet_text_report_of_a_failing_rank(tmp_path):
     assert "[rank 0] hello from rank 0, args ['--epochs', '7']" in proc.stderr  # streamed, the script's args
     assert "[rank 1] a warning on rank 1" in proc.stderr
     lines = proc.stdout.splitlines()
-    assert lines[0].startswith("ddplint runtime audit: prints_then_fails.py  (2 ranks, gloo, 2 epochs x 8 steps")
+    assert lines[0].startswith(f"ddplint runtime audit: prints_then_fails.py  (2 ranks, gloo{mapped()}, 2 epochs x 8 steps")
     assert lines[2].startswith("FAIL  run.failure") and "rank 1 raised RuntimeError: rank 1 gives up" in lines[2]
     assert not any(line.startswith("PASS ") for line in lines)  # -q
     assert "rank 1's last output:" in proc.stdout

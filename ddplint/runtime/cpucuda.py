@@ -15,8 +15,10 @@ indices its tensors and modules were sent to, so `bind.distinct` still finds eve
 from __future__ import annotations
 
 import os
+import sys
 import types
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -147,6 +149,18 @@ def _fake_cuda(asked: Asked, local_world: int) -> dict[str, Any]:
     }
 
 
+def _outside_torch(fake: Callable, real: Callable, torch_dir: str) -> Callable:
+    """`fake` for the script and its libraries, `real` for torch's own code: torch consults the
+    same functions (an optimizer's stream-capture check, autocast, GradScaler) and must keep
+    seeing the machine as it is, or it would reach for a CUDA runtime this build lacks."""
+
+    def answer(*args, **kwargs):
+        caller = sys._getframe(1).f_code.co_filename
+        return (real if caller.startswith(torch_dir) else fake)(*args, **kwargs)
+
+    return answer
+
+
 def install(local_world: int) -> Asked:
     """Map CUDA to the CPU in this process for the rest of its life; returns what it records."""
     import torch
@@ -155,8 +169,9 @@ def install(local_world: int) -> Asked:
 
     global ACTIVE
     asked = ACTIVE = Asked()
+    torch_dir = os.path.dirname(torch.__file__) + os.sep
     for name, fn in _fake_cuda(asked, local_world).items():
-        setattr(torch.cuda, name, fn)
+        setattr(torch.cuda, name, _outside_torch(fn, getattr(torch.cuda, name), torch_dir))
     accelerator = getattr(torch, "accelerator", None)
     if accelerator is not None:
         for name, fn in (("is_available", lambda: True), ("device_count", lambda: local_world),
@@ -165,7 +180,7 @@ def install(local_world: int) -> Asked:
                          ("current_device_index", torch.cuda.current_device),
                          ("current_device_idx", torch.cuda.current_device)):
             if hasattr(accelerator, name):
-                setattr(accelerator, name, fn)
+                setattr(accelerator, name, _outside_torch(fn, getattr(accelerator, name), torch_dir))
 
     ddp_init = parallel.DistributedDataParallel.__init__
 

@@ -109,12 +109,12 @@ def _asked_binding(asked) -> dict:
     that all ask for cuda:0 share it, as they would on the GPU machine."""
     import socket
 
+    index = asked.index()
+    if index is None:  # a script that never asked for CUDA ran on the CPU, as it would anywhere
+        return {"device_type": "cpu", "cuda_initialized": False, "cuda_available": False,
+                "mapped_to_cpu": True, "asked": asked.as_record()}
     out = {"device_type": "cuda", "cuda_initialized": True, "mapped_to_cpu": True,
            "current_device": asked.set_device or 0, "asked": asked.as_record()}
-    index = asked.index()
-    if index is None:
-        out["basis"] = "no tensor on a GPU yet"
-        return out
     visible = [d.strip() for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
     physical = visible[index] if index < len(visible) else str(index)
     out.update(gpu={"index": index, "name": "(asked for; run on the CPU)", "total_memory": None,
