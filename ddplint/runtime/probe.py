@@ -179,9 +179,13 @@ class Probe:
         sys.dont_write_bytecode = True  # no __pycache__ in the user's tree
         writes.install()
         stderr = sys.stderr = _StderrTail(sys.stderr)
-        previous = signal.signal(signal.SIGTERM, _terminated)
+        sigterm = _Sigterm()
+        previous = signal.signal(signal.SIGTERM, sigterm)
         try:
-            runpy.run_path(self.script, run_name="__main__")
+            try:
+                runpy.run_path(self.script, run_name="__main__")
+            finally:
+                sigterm.armed = False  # from here a SIGTERM waits until the record is written
             self.record["status"] = "completed"
         except AuditStop:
             self.record["status"] = "stopped"
@@ -199,10 +203,6 @@ class Probe:
             self.record["error"] = self._error(exc)
         finally:
             sys.stderr = stderr.stream
-            # torchrun's SIGTERM, sent once a peer has failed, must not kill the rank while it
-            # writes what it recorded (on a loaded machine that takes a while): it waits
-            late = _LateSignal()
-            signal.signal(signal.SIGTERM, late)
             perf = self._perf(clock)  # memory peaks before the anchor samples are read
             self.record["loaders"] = tracker.records()  # reads anchor samples: writes still redirected
             self._read_checkpoints(perf, writes, objects)
@@ -215,7 +215,7 @@ class Probe:
         self.record["elapsed_s"] = round(time.time() - self.started, 3)
         self.rundir.write_record(self.rank, self.record)
         signal.signal(signal.SIGTERM, previous)
-        if late.received and self.record["status"] in ("completed", "stopped"):
+        if sigterm.received and self.record["status"] in ("completed", "stopped"):
             self.record["status"] = "terminated"
         if self.record["status"] == "raised":
             self.phase("raised")
@@ -309,18 +309,21 @@ class Terminated(BaseException):
     writes what it recorded, marked as stopped from outside rather than as a failure."""
 
 
-def _terminated(signum, frame):
-    raise Terminated
-
-
-class _LateSignal:
-    """A SIGTERM handler that only notes the signal, for the moments the record is written."""
+class _Sigterm:
+    """The SIGTERM handler. While the script runs, torchrun's SIGTERM (sent once a peer has
+    failed) stops it: Terminated. Once the script has ended, however it ended, the signal only
+    waits: the rank must not die while it formats its error or writes what it recorded (on a
+    loaded machine that takes a while; killed there, its record and loader data were lost)."""
 
     def __init__(self) -> None:
+        self.armed = True
         self.received = False
 
     def __call__(self, signum, frame) -> None:
         self.received = True
+        if self.armed:
+            self.armed = False
+            raise Terminated
 
 
 def _frameworks_on_cpu(world_size: int) -> None:
