@@ -9,12 +9,12 @@ import re
 from pathlib import Path
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider
 
 from ddplint.config import Config
 from ddplint.diagnostics import Diagnostic, Edit, FileError, Fix, Related
 from ddplint.lint import facts as facts_mod
 from ddplint.lint import limits
+from ddplint.lint import positions as positions_mod
 from ddplint.lint.context import LintContext
 from ddplint.lint.engine import LintResult
 from ddplint.lint.noqa import line_suppresses
@@ -96,7 +96,7 @@ def analyse(path, text, lines, config, rules, project, result: LintResult, modul
                 FileError(str(path), f"internal error in {rule.code}: {type(exc).__name__}: {exc}")
             )
     if found:
-        positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+        positions = positions_mod.ranges(module, _located(found))
         seen = set()  # one node can match a rule twice (`device=torch.device("cuda")`)
         for rule, finding in found:
             diagnostic = _diagnostic(path, rule, finding, positions, module, lines, project)
@@ -106,8 +106,22 @@ def analyse(path, text, lines, config, rules, project, result: LintResult, modul
                 result.diagnostics.append(diagnostic)
 
 
+def _located(found: list[tuple[Rule, object]]) -> list[cst.CSTNode]:
+    """The nodes whose positions the findings need: the reported nodes and what their fixes edit."""
+    nodes = []
+    for _, finding in found:
+        nodes.append(finding.node)
+        edit = finding.fix.edit if finding.fix is not None else None
+        if isinstance(edit, Replace):
+            nodes.append(edit.node)
+        elif edit is not None:
+            decorators = getattr(edit.before, "decorators", ())
+            nodes.append(decorators[0] if decorators else edit.before)
+    return nodes
+
+
 def _diagnostic(path, rule, finding, positions, module, lines, project: ProjectIndex) -> Diagnostic:
-    where = positions[finding.node]
+    where = positions[id(finding.node)]
     start, end = where.start, where.end
     fix = None
     if finding.fix is not None:
@@ -137,11 +151,11 @@ def _related(path: Path, inside: Inside, project: ProjectIndex) -> Related:
 
 def _edit(edit: Replace | InsertBefore, positions, module: cst.Module, lines: list[str]) -> Edit:
     if isinstance(edit, Replace):
-        where = positions[edit.node]
+        where = positions[id(edit.node)]
         return Edit((where.start.line, where.start.column + 1), (where.end.line, where.end.column + 1),
                     module.code_for_node(edit.replacement))
     decorators = getattr(edit.before, "decorators", ())
-    line = positions[decorators[0] if decorators else edit.before].start.line  # a decorated def: its first `@`
+    line = positions[id(decorators[0] if decorators else edit.before)].start.line  # a decorated def: its first `@`
     own = lines[line - 1] if 0 < line <= len(lines) else ""
     indent = own[: len(own) - len(own.lstrip(" \t"))]
     code = module.code_for_node(edit.statement)

@@ -7,15 +7,15 @@ script was named on the command line.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import libcst as cst
-from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
 from ddplint.lint import facts as facts_mod
 from ddplint.lint import limits
+from ddplint.lint import positions as positions_mod
 from ddplint.lint.source import SourceError, read_source
 
 SEARCH_PARENTS = 3  # how far above the script to look for a top-level package
@@ -36,7 +36,7 @@ class ProjectIndex:
         # (directory of the importer, dotted name) -> where it lives; rules ask about every call
         self._resolved: dict[tuple[Path, int, str], Lookup] = {}
         self._files: dict[tuple[Path, tuple[str, ...]], Path | None] = {}  # (base, dotted parts) -> module file
-        self._positions: dict[Path, Mapping[cst.CSTNode, CodeRange] | None] = {}
+        self._positions: dict[tuple[Path, cst.CSTNode], tuple[int, int] | None] = {}  # (path, node) -> position
 
     def facts_for(self, path: Path) -> facts_mod.ModuleFacts | None:
         path = path.resolve()
@@ -61,16 +61,15 @@ class ProjectIndex:
         self._cache[path.resolve()] = (text, module, facts)
 
     def position(self, path: Path, node: cst.CSTNode) -> tuple[int, int] | None:
-        """(line, 1-based column) of a node of a parsed project module; positions are worked out
-        only for modules that a reported finding points into."""
+        """(line, 1-based column) of a node of a parsed project module; worked out only for the
+        nodes that a reported finding points into, once per run."""
         path = path.resolve()
-        if path not in self._positions:
+        key = (path, node)
+        if key not in self._positions:
             cached = self._cache.get(path)
-            self._positions[path] = None if cached is None else \
-                MetadataWrapper(cached[1], unsafe_skip_copy=True).resolve(PositionProvider)
-        positions = self._positions[path]
-        where = positions.get(node) if positions is not None else None
-        return (where.start.line, where.start.column + 1) if where is not None else None
+            where = positions_mod.ranges(cached[1], [node]).get(id(node)) if cached is not None else None
+            self._positions[key] = (where.start.line, where.start.column + 1) if where is not None else None
+        return self._positions[key]
 
     def resolve(self, importer: Path, qualified: str) -> tuple[Path, facts_mod.ModuleFacts, str] | None:
         """Find the project module that defines `qualified` ("util.misc.save_on_master").
