@@ -81,7 +81,7 @@ class LintContext:
         classes = set()
         for binding in facts.assigned(name):
             value = binding.value
-            if not isinstance(value, cst.Call) or (callee := dotted(value.func)) is None:
+            if type(value) is not cst.Call or (callee := dotted(value.func)) is None:
                 return None
             classes.add(callee)
         if len(classes) != 1:
