@@ -44,7 +44,7 @@ class RecordingIndex(ProjectIndex):
         return lookup
 
     def facts_for(self, path: Path):
-        real = Path(os.path.realpath(path))
+        real = self.real(path)
         self.read.add(real)
         if real not in self._refused:  # parsed once for the run, on a CPU budget of its own
             try:
@@ -56,8 +56,9 @@ class RecordingIndex(ProjectIndex):
 
 
 def parse_newer(text: str) -> cst.Module | None:
-    """libcst's parse of a file the running Python refused: libcst's grammar knows newer syntax
-    (PEP 701 f-strings with nested quotes, `type` statements). None when it refuses it too."""
+    """libcst's parse, None when it refuses the text: of a file whose nesting the tokens bound,
+    or of a file the running Python refused (libcst's grammar knows newer syntax: PEP 701
+    f-strings with nested quotes, `type` statements)."""
     try:
         return cst.parse_module(text)
     except cst.ParserSyntaxError:

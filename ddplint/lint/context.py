@@ -156,7 +156,7 @@ class LintContext:
             for importer, facts in frontier:
                 for qualified in facts.imports.values():
                     resolved = self.project.resolve(importer, qualified)
-                    if resolved is not None and resolved[0] != self.path.resolve() and resolved[0] not in found:
+                    if resolved is not None and resolved[0] != self.project.real(self.path) and resolved[0] not in found:
                         found[resolved[0]] = resolved[1]
                         following.append((resolved[0], resolved[1]))
             frontier = following

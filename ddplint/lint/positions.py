@@ -12,15 +12,12 @@ lines, as libcst counts it).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from itertools import accumulate
 
 import libcst as cst
-from libcst._position import CodePosition, CodeRange
 from libcst._nodes.internal import CodegenState
-
-NEWLINE = re.compile(r"\r\n?|\n")  # libcst's line breaks (metadata.position_provider.NEWLINE_RE)
+from libcst._position import CodePosition, CodeRange
 
 
 class _Done(Exception):
@@ -43,7 +40,7 @@ _NOTHING = _Nothing()
 
 
 class _Syntactic:
-    __slots__ = ("state", "node", "start_node", "end_node", "start")
+    __slots__ = ("end_node", "node", "start", "start_node", "state")
 
     def __init__(self, state: _State, node: cst.CSTNode, start_node, end_node) -> None:
         self.state, self.node, self.start_node, self.end_node = state, node, start_node, end_node
@@ -115,6 +112,7 @@ def ranges(module: cst.Module, nodes: Iterable[cst.CSTNode]) -> dict[int, CodeRa
     for mark in marks:
         stop = lengths[mark] + mark
         chunk = text[offset:stop]
+        # libcst's line breaks: \r\n, \r or \n (metadata.position_provider.NEWLINE_RE)
         breaks = chunk.count("\n") + chunk.count("\r") - chunk.count("\r\n")
         if breaks:
             line += breaks
