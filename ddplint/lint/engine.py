@@ -150,6 +150,10 @@ def enabled_rules(config: Config) -> list[Rule]:
     return enabled_rules(config)
 
 
+def _parts(path: Path) -> tuple[str, ...]:
+    return path.parts
+
+
 def _lint_files(files: list[Path], config: Config) -> list[FileOutcome]:
     from ddplint.lint.analysis import RecordingIndex
 
@@ -159,8 +163,9 @@ def _lint_files(files: list[Path], config: Config) -> list[FileOutcome]:
     for path in files:
         project.read, project.missing = set(), set()
         outcome = lint_file(path, config, rules, project)
-        outcome.helpers = tuple(sorted(project.read - {Path(os.path.realpath(path))}))
-        outcome.missing = tuple(sorted(project.missing))
+        # Path order is the order of their parts; comparing the tuples skips pathlib's __lt__.
+        outcome.helpers = tuple(sorted(project.read - {Path(os.path.realpath(path))}, key=_parts))
+        outcome.missing = tuple(sorted(project.missing, key=_parts))
         outcomes.append(outcome)
     return outcomes
 
