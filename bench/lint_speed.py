@@ -1,41 +1,127 @@
-"""Static lint speed against the floor of a bare libcst parse, measured in the same run.
+"""Static lint speed, 1 process, against the floor of a bare libcst parse of the same files.
 
-    python bench/lint_speed.py [CORPUS_DIR] [--repeat N]
+    python bench/lint_speed.py [CORPUS_DIR ...] [--repeat N] [--jobs2]
 
-The default corpus is the installed torch package: real PyTorch code, thousands of files,
-and nearly every file mentions torch, so the cheap text pre-check skips almost nothing.
+For each corpus, the parse floor and the lint are timed in turns (paired, so that a change in
+machine load hits both), `--repeat` times, in CPU time of this process (other processes on a
+shared machine count less); the medians are printed, with the lint's ratio to the floor. Then
+lints with every phase timed (exclusive time, so a helper module parsed from inside a rule
+counts as parse), each phase's share of that lint applied to the lint's median ratio:
+
+    guard      Python's parse and the depth bound (limits.py), before libcst sees the file
+    parse      libcst.parse_module (linted files and the project helpers they import)
+    facts      the facts pass (facts.collect)
+    rules      the rules, the project lookups and the engine's glue around them
+    positions  line and column of the reported and edited nodes, and the diagnostics
+    report     the text report of the findings (as the CLI prints it)
+    other      reading, discovery, noqa comments, sorting
+
+The default corpora are the repository's fixtures (DDP-heavy scripts, nearly every one with
+findings) and, when torch is installed, its own DDP code (torch/nn/parallel and
+torch/distributed/algorithms); about a minute in all at the default --repeat.
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
+import gc
 import importlib.util
+import shutil
+import statistics
+import tempfile
+import time
+from collections import defaultdict
 from pathlib import Path
+from typing import Self
 
 import libcst as cst
-from timing import median_time
 
 from ddplint import config as config_mod
+from ddplint.lint import analysis, limits
+from ddplint.lint import facts as facts_mod
 from ddplint.lint.engine import discover, lint_paths
-from ddplint.lint.rules import RULES_BY_CODE
+from ddplint.lint.rules import KNOWN_RULES
 from ddplint.lint.source import SourceError, read_source
+from ddplint.report import text as text_report
+
+PHASES = ("guard", "parse", "facts", "rules", "positions", "report", "other")
+parse_module = cst.parse_module  # the floor calls it unwrapped
 
 
-def default_corpus() -> Path:
+def default_corpora() -> list[Path]:
+    """The fixtures, and torch's DDP code gathered in one temporary folder (if torch is installed)."""
+    corpora = [Path(__file__).resolve().parent.parent / "fixtures"]
     spec = importlib.util.find_spec("torch")
-    if spec is None or not spec.submodule_search_locations:
-        raise SystemExit("no corpus given and torch is not installed: pass a directory of Python code")
-    return Path(next(iter(spec.submodule_search_locations)))
+    if spec is not None and spec.submodule_search_locations:
+        torch = Path(next(iter(spec.submodule_search_locations)))
+        folder = Path(tempfile.mkdtemp(prefix="ddplint-bench-")) / "torch-ddp"
+        for part in ("nn/parallel", "distributed/algorithms"):
+            if (torch / part).is_dir():
+                shutil.copytree(torch / part, folder / part.replace("/", "-"))
+        corpora.append(folder)
+    return corpora
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("corpus", nargs="?", type=Path)
-    parser.add_argument("--repeat", type=int, default=3)
-    args = parser.parse_args()
-    corpus = args.corpus or default_corpus()
-    config = config_mod.Config(root=corpus, codes=frozenset(RULES_BY_CODE), exclude=())
+class PhaseClock:
+    """Exclusive time per phase: entering a phase pauses the one it was entered from."""
+
+    def __init__(self) -> None:
+        self.totals: dict[str, float] = defaultdict(float)
+        self.stack: list[str] = []
+        self.mark = 0.0
+        self.undo: list[tuple[object, str, object]] = []
+
+    def enter(self, name: str) -> None:
+        now = time.process_time()
+        if self.stack:
+            self.totals[self.stack[-1]] += now - self.mark
+        self.stack.append(name)
+        self.mark = now
+
+    def leave(self) -> None:
+        now = time.process_time()
+        self.totals[self.stack.pop()] += now - self.mark
+        self.mark = now
+
+    def wrap(self, owner: object, attr: str, name: str) -> None:
+        original = getattr(owner, attr, None)
+        if original is None:
+            return  # not in this version of the engine
+
+        def timed(*args, **kwargs):
+            self.enter(name)
+            try:
+                return original(*args, **kwargs)
+            finally:
+                self.leave()
+
+        setattr(owner, attr, timed)
+        self.undo.append((owner, attr, original))
+
+    def __enter__(self) -> Self:
+        try:
+            from ddplint.lint import positions
+        except ImportError:  # an engine from before positions.py
+            positions = None
+        for owner, attr, name in [
+            (limits, "parse_python", "guard"), (limits, "check_depth", "guard"),
+            (limits, "may_be_newer_syntax", "guard"), (limits, "guard", "guard"),
+            (cst, "parse_module", "parse"), (facts_mod, "collect", "facts"),
+            (analysis, "analyse", "rules"), (positions, "ranges", "positions"),
+            (analysis, "_diagnostic", "positions"),
+        ]:
+            if owner is not None:
+                self.wrap(owner, attr, name)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for owner, attr, original in reversed(self.undo):
+            setattr(owner, attr, original)
+
+
+def measure(corpus: Path, repeat: int, jobs2: bool) -> dict[str, float]:
+    config = config_mod.Config(root=corpus, rules=KNOWN_RULES, select=("ALL",), exclude=())
     files, _ = discover([corpus], config)
     texts = []
     for path in files:
@@ -43,7 +129,19 @@ def main() -> None:
             texts.append(read_source(path))
         except SourceError:
             pass
-    print(f"corpus: {corpus} ({len(texts)} files, {sum(map(len, texts)) / 1e6:.1f} MB)")
+    size = sum(map(len, texts)) / 1e6
+    print(f"\n{corpus.name}: {corpus} ({len(texts)} files, {size:.2f} MB)", flush=True)
+
+    def floor():
+        gc.disable()  # as the engine lints a file
+        try:
+            for text in texts:
+                try:
+                    parse_module(text)
+                except cst.ParserSyntaxError:
+                    pass
+        finally:
+            gc.enable()
 
     def parse_all_ast():
         for text in texts:
@@ -52,24 +150,55 @@ def main() -> None:
             except SyntaxError:
                 pass
 
-    def parse_all_libcst():
-        for text in texts:
-            try:
-                cst.parse_module(text)
-            except cst.ParserSyntaxError:
-                pass
+    def lint():
+        return lint_paths([corpus], config, jobs=1)
 
-    rows = [
-        ("ast.parse of every file", median_time(parse_all_ast, args.repeat)),
-        ("libcst.parse_module of every file (baseline)", median_time(parse_all_libcst, args.repeat)),
-        ("ddplint lint, 1 process (read+parse+facts+rules)",
-         median_time(lambda: lint_paths([corpus], config, jobs=1), args.repeat)),
-        ("ddplint lint, 2 processes", median_time(lambda: lint_paths([corpus], config, jobs=2), args.repeat)),
-    ]
-    baseline = rows[1][1]
-    print(f"{'what':<52}{'median s':>10}{'vs parse':>10}")
-    for name, seconds in rows:
-        print(f"{name:<52}{seconds:>10.2f}{seconds / baseline:>9.2f}x")
+    lint()  # imports and first-use caches, outside the clock
+    runs: dict[str, list[float]] = defaultdict(list)
+    steps = [("libcst parse (floor)", floor), ("ast.parse", parse_all_ast), ("lint -j 1", lint)]
+    if jobs2:
+        steps.append(("lint -j 2", lambda: lint_paths([corpus], config, jobs=2)))
+    for turn in range(repeat):
+        for name, fn in steps:
+            start = time.process_time()
+            fn()
+            runs[name].append(time.process_time() - start)
+        print(f"  turn {turn + 1}/{repeat}: floor {runs['libcst parse (floor)'][-1]:.2f} s, "
+              f"lint {runs['lint -j 1'][-1]:.2f} s", flush=True)
+    phases: dict[str, list[float]] = defaultdict(list)
+    for _ in range(max(1, repeat // 2)):
+        with PhaseClock() as clock:
+            clock.enter("other")
+            result = lint()
+            clock.enter("report")
+            text_report.render(result, config)
+            clock.leave()
+            clock.leave()
+        for name in PHASES:
+            phases[name].append(clock.totals.get(name, 0.0))
+    medians = {name: statistics.median(times) for name, times in runs.items()}
+    base = medians["libcst parse (floor)"]
+    print(f"  {'what':<24}{'median s':>10}{'vs floor':>10}")
+    for name, seconds in medians.items():
+        print(f"  {name:<24}{seconds:>10.2f}{seconds / base:>9.2f}x")
+    timed = {name: statistics.median(times) for name, times in phases.items()}
+    ratio, total = medians["lint -j 1"] / base, sum(timed.values()) - timed["report"]
+    print(f"  phases, vs floor ({len(result.diagnostics)} findings; the instrumented lint took {total:.2f} s):")
+    print("  " + "  ".join(f"{name} {timed[name] / total * ratio:.2f}x" for name in PHASES))
+    return {"floor": base, "lint": medians["lint -j 1"]}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("corpus", nargs="*", type=Path, help="directories of Python code (default: see above)")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--jobs2", action="store_true", help="also time the lint with 2 worker processes")
+    args = parser.parse_args()
+    corpora = args.corpus or default_corpora()
+    summary = {corpus: measure(corpus, args.repeat, args.jobs2) for corpus in corpora}
+    print(f"\n{'corpus':<28}{'floor s':>9}{'lint s':>9}{'ratio':>8}")
+    for corpus, row in summary.items():
+        print(f"{corpus.name:<28}{row['floor']:>9.2f}{row['lint']:>9.2f}{row['lint'] / row['floor']:>7.2f}x")
 
 
 if __name__ == "__main__":

@@ -9,18 +9,18 @@ import re
 from pathlib import Path
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider
 
 from ddplint.config import Config
 from ddplint.diagnostics import Diagnostic, Edit, FileError, Fix, Related
 from ddplint.lint import facts as facts_mod
 from ddplint.lint import limits
+from ddplint.lint import positions as positions_mod
 from ddplint.lint.context import LintContext
 from ddplint.lint.engine import LintResult
 from ddplint.lint.noqa import line_suppresses
 from ddplint.lint.project import Lookup, ProjectIndex
 from ddplint.lint.rules import ALL_RULES
-from ddplint.lint.rules.base import InsertBefore, Inside, Replace, Rule
+from ddplint.lint.rules.base import Finding, InsertBefore, Inside, Replace, Rule
 
 
 def enabled_rules(config: Config) -> list[Rule]:
@@ -44,7 +44,7 @@ class RecordingIndex(ProjectIndex):
         return lookup
 
     def facts_for(self, path: Path):
-        real = Path(os.path.realpath(path))
+        real = self.real(path)
         self.read.add(real)
         if real not in self._refused:  # parsed once for the run, on a CPU budget of its own
             try:
@@ -56,8 +56,9 @@ class RecordingIndex(ProjectIndex):
 
 
 def parse_newer(text: str) -> cst.Module | None:
-    """libcst's parse of a file the running Python refused: libcst's grammar knows newer syntax
-    (PEP 701 f-strings with nested quotes, `type` statements). None when it refuses it too."""
+    """libcst's parse, None when it refuses the text: of a file whose nesting the tokens bound,
+    or of a file the running Python refused (libcst's grammar knows newer syntax: PEP 701
+    f-strings with nested quotes, `type` statements)."""
     try:
         return cst.parse_module(text)
     except cst.ParserSyntaxError:
@@ -81,7 +82,7 @@ def analyse(path, text, lines, config, rules, project, result: LintResult, modul
         project.remember(path, text, module, facts)
     ctx = LintContext(path, module, facts, project, config)
     ignored = config.ignored_in(path)
-    found: list[tuple[Rule, object]] = []
+    found: list[tuple[Rule, Finding]] = []
     for rule in rules:
         if rule.code in ignored:
             continue
@@ -96,7 +97,7 @@ def analyse(path, text, lines, config, rules, project, result: LintResult, modul
                 FileError(str(path), f"internal error in {rule.code}: {type(exc).__name__}: {exc}")
             )
     if found:
-        positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+        positions = positions_mod.ranges(module, _located(found))
         seen = set()  # one node can match a rule twice (`device=torch.device("cuda")`)
         for rule, finding in found:
             diagnostic = _diagnostic(path, rule, finding, positions, module, lines, project)
@@ -106,8 +107,22 @@ def analyse(path, text, lines, config, rules, project, result: LintResult, modul
                 result.diagnostics.append(diagnostic)
 
 
+def _located(found: list[tuple[Rule, Finding]]) -> list[cst.CSTNode]:
+    """The nodes whose positions the findings need: the reported nodes and what their fixes edit."""
+    nodes = []
+    for _, finding in found:
+        nodes.append(finding.node)
+        edit = finding.fix.edit if finding.fix is not None else None
+        if isinstance(edit, Replace):
+            nodes.append(edit.node)
+        elif edit is not None:
+            decorators = getattr(edit.before, "decorators", ())
+            nodes.append(decorators[0] if decorators else edit.before)
+    return nodes
+
+
 def _diagnostic(path, rule, finding, positions, module, lines, project: ProjectIndex) -> Diagnostic:
-    where = positions[finding.node]
+    where = positions[id(finding.node)]
     start, end = where.start, where.end
     fix = None
     if finding.fix is not None:
@@ -137,11 +152,11 @@ def _related(path: Path, inside: Inside, project: ProjectIndex) -> Related:
 
 def _edit(edit: Replace | InsertBefore, positions, module: cst.Module, lines: list[str]) -> Edit:
     if isinstance(edit, Replace):
-        where = positions[edit.node]
+        where = positions[id(edit.node)]
         return Edit((where.start.line, where.start.column + 1), (where.end.line, where.end.column + 1),
                     module.code_for_node(edit.replacement))
     decorators = getattr(edit.before, "decorators", ())
-    line = positions[decorators[0] if decorators else edit.before].start.line  # a decorated def: its first `@`
+    line = positions[id(decorators[0] if decorators else edit.before)].start.line  # a decorated def: its first `@`
     own = lines[line - 1] if 0 < line <= len(lines) else ""
     indent = own[: len(own) - len(own.lstrip(" \t"))]
     code = module.code_for_node(edit.statement)

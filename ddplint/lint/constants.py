@@ -33,7 +33,7 @@ def literal(expr: cst.BaseExpression | None) -> object:
         expr, (cst.Integer, cst.Float, cst.SimpleString, cst.Name, cst.UnaryOperation, cst.List, cst.Set, cst.Tuple)
     ):
         return UNKNOWN
-    if isinstance(expr, cst.Name) and expr.value not in {"None", "True", "False"}:
+    if type(expr) is cst.Name and expr.value not in {"None", "True", "False"}:
         return UNKNOWN
     try:
         return ast.literal_eval(_EMPTY.code_for_node(expr))
@@ -59,7 +59,7 @@ def bind_arguments(call: cst.Call, definition: cst.FunctionDef, outer: Bindings)
     for name, param in by_name.items():
         if name in given:
             value = given[name]
-            found = outer.get(value.value, UNKNOWN) if isinstance(value, cst.Name) and value.value in outer \
+            found = outer.get(value.value, UNKNOWN) if type(value) is cst.Name and value.value in outer \
                 else literal(value)
         else:
             found = literal(param.default)
@@ -94,21 +94,21 @@ def key(bindings: Bindings) -> tuple:
 
 
 def _evaluate(expr: cst.BaseExpression, bindings: Bindings) -> object:
-    if isinstance(expr, cst.Name) and expr.value in bindings:
+    if type(expr) is cst.Name and expr.value in bindings:
         return bindings[expr.value]
-    if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Not):
+    if type(expr) is cst.UnaryOperation and type(expr.operator) is cst.Not:
         inner = _evaluate(expr.expression, bindings)
         return UNKNOWN if inner is UNKNOWN else not inner
-    if isinstance(expr, cst.BooleanOperation):
+    if type(expr) is cst.BooleanOperation:
         left, right = _evaluate(expr.left, bindings), _evaluate(expr.right, bindings)
-        if isinstance(expr.operator, cst.And):
+        if type(expr.operator) is cst.And:
             if left is not UNKNOWN and not left or right is not UNKNOWN and not right:
                 return False
             return UNKNOWN if UNKNOWN in (left, right) else True
         if left is not UNKNOWN and left or right is not UNKNOWN and right:
             return True
         return UNKNOWN if UNKNOWN in (left, right) else False
-    if isinstance(expr, cst.Comparison):
+    if type(expr) is cst.Comparison:
         left = _evaluate(expr.left, bindings)
         for target in expr.comparisons:
             right = _evaluate(target.comparator, bindings)

@@ -83,7 +83,7 @@ class LintContext:
         classes = set()
         for binding in facts.assigned(name):
             value = binding.value
-            if not isinstance(value, cst.Call) or (callee := dotted(value.func)) is None:
+            if type(value) is not cst.Call or (callee := dotted(value.func)) is None:
                 return None
             classes.add(callee)
         if len(classes) != 1:
@@ -158,7 +158,7 @@ class LintContext:
             for importer, facts in frontier:
                 for qualified in facts.imports.values():
                     resolved = self.project.resolve(importer, qualified)
-                    if resolved is not None and resolved[0] != self.path.resolve() and resolved[0] not in found:
+                    if resolved is not None and resolved[0] != self.project.real(self.path) and resolved[0] not in found:
                         found[resolved[0]] = resolved[1]
                         following.append((resolved[0], resolved[1]))
             frontier = following

@@ -76,10 +76,10 @@ def classify(ctx: LintContext, expr: cst.BaseExpression | None, site: CallSite, 
     number = int_value(expr)
     if number is not None:
         return Device(DeviceKind.INDEX, number, expr) if int_is_index else Device(DeviceKind.OTHER)
-    if isinstance(expr, cst.IfExp):
+    if type(expr) is cst.IfExp:
         sides = [classify(ctx, e, site, int_is_index, depth) for e in (expr.body, expr.orelse)]
         return min(sides, key=lambda d: _WORST_FIRST.index(d.kind))
-    if isinstance(expr, cst.Call):
+    if type(expr) is cst.Call:
         callee = facts.callee(expr)
         if callee == "torch.device":
             return _torch_device(ctx, expr, site, depth)
@@ -90,7 +90,7 @@ def classify(ctx: LintContext, expr: cst.BaseExpression | None, site: CallSite, 
         return Device(DeviceKind.LOCAL)
     if role is Role.GLOBAL_RANK:
         return Device(DeviceKind.GLOBAL, origin=_device_built(ctx, expr, site))
-    name = reference(expr) if isinstance(expr, (cst.Name, cst.Attribute, cst.Subscript)) else None
+    name = reference(expr) if type(expr) in (cst.Name, cst.Attribute, cst.Subscript) else None
     if name is None or depth == 0:
         return Device(DeviceKind.OTHER)
     return _classify_name(ctx, name, site, int_is_index, depth - 1)
@@ -100,13 +100,13 @@ def _device_built(ctx: LintContext, expr: cst.BaseExpression, site: CallSite) ->
     """The device expression built from the global rank that a variable holds at `site`
     (`device = f"cuda:{rank}"`, `torch.device("cuda", rank)`), where one such binding reaches it
     (beside others: `else: device = "cuda"`); not the rank itself."""
-    name = reference(expr) if isinstance(expr, (cst.Name, cst.Attribute, cst.Subscript)) else None
+    name = reference(expr) if type(expr) in (cst.Name, cst.Attribute, cst.Subscript) else None
     if name is None:
         return None
     built = [
         b.value for b in ctx.facts.reaching(name, site.function, site.order, site.blocks)
-        if not b.element and (isinstance(b.value, cst.FormattedString) or (
-            isinstance(b.value, cst.Call) and ctx.facts.callee(b.value) == "torch.device"))
+        if not b.element and (type(b.value) is cst.FormattedString or (
+            type(b.value) is cst.Call and ctx.facts.callee(b.value) == "torch.device"))
         and ctx.facts.role_of(b.value, b.function) is Role.GLOBAL_RANK
     ]
     return built[0] if len(built) == 1 else None
@@ -184,12 +184,12 @@ def holds_parsed_arguments(ctx: LintContext, value: cst.BaseExpression) -> bool:
 
 def _returns_parsed_arguments(ctx: LintContext, value: cst.BaseExpression) -> bool:
     """`args = get_args()` where get_args, in this module, returns parser.parse_args()."""
-    info = ctx.facts.functions.get(dotted(value.func) or "") if isinstance(value, cst.Call) else None
+    info = ctx.facts.functions.get(dotted(value.func) or "") if type(value) is cst.Call else None
     return info is not None and any(_parses_arguments(r) for r in info.returns)
 
 
 def _parses_arguments(expr: cst.BaseExpression) -> bool:
-    return isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and \
+    return type(expr) is cst.Call and type(expr.func) is cst.Attribute and \
         expr.func.attr.value in {"parse_args", "parse_known_args"}
 
 
@@ -242,11 +242,11 @@ def _device_arguments(site: CallSite, binder: bool) -> Iterator[tuple[cst.BaseEx
         yield arg(call, 0, "device"), True, True
     elif site.method == "to":
         target = arg(call, 0, "device")
-        if target is not None and (not isinstance(target, cst.Call) or _names_device(target)):
+        if target is not None and (type(target) is not cst.Call or _names_device(target)):
             yield target, True, True
     if site.name == DDP:
         ids = arg(call, None, "device_ids")
-        if isinstance(ids, cst.List) and len(ids.elements) == 1:
+        if type(ids) is cst.List and len(ids.elements) == 1:
             yield ids.elements[0].value, True, True
     for keyword in ("device", "map_location"):
         target = arg(call, None, keyword)

@@ -150,6 +150,10 @@ def enabled_rules(config: Config) -> list[Rule]:
     return enabled_rules(config)
 
 
+def _parts(path: Path) -> tuple[str, ...]:
+    return path.parts
+
+
 def _lint_files(files: list[Path], config: Config) -> list[FileOutcome]:
     from ddplint.lint.analysis import RecordingIndex
 
@@ -159,8 +163,9 @@ def _lint_files(files: list[Path], config: Config) -> list[FileOutcome]:
     for path in files:
         project.read, project.missing = set(), set()
         outcome = lint_file(path, config, rules, project)
-        outcome.helpers = tuple(sorted(project.read - {Path(os.path.realpath(path))}))
-        outcome.missing = tuple(sorted(project.missing))
+        # Path order is the order of their parts; comparing the tuples skips pathlib's __lt__.
+        outcome.helpers = tuple(sorted(project.read - {Path(os.path.realpath(path))}, key=_parts))
+        outcome.missing = tuple(sorted(project.missing, key=_parts))
         outcomes.append(outcome)
     return outcomes
 
@@ -194,17 +199,23 @@ def lint_text(path: Path, text: str, config: Config, rules: list[Rule], project:
     exempt = file_exemption(lines) if mentions_noqa else FileExemption()
     if exempt.whole:  # `# ddplint: noqa`: the file is not linted at all
         return result
+    distributed = MIGHT_BE_DISTRIBUTED.search(text) is not None
+    # A distributed file whose tokens bound its nesting goes to libcst's parse alone; Python's
+    # parse (for its verdict on the syntax, and the AST the exact bound is measured on) is
+    # needed only where libcst refuses the file, or the tokens give no bound.
+    first_libcst = distributed and limits.within_bounds(text)
     tree: ast.Module | None = None
     refused: SyntaxError | None = None  # by this Python: a syntax error, or syntax newer than it reads
-    try:
-        tree = limits.parse_python(text, str(path))
-    except SyntaxError as exc:
-        refused = exc
-    except limits.TooComplex as exc:
-        result.errors.append(FileError(str(path), str(exc)))
-        return result
+    if not first_libcst:
+        try:
+            tree = limits.parse_python(text, str(path))
+        except SyntaxError as exc:
+            refused = exc
+        except limits.TooComplex as exc:
+            result.errors.append(FileError(str(path), str(exc)))
+            return result
     unknown = unknown_codes(path, lines, config.codes) if config.codes and mentions_noqa else []
-    if refused is None and not MIGHT_BE_DISTRIBUTED.search(text):
+    if refused is None and not distributed:
         result.warnings.extend(unknown)
         return result
     # Imported before the clock starts: the first file would pay for it.
@@ -215,14 +226,21 @@ def lint_text(path: Path, text: str, config: Config, rules: list[Rule], project:
         with limits.cpu_time_limit(), limits.no_cycle_collection(), warnings.catch_warnings():
             warnings.simplefilter("ignore")
             module = None
-            if refused is not None and limits.may_be_newer_syntax(text):  # libcst's grammar is newer
+            if first_libcst and project.parsed(path, text) is None:  # not read already, as a helper
+                module = analysis.parse_newer(text)
+                if module is None:  # libcst refuses it: Python's verdict, as on the exact way
+                    try:
+                        tree = limits.parse_python(text, str(path))
+                    except SyntaxError as exc:
+                        refused = exc
+            elif refused is not None and limits.may_be_newer_syntax(text):  # libcst's grammar is newer
                 module = analysis.parse_newer(text)
             if refused is not None and module is None:
                 syntax = (refused.lineno or 1, refused.offset or 1, refused.msg)
                 result.diagnostics.append(_syntax_diagnostic(path, syntax, lines))
             else:
                 result.warnings.extend(unknown)
-                if MIGHT_BE_DISTRIBUTED.search(text):
+                if distributed:
                     if tree is not None:
                         limits.check_depth(tree)
                     analysis.analyse(path, text, lines, config, rules, project, result, module)

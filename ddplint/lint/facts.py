@@ -252,17 +252,17 @@ class ModuleFacts:
         """What an expression holds: a rank, the world size, a main-process flag, a local device."""
         if expr is None:
             return None
-        if isinstance(expr, cst.NamedExpr):
+        if type(expr) is cst.NamedExpr:
             return self.role_of(expr.value, function)
         env = self.env_read(expr)
         if env is not None:
             return ENV_ROLES.get(env)
-        if isinstance(expr, (cst.Name, cst.Attribute, cst.Subscript)):
+        if type(expr) in (cst.Name, cst.Attribute, cst.Subscript):
             name = reference(expr)
             if name is None or self.qualify(name) == "os.environ":
                 return None
             return self.role_of_name(name, function)
-        if isinstance(expr, cst.Call):
+        if type(expr) is cst.Call:
             callee = self.callee(expr)
             if callee in CALL_ROLES:
                 return CALL_ROLES[callee]
@@ -273,22 +273,22 @@ class ModuleFacts:
                 role = self.role_of(index if index is not None else arg(expr, 0, "type"), function)
                 return Role.LOCAL_DEVICE if role in {Role.LOCAL_RANK, Role.LOCAL_DEVICE} else role
             return None
-        if isinstance(expr, cst.BinaryOperation):
+        if type(expr) is cst.BinaryOperation:
             return self._arithmetic(expr, function)
-        if isinstance(expr, cst.FormattedString):
+        if type(expr) is cst.FormattedString:
             for part in expr.parts:
-                if isinstance(part, cst.FormattedStringExpression):
+                if type(part) is cst.FormattedStringExpression:
                     role = self.role_of(part.expression, function)
                     if role in {Role.LOCAL_RANK, Role.LOCAL_DEVICE}:
                         return Role.LOCAL_DEVICE
                     if role is Role.GLOBAL_RANK:
                         return role
             return None
-        if isinstance(expr, cst.Comparison):
+        if type(expr) is cst.Comparison:
             if any(int_value(c.comparator) == 0 for c in expr.comparisons) and self.role_of(expr.left, function) in RANKS:
                 return Role.MAIN_FLAG
             return None
-        if isinstance(expr, cst.IfExp):
+        if type(expr) is cst.IfExp:
             return self.role_of(expr.body, function) or self.role_of(expr.orelse, function)
         return None
 
@@ -296,29 +296,29 @@ class ModuleFacts:
         """`rank % gpus_per_node` is a GPU of this node; `node * gpus_per_node + gpu` and
         `rank + offset` stay unique over all nodes."""
         left, right = self.role_of(expr.left, function), self.role_of(expr.right, function)
-        if isinstance(expr.operator, cst.Modulo):
+        if type(expr.operator) is cst.Modulo:
             return Role.LOCAL_RANK if left in RANKS else None
-        if isinstance(expr.operator, cst.Add):
+        if type(expr.operator) is cst.Add:
             if Role.GLOBAL_RANK in (left, right):
                 return Role.GLOBAL_RANK
             scaled = [side for side, role in ((expr.left, right), (expr.right, left)) if role is Role.LOCAL_RANK]
-            if any(isinstance(s, cst.BinaryOperation) and isinstance(s.operator, cst.Multiply) for s in scaled):
+            if any(type(s) is cst.BinaryOperation and type(s.operator) is cst.Multiply for s in scaled):
                 return Role.GLOBAL_RANK  # node_rank * gpus_per_node + local_rank
         return None
 
     def env_read(self, expr: cst.BaseExpression) -> str | None:
         """The variable name for `os.environ["X"]`, `os.environ.get("X")`, `os.getenv("X")`."""
-        if isinstance(expr, cst.Subscript) and self.qualify(dotted(expr.value)) == "os.environ":
-            if len(expr.slice) == 1 and isinstance(expr.slice[0].slice, cst.Index):
+        if type(expr) is cst.Subscript and self.qualify(dotted(expr.value)) == "os.environ":
+            if len(expr.slice) == 1 and type(expr.slice[0].slice) is cst.Index:
                 return string_value(expr.slice[0].slice.value)
             return None
-        if isinstance(expr, cst.Call) and self.callee(expr) in {"os.environ.get", "os.getenv"}:
+        if type(expr) is cst.Call and self.callee(expr) in {"os.environ.get", "os.getenv"}:
             return string_value(arg(expr, 0, None))
         return None
 
     def holds_rank(self, expr: cst.BaseExpression, function: str) -> bool:
         """Holds some rank (global or local), by origin or by a conventional name."""
-        if isinstance(expr, cst.NamedExpr):
+        if type(expr) is cst.NamedExpr:
             expr = expr.value
         if self.role_of(expr, function) in RANKS:
             return True
@@ -365,7 +365,7 @@ class _Collector(Walker):
             if full is None:
                 continue
             self.facts.imported_modules.add(full)
-            if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+            if alias.asname is not None and type(alias.asname.name) is cst.Name:
                 self.facts.imports[alias.asname.name.value] = full
             else:
                 head = full.split(".")[0]
@@ -382,7 +382,7 @@ class _Collector(Walker):
             name = dotted(alias.name)
             if name is None:
                 continue
-            local = alias.asname.name.value if alias.asname and isinstance(alias.asname.name, cst.Name) else name
+            local = alias.asname.name.value if alias.asname and type(alias.asname.name) is cst.Name else name
             sep = "" if prefix.endswith(".") else "."
             full = f"{prefix}{sep}{name}" if prefix else name
             self.facts.imports[local] = CANONICAL.get(full, full)
@@ -405,7 +405,7 @@ class _Collector(Walker):
         self.in_class.append(False)
         params = tuple(p.name.value for p in (*node.params.posonly_params, *node.params.params))
         decorators = tuple(
-            self.facts.qualify(dotted(d.decorator.func if isinstance(d.decorator, cst.Call) else d.decorator)) or ""
+            self.facts.qualify(dotted(d.decorator.func if type(d.decorator) is cst.Call else d.decorator)) or ""
             for d in node.decorators
         )
         self.facts.functions[self.scope] = FunctionInfo(self.scope, node, params, decorators)
@@ -472,12 +472,12 @@ class _Collector(Walker):
                 for name in _target_names(item.asname.name):
                     self._record(name, item.item)
         body = node.body.body
-        idle = len(body) == 1 and isinstance(body[0], cst.SimpleStatementLine) and all(
-            isinstance(small, cst.Pass) for small in body[0].body
+        idle = len(body) == 1 and type(body[0]) is cst.SimpleStatementLine and all(
+            type(small) is cst.Pass for small in body[0].body
         )
         if idle:
             self.facts.idle_with_calls.update(id(item.item) for item in node.items)
-        callees = {self.facts.callee(i.item) for i in node.items if isinstance(i.item, cst.Call)}
+        callees = {self.facts.callee(i.item) for i in node.items if type(i.item) is cst.Call}
         if DEVICE_CONTEXTS & callees:  # `with torch.cuda.device(i):` binds the device inside only,
             self.blocks.append(id(node.body))  # so the binding call is placed in the block it covers
             for item in node.items:
@@ -566,13 +566,13 @@ class _Collector(Walker):
             self.facts.env_reads.add(env)
 
     def visit_Call(self, node: cst.Call) -> None:
-        if isinstance(node.func, cst.Attribute) and node.func.attr.value == "add_argument":
+        if type(node.func) is cst.Attribute and node.func.attr.value == "add_argument":
             _record_option(self.facts, node)
         env = self.facts.env_read(node)
         if env is not None:
             self.facts.env_reads.add(env)
         name = self.facts.qualify(dotted(node.func))
-        method = node.func.attr.value if isinstance(node.func, cst.Attribute) else None
+        method = node.func.attr.value if type(node.func) is cst.Attribute else None
         self.facts.calls.append(
             CallSite(node, name, method, self.scope, self._next(), tuple(self.conditions), tuple(self.loops),
                      self.caught, self.locks > 0, tuple(self.blocks), self.in_default, self.handlers > 0,
@@ -635,15 +635,15 @@ class _Collector(Walker):
             self._record(f"{self.scope}.{target}", value)  # `class Config: device = "cuda:0"`: Config.device
 
     def _assign(self, target: cst.BaseExpression, value: cst.BaseExpression) -> None:
-        if isinstance(target, (cst.Tuple, cst.List)):
-            if isinstance(value, (cst.Tuple, cst.List)) and len(target.elements) == len(value.elements):
+        if type(target) is cst.Tuple or type(target) is cst.List:
+            if (type(value) is cst.Tuple or type(value) is cst.List) and len(target.elements) == len(value.elements):
                 for t, v in zip(target.elements, value.elements, strict=True):
                     self._assign(t.value, v.value)
-            elif not isinstance(value, (cst.Tuple, cst.List)):  # `loss, step = train(...)`: a part each
+            elif type(value) not in (cst.Tuple, cst.List):  # `loss, step = train(...)`: a part each
                 for part in _target_names(target):
                     self._record(part, value, element=True)
             return
-        env = self.facts.env_read(target) if isinstance(target, cst.Subscript) else None
+        env = self.facts.env_read(target) if type(target) is cst.Subscript else None
         if env is not None:
             self.env_targets.add(id(target))  # `os.environ["RANK"] = "0"` sets it, reads nothing
             self.facts.env_writes.setdefault(env, []).append(Assignment(
@@ -654,24 +654,24 @@ class _Collector(Walker):
         if name is None:
             return
         self._record(name, value)
-        if isinstance(value, cst.Dict):  # `opt = {"rank": rank}` binds `opt.rank` too
+        if type(value) is cst.Dict:  # `opt = {"rank": rank}` binds `opt.rank` too
             for element in value.elements:
-                key = string_value(element.key) if isinstance(element, cst.DictElement) else None
+                key = string_value(element.key) if type(element) is cst.DictElement else None
                 if key is not None and key.isidentifier():
                     self._record(f"{name}.{key}", element.value)
-        elif isinstance(value, cst.Call) and dotted(value.func) == "dict":  # and `dict(rank=rank)`
+        elif type(value) is cst.Call and dotted(value.func) == "dict":  # and `dict(rank=rank)`
             for argument in value.args:
                 if argument.keyword is not None:
                     self._record(f"{name}.{argument.keyword.value}", argument.value)
-        if not self.function and isinstance(target, cst.Name):
-            source = dotted(value) if isinstance(value, (cst.Name, cst.Attribute)) else None
+        if not self.function and type(target) is cst.Name:
+            source = dotted(value) if type(value) in (cst.Name, cst.Attribute) else None
             if source is not None and source.split(".")[0] in self.facts.imports:
                 self.facts.aliases.setdefault(target.value, self.facts.qualify(source) or source)  # `comm = MPI.COMM_WORLD`
 
 
 def _target_names(target: cst.BaseExpression) -> list[str]:
     """The names a `for` or `with ... as` target binds (`for i, (x, y) in ...`)."""
-    if isinstance(target, (cst.Tuple, cst.List)):
+    if type(target) is cst.Tuple or type(target) is cst.List:
         return [name for element in target.elements for name in _target_names(element.value)]
     name = reference(target)
     return [name] if name is not None else []
@@ -693,7 +693,7 @@ def _exception_names(expr: cst.BaseExpression | None) -> set[str]:
     """`except (OSError, ValueError)` -> {"OSError", "ValueError"}; a bare except catches everything."""
     if expr is None:
         return {"BaseException"}
-    if isinstance(expr, cst.Tuple):
+    if type(expr) is cst.Tuple:
         return {n for e in expr.elements for n in _exception_names(e.value)}
     name = dotted(expr)
     return {name.rsplit(".", 1)[-1]} if name else set()
@@ -701,7 +701,7 @@ def _exception_names(expr: cst.BaseExpression | None) -> set[str]:
 
 def _is_main_block(test: cst.BaseExpression) -> bool:
     """`__name__ == "__main__"`, either way round."""
-    if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
+    if type(test) is not cst.Comparison or len(test.comparisons) != 1:
         return False
     sides = {dotted(test.left), string_value(test.comparisons[0].comparator),
              dotted(test.comparisons[0].comparator), string_value(test.left)}
@@ -714,15 +714,15 @@ def _exits(body: cst.BaseSuite) -> bool:
     if not statements:
         return False
     last = statements[-1]
-    small = last.body if isinstance(last, cst.SimpleStatementLine) else None
-    if isinstance(body, cst.SimpleStatementSuite):
+    small = last.body if type(last) is cst.SimpleStatementLine else None
+    if type(body) is cst.SimpleStatementSuite:
         small = body.body
     if not small:
         return False
     final = small[-1]
-    if isinstance(final, (cst.Return, cst.Continue, cst.Break, cst.Raise)):
+    if type(final) in (cst.Return, cst.Continue, cst.Break, cst.Raise):
         return True
-    if isinstance(final, cst.Expr) and isinstance(final.value, cst.Call):
+    if type(final) is cst.Expr and type(final.value) is cst.Call:
         return dotted(final.value.func) in {"sys.exit", "exit", "quit", "os._exit"}
     return False
 
@@ -730,7 +730,7 @@ def _exits(body: cst.BaseSuite) -> bool:
 def constructed_method(facts: ModuleFacts, call: cst.Call) -> str | None:
     """`Trainer(cfg).fit()`: the method of a class of this module called on a new instance."""
     func = call.func
-    if not (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Call)):
+    if not (type(func) is cst.Attribute and type(func.value) is cst.Call):
         return None
     cls = dotted(func.value.func)
     method = f"{cls}.{func.attr.value}"
@@ -833,7 +833,7 @@ def _infer_roles(facts: ModuleFacts) -> None:
     for _ in range(2):  # a second round lets roles flow through one more assignment
         for a in facts.assignments:
             scope = "*" if "." in a.target else a.function
-            if isinstance(a.value, cst.DictComp):
+            if type(a.value) is cst.DictComp:
                 for key, env_role in _environment_dict(facts, a.value):
                     facts.roles[("*", f"{a.target}.{key}")] = env_role
                 continue
@@ -858,21 +858,21 @@ def _infer_roles(facts: ModuleFacts) -> None:
 def _environment_dict(facts: ModuleFacts, comp: cst.DictComp) -> list[tuple[str, Role]]:
     """`{k: int(os.environ[k]) for k in ("RANK", "LOCAL_RANK")}`: each key holds its variable."""
     loop = comp.for_in
-    if not isinstance(comp.key, cst.Name) or not isinstance(loop.target, cst.Name) or comp.key.value != loop.target.value:
+    if type(comp.key) is not cst.Name or type(loop.target) is not cst.Name or comp.key.value != loop.target.value:
         return []
     if not isinstance(loop.iter, (cst.Tuple, cst.List)):
         return []
     value = comp.value
-    while isinstance(value, cst.Call) and facts.callee(value) in {"int", "str"} and value.args:
+    while type(value) is cst.Call and facts.callee(value) in {"int", "str"} and value.args:
         value = value.args[0].value
     variable = loop.target.value
-    if isinstance(value, cst.Subscript) and facts.qualify(dotted(value.value)) == "os.environ":
+    if type(value) is cst.Subscript and facts.qualify(dotted(value.value)) == "os.environ":
         index = value.slice[0].slice if len(value.slice) == 1 else None
-        reads = isinstance(index, cst.Index) and isinstance(index.value, cst.Name) and index.value.value == variable
+        reads = type(index) is cst.Index and type(index.value) is cst.Name and index.value.value == variable
     else:
-        first = arg(value, 0, None) if isinstance(value, cst.Call) else None
-        reads = isinstance(value, cst.Call) and facts.callee(value) in {"os.environ.get", "os.getenv"} \
-            and isinstance(first, cst.Name) and first.value == variable
+        first = arg(value, 0, None) if type(value) is cst.Call else None
+        reads = type(value) is cst.Call and facts.callee(value) in {"os.environ.get", "os.getenv"} \
+            and type(first) is cst.Name and first.value == variable
     if not reads:
         return []
     keys = (string_value(e.value) for e in loop.iter.elements)
@@ -897,7 +897,7 @@ def _index(facts: ModuleFacts) -> None:
     for a in facts.assignments:
         facts.by_target.setdefault(a.target, []).append(a)
         facts.by_value.setdefault(id(a.value), []).append(a)
-        if isinstance(a.value, cst.IfExp):
+        if type(a.value) is cst.IfExp:
             for side in (a.value.body, a.value.orelse):
                 facts.by_value.setdefault(id(side), []).append(a)
         for loop in a.loops:

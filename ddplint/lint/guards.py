@@ -108,26 +108,26 @@ class Guards:
 
     def _read(self, expr: cst.BaseExpression, facts: ModuleFacts, path: Path, function: str,
               depth: int) -> tuple[frozenset[str], frozenset[str]]:
-        if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Not):
+        if type(expr) is cst.UnaryOperation and type(expr.operator) is cst.Not:
             true, false = self.worlds(expr.expression, facts, path, function, depth)
             return false, true
-        if isinstance(expr, cst.BooleanOperation):
+        if type(expr) is cst.BooleanOperation:
             lt, lf = self.worlds(expr.left, facts, path, function, depth)
             rt, rf = self.worlds(expr.right, facts, path, function, depth)
-            if isinstance(expr.operator, cst.And):
+            if type(expr.operator) is cst.And:
                 return lt & rt, lf | rf
             return lt | rt, lf & rf
-        if isinstance(expr, cst.IfExp):  # `is_local_primary(a) if local else is_global_primary(a)`
+        if type(expr) is cst.IfExp:  # `is_local_primary(a) if local else is_global_primary(a)`
             bt, bf = self.worlds(expr.body, facts, path, function, depth)
             ot, of = self.worlds(expr.orelse, facts, path, function, depth)
             return bt | ot, bf | of
-        if isinstance(expr, cst.Comparison):
+        if type(expr) is cst.Comparison:
             return _atom(self._comparison(expr, facts, path, function, depth))
-        if isinstance(expr, (cst.Name, cst.Attribute, cst.Subscript)):
+        if type(expr) in (cst.Name, cst.Attribute, cst.Subscript):
             return self._name(expr, facts, path, function, depth)
-        if isinstance(expr, cst.NamedExpr):  # `if (is_main := rank == 0):`
+        if type(expr) is cst.NamedExpr:  # `if (is_main := rank == 0):`
             return self.worlds(expr.value, facts, path, function, depth)
-        if isinstance(expr, cst.Call):
+        if type(expr) is cst.Call:
             return self._call(expr, facts, path, function, depth)
         return ALL, ALL
 
@@ -203,7 +203,7 @@ class Guards:
             self._refused[key] = frozenset()  # recursion guard
             self._refused[key] = frozenset(
                 name for a in facts.asserts
-                if isinstance(a.test, cst.UnaryOperation) and isinstance(a.test.operator, cst.Not)
+                if type(a.test) is cst.UnaryOperation and type(a.test.operator) is cst.Not
                 and (name := dotted(a.test.expression)) is not None
                 and any(self.condition_kind(c, facts, path, a.function, 1) == DIST for c in a.conditions)
             )
@@ -295,51 +295,51 @@ class Guards:
         op = target.operator
         left, right = _class_constant(expr.left, facts, function), _class_constant(target.comparator, facts, function)
         if _is_zero_set(right) and self._rankish(left, facts, path, function):
-            if isinstance(op, cst.In):
+            if type(op) is cst.In:
                 return MAIN
-            if isinstance(op, cst.NotIn):
+            if type(op) is cst.NotIn:
                 return NOTMAIN
             return None
         if int_value(left) == 0 and self._rankish(right, facts, path, function):
             left, right = right, left
             op = _FLIPPED.get(type(op), lambda: op)()
         if int_value(right) == 0 and self._rankish(left, facts, path, function):
-            if isinstance(op, (cst.Equal, cst.LessThanEqual, cst.Is)):
+            if type(op) in (cst.Equal, cst.LessThanEqual, cst.Is):
                 return MAIN
-            if isinstance(op, (cst.NotEqual, cst.GreaterThan, cst.IsNot)):
+            if type(op) in (cst.NotEqual, cst.GreaterThan, cst.IsNot):
                 return NOTMAIN
             if facts.role_of(left, function) not in RANKS:  # `args.gpu >= 0` picks a GPU, not a launch
                 return None
-            if isinstance(op, cst.GreaterThanEqual):  # `local_rank >= 0`: started by a launcher
+            if type(op) is cst.GreaterThanEqual:  # `local_rank >= 0`: started by a launcher
                 return DIST
-            return SINGLE if isinstance(op, cst.LessThan) else None
-        if int_value(right) == 1 and isinstance(op, (cst.LessThan, cst.GreaterThanEqual)) \
+            return SINGLE if type(op) is cst.LessThan else None
+        if int_value(right) == 1 and type(op) in (cst.LessThan, cst.GreaterThanEqual) \
                 and self._rankish(left, facts, path, function):
-            return MAIN if isinstance(op, cst.LessThan) else NOTMAIN  # `rank < 1`, `rank >= 1`
-        if dotted(right) == "None" and isinstance(op, (cst.Is, cst.IsNot)) and facts.role_of(left, function) in RANKS:
-            return SINGLE if isinstance(op, cst.Is) else DIST  # `rank is None`: no process group
-        if isinstance(op, (cst.In, cst.NotIn)) and ENV_ROLES.get(string_value(left) or "") is not None \
+            return MAIN if type(op) is cst.LessThan else NOTMAIN  # `rank < 1`, `rank >= 1`
+        if dotted(right) == "None" and type(op) in (cst.Is, cst.IsNot) and facts.role_of(left, function) in RANKS:
+            return SINGLE if type(op) is cst.Is else DIST  # `rank is None`: no process group
+        if type(op) in (cst.In, cst.NotIn) and ENV_ROLES.get(string_value(left) or "") is not None \
                 and facts.qualify(dotted(right)) == "os.environ":
-            return DIST if isinstance(op, cst.In) else SINGLE  # `"RANK" in os.environ`: torchrun's
+            return DIST if type(op) is cst.In else SINGLE  # `"RANK" in os.environ`: torchrun's
         if int_value(right) == 1 and _is_world(left, facts, function):
-            if isinstance(op, (cst.Equal, cst.LessThanEqual)):
+            if type(op) in (cst.Equal, cst.LessThanEqual):
                 return SINGLE
-            if isinstance(op, (cst.NotEqual, cst.GreaterThan)):
+            if type(op) in (cst.NotEqual, cst.GreaterThan):
                 return DIST
-        if isinstance(op, (cst.IsNot, cst.NotEqual)) and dotted(right) == "None" and depth > 0:
+        if type(op) in (cst.IsNot, cst.NotEqual) and dotted(right) == "None" and depth > 0:
             name = dotted(left)
             if name is not None and self.set_on_main_only(name, facts, path, function, depth):
                 return MAIN
         if _minus_one(right) and self._rankish(left, facts, path, function):
             # `local_rank == -1`: the script was not started by a launcher
-            if isinstance(op, cst.Equal):
+            if type(op) is cst.Equal:
                 return SINGLE
-            if isinstance(op, cst.NotEqual):
+            if type(op) is cst.NotEqual:
                 return DIST
             return None
-        if isinstance(op, (cst.Equal, cst.NotEqual)) and self._one_rank(left, right, facts, path, function):
+        if type(op) in (cst.Equal, cst.NotEqual) and self._one_rank(left, right, facts, path, function):
             # `rank == world_size - 1`: one process passes, as with rank 0
-            return MAIN if isinstance(op, cst.Equal) else NOTMAIN
+            return MAIN if type(op) is cst.Equal else NOTMAIN
         return None
 
     def _one_rank(self, left, right, facts: ModuleFacts, path: Path, function: str) -> bool:
@@ -369,7 +369,7 @@ class Guards:
         for a in scope:
             if dotted(a.value) == "None":
                 nones.append(a)
-            elif isinstance(a.value, cst.IfExp) and "None" in {dotted(a.value.body), dotted(a.value.orelse)}:
+            elif type(a.value) is cst.IfExp and "None" in {dotted(a.value.body), dotted(a.value.orelse)}:
                 chosen.append(a.value)
             else:
                 real.append(a)
@@ -390,11 +390,11 @@ class Guards:
         return bool(where) and NOT_MAIN_WORLD not in where
 
     def _rankish(self, expr, facts: ModuleFacts, path: Path, function: str) -> bool:
-        if isinstance(expr, cst.NamedExpr):
+        if type(expr) is cst.NamedExpr:
             expr = expr.value
-        if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Modulo):
+        if type(expr) is cst.BinaryOperation and type(expr.operator) is cst.Modulo:
             return self._rankish(expr.left, facts, path, function)
-        if isinstance(expr, cst.Call):
+        if type(expr) is cst.Call:
             name = facts.qualify(dotted(expr.func)) or ""
             if GROUP_RANK_CALL.fullmatch(last_part(name)):
                 return True
@@ -404,7 +404,7 @@ class Guards:
                 return self._project_rank(facts, path, name)
         if facts.holds_rank(expr, function):
             return True
-        reference_name = reference(expr) if isinstance(expr, (cst.Name, cst.Attribute, cst.Subscript)) else None
+        reference_name = reference(expr) if type(expr) in (cst.Name, cst.Attribute, cst.Subscript) else None
         if reference_name is None:
             return False
         # `dp_rank = mpu.get_data_parallel_rank()`, then `if dp_rank == 0:`; memoised, and a
@@ -413,7 +413,7 @@ class Guards:
         if key not in self._named_ranks:
             self._named_ranks[key] = False
             self._named_ranks[key] = any(
-                isinstance(b.value, cst.Call) and self._rankish(b.value, facts, path, b.function)
+                type(b.value) is cst.Call and self._rankish(b.value, facts, path, b.function)
                 for b in facts.assigned(reference_name) if b.function in {function, ""} or "." in reference_name
             )
         return self._named_ranks[key]
@@ -600,7 +600,7 @@ def _callers(facts: ModuleFacts) -> dict[str, list[CallSite]]:
     instances: dict[str, str] = {}  # `trainer` -> "Trainer" for `trainer = Trainer(...)`
     classes = {name.split(".")[0] for name in facts.functions if "." in name}
     for a in facts.assignments:
-        if isinstance(a.value, cst.Call):
+        if type(a.value) is cst.Call:
             cls = dotted(a.value.func)
             if cls in classes:
                 instances[a.target] = cls
@@ -643,7 +643,7 @@ DIST_WORLDS = frozenset({MAIN_WORLD, NOT_MAIN_WORLD})
 
 def _disjuncts(expr: cst.BaseExpression) -> set[str]:
     """The names `a or b or c` is true by."""
-    if isinstance(expr, cst.BooleanOperation) and isinstance(expr.operator, cst.Or):
+    if type(expr) is cst.BooleanOperation and type(expr.operator) is cst.Or:
         return _disjuncts(expr.left) | _disjuncts(expr.right)
     name = reference(expr)
     return {name} if name is not None else set()
@@ -681,7 +681,7 @@ def _is_zero_set(expr: cst.BaseExpression) -> bool:
     values = set()
     for element in expr.elements:
         value = element.value
-        if isinstance(value, cst.UnaryOperation) and isinstance(value.operator, cst.Minus):
+        if type(value) is cst.UnaryOperation and type(value.operator) is cst.Minus:
             number = int_value(value.expression)
             values.add(-number if number is not None else None)
         else:
@@ -692,18 +692,18 @@ def _is_zero_set(expr: cst.BaseExpression) -> bool:
 def _is_world(expr: cst.BaseExpression, facts: ModuleFacts, function: str) -> bool:
     if facts.role_of(expr, function) is Role.WORLD_SIZE:  # `int(os.environ.get("WORLD_SIZE", 1))`
         return True
-    if isinstance(expr, cst.Call):
+    if type(expr) is cst.Call:
         expr = expr.func
     name = facts.qualify(dotted(expr)) or ""
     return name.rsplit(".", 1)[-1] in WORLD_NAMES
 
 
 def _is_bool_literal(expr: cst.BaseExpression) -> bool:
-    return isinstance(expr, cst.Name) and expr.value in {"True", "False"}
+    return type(expr) is cst.Name and expr.value in {"True", "False"}
 
 
 def _minus_one(expr: cst.BaseExpression) -> bool:
-    return (isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Minus)
+    return (type(expr) is cst.UnaryOperation and type(expr.operator) is cst.Minus
             and int_value(expr.expression) == 1)
 
 

@@ -43,9 +43,9 @@ def test_key(expr: cst.BaseExpression) -> str:
 
 def complement_key(expr: cst.BaseExpression) -> str | None:
     """The key of the test that is true exactly where `expr` is false, when it has one."""
-    if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Not):
+    if type(expr) is cst.UnaryOperation and type(expr.operator) is cst.Not:
         return test_key(expr.expression)
-    if isinstance(expr, cst.Comparison) and len(expr.comparisons) == 1:
+    if type(expr) is cst.Comparison and len(expr.comparisons) == 1:
         target = expr.comparisons[0]
         flipped = _COMPLEMENTS.get(type(target.operator))
         if flipped is not None:
@@ -119,9 +119,9 @@ class LaunchTests:
     @staticmethod
     def _bound_from(test: cst.BaseExpression, facts: ModuleFacts) -> list[cst.BaseExpression]:
         """`ddp = world_size > 1`, then `if ddp:` around the start: `world_size > 1` is the test too."""
-        name = reference(test) if isinstance(test, (cst.Name, cst.Attribute, cst.Subscript)) else None
+        name = reference(test) if type(test) in (cst.Name, cst.Attribute, cst.Subscript) else None
         values = [a.value for a in facts.assigned(name)] if name is not None else []
         keys = {test_key(v) for v in values}
-        if len(keys) != 1 or isinstance(values[0], cst.Name) and values[0].value in {"True", "False"}:
+        if len(keys) != 1 or type(values[0]) is cst.Name and values[0].value in {"True", "False"}:
             return []
         return values[:1]

@@ -2,12 +2,14 @@
 
 libcst's native parser recurses once per nesting level and overflows the C stack (a
 segfault, the whole run lost) a few thousand levels down: `x = ---…-1`, a long `a and b
-and …` chain, a long dotted import. Python's own parser refuses the deepest of these first,
-so a file is compiled to an AST (a tenth of a libcst parse) and its nesting measured there,
-counting the constructs that libcst nests but the AST keeps flat. A file that Python refuses
-but libcst may read (newer syntax: `type X = int` on 3.11) has no AST; its nesting is bounded
-from its tokens instead. A file past MAX_DEPTH is skipped with a reason, before libcst sees
-it. Past that, a CPU-time limit per file stops any input that is slow for another reason.
+and …` chain, a long dotted import. So before libcst sees a file its nesting is bounded from
+its tokens (one linear scan, no parse): within MAX_DEPTH, libcst's parse is the file's only
+one. Past it, or where the tokens say nothing, the file goes the exact way: Python's own
+parser (which refuses the deepest of these first) compiles it to an AST, and its nesting is
+measured there, counting the constructs that libcst nests but the AST keeps flat; a file that
+Python refuses but libcst may read (newer syntax: `type X = int` on 3.11) is bounded by its
+tokens alone. A file past MAX_DEPTH is skipped with a reason, before libcst sees it. Past
+that, a CPU-time limit per file stops any input that is slow for another reason.
 """
 
 from __future__ import annotations
@@ -130,6 +132,16 @@ def may_be_newer_syntax(text: str) -> bool:
             line = len(re.findall(r"\r\n|\r|\n", text[:start])) + 1
             raise TooComplex(f"nested more than {MAX_DEPTH} levels deep (line {line}); skipped")
     return True
+
+
+def within_bounds(text: str) -> bool:
+    """Whether libcst may be handed `text` without Python's parse first: its brackets nest no
+    deeper than Python allows and the bound from its tokens (may_be_newer_syntax) is within
+    MAX_DEPTH. False is no verdict: the file goes the exact way, Python's AST and check_depth."""
+    try:
+        return may_be_newer_syntax(text)
+    except TooComplex:
+        return False
 
 
 def check_depth(tree: ast.AST) -> None:

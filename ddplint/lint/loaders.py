@@ -40,11 +40,11 @@ def bound_names(facts: ModuleFacts, node: cst.CSTNode) -> list[str]:
 
 def sharding(expr: cst.BaseExpression | None, facts: ModuleFacts, site: CallSite, depth: int = 3) -> str:
     """Whether a sampler expression splits the data by rank: YES, NO, or UNKNOWN."""
-    if expr is None or isinstance(expr, cst.Name) and expr.value == "None":
+    if expr is None or type(expr) is cst.Name and expr.value == "None":
         return NO
-    if isinstance(expr, cst.IfExp):
+    if type(expr) is cst.IfExp:
         return _either(sharding(expr.body, facts, site, depth), sharding(expr.orelse, facts, site, depth))
-    if isinstance(expr, cst.Call):
+    if type(expr) is cst.Call:
         callee = data_name(facts.callee(expr)) or ""
         if callee == SAMPLER or "Distributed" in callee.rsplit(".", 1)[-1]:
             return YES
@@ -85,7 +85,7 @@ def dataset_shards(ctx: LintContext, expr: cst.BaseExpression | None, site: Call
     for e in exprs:
         if any(SHARD_WORDS.search(n.rsplit(".", 1)[-1]) for n in names_in(e)):
             return True
-        if isinstance(e, cst.Call) and _class_reads_rank(ctx, facts.callee(e)):
+        if type(e) is cst.Call and _class_reads_rank(ctx, facts.callee(e)):
             return True
     return False
 
@@ -115,7 +115,7 @@ def _class_reads_rank(ctx: LintContext, name: str | None) -> bool:
 
 def is_training(facts: ModuleFacts, site: CallSite, dataset: cst.BaseExpression | None, backward: bool) -> bool:
     shuffle = arg(site.node, 2, "shuffle")
-    if isinstance(shuffle, cst.Name) and shuffle.value == "True":
+    if type(shuffle) is cst.Name and shuffle.value == "True":
         return True
     words = " ".join([*bound_names(facts, site.node), *(names_in(dataset) if dataset is not None else ())])
     if "train" in words.lower():
@@ -131,7 +131,7 @@ def epoch_loops(facts: ModuleFacts, function: str, after: int = 0) -> list[Loop]
 
 
 def is_false(expr: cst.BaseExpression | None) -> bool:
-    return isinstance(expr, cst.Name) and expr.value == "False"
+    return type(expr) is cst.Name and expr.value == "False"
 
 
 def epoch_loop(loop: cst.For | cst.While) -> bool:
@@ -139,18 +139,18 @@ def epoch_loop(loop: cst.For | cst.While) -> bool:
 
     `for sampler in samplers: sampler.set_epoch(2)` is setting up, not training.
     """
-    if isinstance(loop, cst.While):
+    if not isinstance(loop, cst.For):  # a while loop
         return True
     if any("epoch" in n.lower() for n in names_in(loop.target)):
         return True
     iterated = loop.iter
-    if isinstance(iterated, cst.Call) and dotted(iterated.func) == "enumerate" and iterated.args:
+    if type(iterated) is cst.Call and dotted(iterated.func) == "enumerate" and iterated.args:
         iterated = iterated.args[0].value
     return over_range(iterated)
 
 
 def over_range(iterated: cst.BaseExpression) -> bool:
     """`range(...)`, `trange(...)`, or either in a `tqdm(...)`: it yields ints."""
-    while isinstance(iterated, cst.Call) and dotted(iterated.func) in {"tqdm", "tqdm.tqdm"} and iterated.args:
+    while type(iterated) is cst.Call and dotted(iterated.func) in {"tqdm", "tqdm.tqdm"} and iterated.args:
         iterated = iterated.args[0].value
-    return isinstance(iterated, cst.Call) and dotted(iterated.func) in {"range", "trange", "tqdm.trange"}
+    return type(iterated) is cst.Call and dotted(iterated.func) in {"range", "trange", "tqdm.trange"}

@@ -119,9 +119,9 @@ def _set_by_init(ctx: LintContext, a: Assignment, at: Event) -> bool:
 
 def _integer(ctx: LintContext, value: cst.BaseExpression) -> bool:
     """`int(...)`, `rank % n`, `dist.get_node_local_rank()`: an int for certain."""
-    if isinstance(value, cst.Call):
+    if type(value) is cst.Call:
         return ctx.facts.callee(value) in {"int", "torch.distributed.get_node_local_rank"}
-    return isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Modulo)
+    return type(value) is cst.BinaryOperation and type(value.operator) is cst.Modulo
 
 
 def _parameter(ctx: LintContext, at: Event) -> LocalRank | None:
@@ -152,7 +152,7 @@ def _option(ctx: LintContext, at: Event) -> LocalRank | None:
         if parsed_arguments(ctx, head, at):  # every call passes the parsed arguments
             return LocalRank(f"{head}.{options[0]}", False)
     for a in facts.assignments:
-        if "." not in a.target and a.target not in parameters and isinstance(a.value, cst.Call) \
+        if "." not in a.target and a.target not in parameters and type(a.value) is cst.Call \
                 and holds_parsed_arguments(ctx, a.value) and _available(ctx, a, at):
             return LocalRank(f"{a.target}.{options[0]}", False)
     return None

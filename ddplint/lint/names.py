@@ -27,10 +27,10 @@ CANONICAL = {
 def dotted(expr: cst.BaseExpression | None) -> str | None:
     """`a.b.c` for a Name/Attribute chain, else None (also for no expression)."""
     parts: list[str] = []
-    while isinstance(expr, cst.Attribute):
+    while type(expr) is cst.Attribute:
         parts.append(expr.attr.value)
         expr = expr.value
-    if not isinstance(expr, cst.Name):
+    if type(expr) is not cst.Name:
         return None
     parts.append(expr.value)
     return ".".join(reversed(parts))
@@ -49,10 +49,10 @@ def reference(expr: cst.BaseExpression) -> str | None:
     `args.gpu`, `opt["rank"]` -> "opt.rank", `cfg["train"].rank` -> "cfg.train.rank"."""
     parts: list[str] = []
     while True:
-        if isinstance(expr, cst.Attribute):
+        if type(expr) is cst.Attribute:
             parts.append(expr.attr.value)
             expr = expr.value
-        elif isinstance(expr, cst.Subscript) and len(expr.slice) == 1 and isinstance(expr.slice[0].slice, cst.Index):
+        elif type(expr) is cst.Subscript and len(expr.slice) == 1 and type(expr.slice[0].slice) is cst.Index:
             key = string_value(expr.slice[0].slice.value)
             if key is None or not key.isidentifier():
                 return None
@@ -60,7 +60,7 @@ def reference(expr: cst.BaseExpression) -> str | None:
             expr = expr.value
         else:
             break
-    if not isinstance(expr, cst.Name):
+    if type(expr) is not cst.Name:
         return None
     parts.append(expr.value)
     return ".".join(reversed(parts))
@@ -68,25 +68,25 @@ def reference(expr: cst.BaseExpression) -> str | None:
 
 def string_value(expr: cst.BaseExpression | None) -> str | None:
     """The value of a plain (non-f) string literal, else None."""
-    if isinstance(expr, (cst.SimpleString, cst.ConcatenatedString)):
+    if type(expr) is cst.SimpleString or type(expr) is cst.ConcatenatedString:
         value = expr.evaluated_value
         return value if isinstance(value, str) else None
     return None
 
 
 def int_value(expr: cst.BaseExpression | None) -> int | None:
-    if isinstance(expr, cst.Integer):
+    if type(expr) is cst.Integer:
         return int(expr.evaluated_value)
     return None
 
 
 def is_constant(expr: cst.BaseExpression | None) -> bool:
     """A literal that cannot change from one run or loop iteration to the next."""
-    if isinstance(expr, (cst.Integer, cst.Float, cst.SimpleString, cst.ConcatenatedString)):
+    if type(expr) in (cst.Integer, cst.Float, cst.SimpleString, cst.ConcatenatedString):
         return True
-    if isinstance(expr, cst.UnaryOperation):
+    if type(expr) is cst.UnaryOperation:
         return is_constant(expr.expression)
-    return isinstance(expr, cst.Name) and expr.value in {"True", "False", "None"}
+    return type(expr) is cst.Name and expr.value in {"True", "False", "None"}
 
 
 def arg(call: cst.Call, position: int | None, keyword: str | None) -> cst.BaseExpression | None:
@@ -157,9 +157,9 @@ def with_argument(call: cst.Call, keyword: str, position: int, value: cst.BaseEx
         return call.with_changes(args=[new])
     last = args[-1]
     line_break = _line_break_before(call)  # one argument per line: the new one gets its own
-    if isinstance(last.comma, cst.Comma):  # a trailing comma stays trailing
+    if type(last.comma) is cst.Comma:  # a trailing comma stays trailing
         after = last.comma.whitespace_after
-        if line_break is not None and isinstance(after, cst.ParenthesizedWhitespace):
+        if line_break is not None and type(after) is cst.ParenthesizedWhitespace:
             # the last argument keeps its comment; the new one ends where the call's `)` begins
             args[-1] = last.with_changes(comma=last.comma.with_changes(
                 whitespace_after=after.with_changes(last_line=line_break.last_line)))
@@ -170,7 +170,7 @@ def with_argument(call: cst.Call, keyword: str, position: int, value: cst.BaseEx
             new = new.with_changes(comma=last.comma)
         return call.with_changes(args=[*args, new])
     closing = last.whitespace_after_arg  # what stands before `)`: a line break, comments
-    between = line_break if line_break is not None and isinstance(closing, cst.ParenthesizedWhitespace) \
+    between = line_break if line_break is not None and type(closing) is cst.ParenthesizedWhitespace \
         else cst.SimpleWhitespace(" ")
     args[-1] = last.with_changes(comma=cst.Comma(whitespace_after=between), whitespace_after_arg=cst.SimpleWhitespace(""))
     return call.with_changes(args=[*args, new.with_changes(whitespace_after_arg=closing)])
@@ -178,7 +178,7 @@ def with_argument(call: cst.Call, keyword: str, position: int, value: cst.BaseEx
 
 def _line_break_before(call: cst.Call) -> cst.ParenthesizedWhitespace | None:
     """The line break and indentation before the first argument, where each stands on its own line."""
-    if isinstance(call.whitespace_before_args, cst.ParenthesizedWhitespace):
+    if type(call.whitespace_before_args) is cst.ParenthesizedWhitespace:
         return call.whitespace_before_args
     return None
 
@@ -187,7 +187,7 @@ def call_parameters(call: cst.Call, definition: cst.FunctionDef) -> list[cst.Par
     """The positional parameters as the call fills them: without `self`/`cls` for a method
     called through an object and for a constructor (`Logger(...)` runs `__init__`)."""
     params = [*definition.params.posonly_params, *definition.params.params]
-    bound = isinstance(call.func, cst.Attribute) or definition.name.value == "__init__"
+    bound = type(call.func) is cst.Attribute or definition.name.value == "__init__"
     if params and params[0].name.value in {"self", "cls"} and bound:
         return params[1:]
     return params

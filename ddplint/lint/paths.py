@@ -74,13 +74,13 @@ def never_runs(facts: ModuleFacts, site: CallSite) -> bool:
     from the process's rank (`args.gpu = gpu` in an mp.spawn worker) and so is never None."""
     for condition in site.conditions:
         test = condition.test
-        if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
+        if type(test) is not cst.Comparison or len(test.comparisons) != 1:
             continue
         target = test.comparisons[0]
-        if not (isinstance(target.comparator, cst.Name) and target.comparator.value == "None"):
+        if not (type(target.comparator) is cst.Name and target.comparator.value == "None"):
             continue
-        is_none = isinstance(target.operator, cst.Is) and not condition.negated or \
-            isinstance(target.operator, cst.IsNot) and condition.negated
+        is_none = type(target.operator) is cst.Is and not condition.negated or \
+            type(target.operator) is cst.IsNot and condition.negated
         if is_none and facts.role_of(test.left, site.function) in RANKS | PER_NODE:
             return True
     return False

@@ -7,15 +7,15 @@ script was named on the command line.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import libcst as cst
-from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
 from ddplint.lint import facts as facts_mod
 from ddplint.lint import limits
+from ddplint.lint import positions as positions_mod
 from ddplint.lint.source import SourceError, read_source
 
 SEARCH_PARENTS = 3  # how far above the script to look for a top-level package
@@ -35,11 +35,21 @@ class ProjectIndex:
         self._cache: dict[Path, tuple[str, cst.Module, facts_mod.ModuleFacts] | None] = {}
         # (directory of the importer, dotted name) -> where it lives; rules ask about every call
         self._resolved: dict[tuple[Path, int, str], Lookup] = {}
-        self._files: dict[tuple[Path, tuple[str, ...]], Path | None] = {}  # (base, dotted parts) -> module file
-        self._positions: dict[Path, Mapping[cst.CSTNode, CodeRange] | None] = {}
+        # (base, dotted parts) -> the module file, and the files that would hold it in Python's order
+        self._files: dict[tuple[Path, tuple[str, ...]], tuple[Path | None, tuple[Path, Path]]] = {}
+        self._bases: dict[tuple[Path, int], list[Path]] = {}  # (importer, level) -> where its imports resolve from
+        self._real: dict[Path, Path] = {}  # path -> path.resolve(), once per run
+        self._positions: dict[tuple[Path, cst.CSTNode], tuple[int, int] | None] = {}  # (path, node) -> position
+
+    def real(self, path: Path) -> Path:
+        """`path.resolve()`, worked out once per run (each costs a system call per directory)."""
+        found = self._real.get(path)
+        if found is None:
+            found = self._real[path] = path.resolve()
+        return found
 
     def facts_for(self, path: Path) -> facts_mod.ModuleFacts | None:
-        path = path.resolve()
+        path = self.real(path)
         if path not in self._cache:
             self._cache[path] = None  # also breaks import cycles
             try:
@@ -54,23 +64,22 @@ class ProjectIndex:
 
     def parsed(self, path: Path, text: str) -> tuple[cst.Module, facts_mod.ModuleFacts] | None:
         """The module and facts of `path` if it was already parsed (as a helper) from this text."""
-        cached = self._cache.get(path.resolve())
+        cached = self._cache.get(self.real(path))
         return (cached[1], cached[2]) if cached is not None and cached[0] == text else None
 
     def remember(self, path: Path, text: str, module: cst.Module, facts: facts_mod.ModuleFacts) -> None:
-        self._cache[path.resolve()] = (text, module, facts)
+        self._cache[self.real(path)] = (text, module, facts)
 
     def position(self, path: Path, node: cst.CSTNode) -> tuple[int, int] | None:
-        """(line, 1-based column) of a node of a parsed project module; positions are worked out
-        only for modules that a reported finding points into."""
-        path = path.resolve()
-        if path not in self._positions:
+        """(line, 1-based column) of a node of a parsed project module; worked out only for the
+        nodes that a reported finding points into, once per run."""
+        path = self.real(path)
+        key = (path, node)
+        if key not in self._positions:
             cached = self._cache.get(path)
-            self._positions[path] = None if cached is None else \
-                MetadataWrapper(cached[1], unsafe_skip_copy=True).resolve(PositionProvider)
-        positions = self._positions[path]
-        where = positions.get(node) if positions is not None else None
-        return (where.start.line, where.start.column + 1) if where is not None else None
+            where = positions_mod.ranges(cached[1], [node]).get(id(node)) if cached is not None else None
+            self._positions[key] = (where.start.line, where.start.column + 1) if where is not None else None
+        return self._positions[key]
 
     def resolve(self, importer: Path, qualified: str) -> tuple[Path, facts_mod.ModuleFacts, str] | None:
         """Find the project module that defines `qualified` ("util.misc.save_on_master").
@@ -95,26 +104,16 @@ class ProjectIndex:
 
     def _locate(self, importer: Path, level: int, qualified: str) -> Lookup:
         parts = qualified.lstrip(".").split(".") if qualified.lstrip(".") else []
-        if level:
-            bases = [importer.resolve().parents[level - 1]] if level <= len(importer.resolve().parents) else []
-        else:
-            # An absolute import resolves from the directory above the outermost package around
-            # the importer (the importer's own directory for a plain script), then, as repos
-            # are often run from a parent directory, from a few directories further up, and
-            # last from the importer's own directory inside a package (`python train.py` there).
-            here = importer.resolve().parent
-            root = _package_root(here)
-            bases = [root, *(p for p in list(here.parents)[:SEARCH_PARENTS] if p != root)]
-            if here != root:  # a script run from inside a package imports its neighbours (sys.path[0])
-                bases.append(here)
+        bases = self._bases.get((importer, level))
+        if bases is None:
+            bases = self._bases[(importer, level)] = self._import_bases(importer, level)
         # The most specific module wins: `utils.utils.is_rank_0` is utils/utils.py's is_rank_0
         # from the project root, not an attribute `utils.is_rank_0` of a utils.py next door.
         found: list[tuple[int, int, Path, str]] = []
         absent: list[Path] = []  # any of these, created, could win
         for rank, base in enumerate(bases):
             for split in range(len(parts), 0, -1):
-                module_path = self._module_file(base, tuple(parts[:split]))
-                candidates = _candidates(base, parts[:split])
+                module_path, candidates = self._module_file(base, tuple(parts[:split]))
                 absent.extend(candidates[:candidates.index(module_path)] if module_path in candidates else candidates)
                 if module_path is not None:
                     found.append((len(parts) - split, rank, module_path, ".".join(parts[split:])))
@@ -124,12 +123,29 @@ class ProjectIndex:
         _, _, module_path, attr = min(found, key=lambda candidate: candidate[:2])
         return Lookup((module_path, attr), tuple(absent))
 
-    def _module_file(self, base: Path, parts: tuple[str, ...]) -> Path | None:
-        """The module file for `parts` under `base`, looked up on disk once per run."""
+    def _import_bases(self, importer: Path, level: int) -> list[Path]:
+        if level:
+            return [self.real(importer).parents[level - 1]] if level <= len(self.real(importer).parents) else []
+        # An absolute import resolves from the directory above the outermost package around
+        # the importer (the importer's own directory for a plain script), then, as repos
+        # are often run from a parent directory, from a few directories further up, and
+        # last from the importer's own directory inside a package (`python train.py` there).
+        here = self.real(importer).parent
+        root = _package_root(here)
+        bases = [root, *(p for p in list(here.parents)[:SEARCH_PARENTS] if p != root)]
+        if here != root:  # a script run from inside a package imports its neighbours (sys.path[0])
+            bases.append(here)
+        return bases
+
+    def _module_file(self, base: Path, parts: tuple[str, ...]) -> tuple[Path | None, tuple[Path, Path]]:
+        """The module file for `parts` under `base` (looked up on disk once per run), and the
+        files that would hold it, in the order Python tries them."""
         key = (base, parts)
-        if key not in self._files:
-            self._files[key] = next((path for path in _candidates(base, parts) if path.is_file()), None)
-        return self._files[key]
+        found = self._files.get(key)
+        if found is None:
+            candidates = _candidates(base, parts)
+            found = self._files[key] = (next((path for path in candidates if path.is_file()), None), candidates)
+        return found
 
 
 def _candidates(base: Path, parts: Sequence[str]) -> tuple[Path, Path]:
@@ -140,9 +156,12 @@ def _candidates(base: Path, parts: Sequence[str]) -> tuple[Path, Path]:
 
 def _too_complex(text: str, path: Path) -> bool:
     """A helper that Python refuses or that nests past the bound is left out, before libcst's
-    parser, which crashes on deep nesting as it would on a linted file."""
+    parser, which crashes on deep nesting as it would on a linted file. The bound from the
+    tokens spares the walk over the AST where it holds."""
     try:
-        limits.check_depth(limits.parse_python(text, str(path)))
+        tree = limits.parse_python(text, str(path))
+        if not limits.within_bounds(text):
+            limits.check_depth(tree)
     except (SyntaxError, limits.TooComplex):
         return True
     return False

@@ -37,14 +37,28 @@ def _field_names(kind: type) -> tuple[str, ...]:
     return names
 
 
+# Per class of a field's value: 1 a node, 2 a sequence, 0 anything else. isinstance against
+# CSTNode, an ABC, runs Python code on every miss; the walk asks for every field of every node.
+_kinds: dict[type, int] = {}
+
+
+def _kind(value: object) -> int:
+    kind = type(value)
+    found = _kinds.get(kind)
+    if found is None:
+        found = _kinds[kind] = 1 if issubclass(kind, cst.CSTNode) else 2 if issubclass(kind, (list, tuple)) else 0
+    return found
+
+
 def children(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
     for name in _field_names(type(node)):
         value = getattr(node, name)
-        if isinstance(value, cst.CSTNode):
+        kind = _kind(value)
+        if kind == 1:
             yield value
-        elif isinstance(value, (list, tuple)):
+        elif kind == 2:
             for item in value:
-                if isinstance(item, cst.CSTNode):
+                if _kind(item) == 1:
                     yield item
 
 

@@ -66,11 +66,11 @@ def effect_of(site: CallSite, facts: ModuleFacts, bindings: constants.Bindings |
     if name in {"open", "io.open"} or site.method == "open" and name not in {"os.open", "gzip.open"}:
         if site.method == "open":
             mode = arg(call, 0, "mode")
-            target = call.func.value if isinstance(call.func, cst.Attribute) else None
+            target = call.func.value if type(call.func) is cst.Attribute else None
         else:
             mode, target = arg(call, 1, "mode"), arg(call, 0, "file")
         text = string_value(mode)
-        bound = (bindings or {}).get(mode.value) if text is None and isinstance(mode, cst.Name) else None
+        bound = (bindings or {}).get(mode.value) if text is None and type(mode) is cst.Name else None
         if isinstance(bound, str):
             text = bound
         if text is None or not MODE.match(text) or not WRITE_MODES & set(text) or _per_rank(target, facts, site.function):
@@ -83,7 +83,7 @@ def effect_of(site: CallSite, facts: ModuleFacts, bindings: constants.Bindings |
         if target is None or _is_buffer(target, facts) or _per_rank(target, facts, site.function):
             return None  # `cfg.to_json()` returns a string; a buffer or a per-rank path is no race
         return LOG
-    if site.method in {"write_text", "write_bytes"} and isinstance(call.func, cst.Attribute):
+    if site.method in {"write_text", "write_bytes"} and type(call.func) is cst.Attribute:
         return None if _per_rank(call.func.value, facts, site.function) else LOG
     if name == "logging.basicConfig" and has_keyword(call, "filename"):
         return None if _per_rank(arg(call, None, "filename"), facts, site.function) else LOG
@@ -91,14 +91,14 @@ def effect_of(site: CallSite, facts: ModuleFacts, bindings: constants.Bindings |
         return None
     if name == "os.makedirs" and not has_star_kwargs(call):
         exist_ok = arg(call, 2, "exist_ok")
-        if exist_ok is not None and not (isinstance(exist_ok, cst.Name) and exist_ok.value == "False"):
+        if exist_ok is not None and not (type(exist_ok) is cst.Name and exist_ok.value == "False"):
             return None
         return None if _per_rank(arg(call, 0, "name"), facts, site.function) else MKDIR
     path_mkdir = site.method == "mkdir" and name.split(".")[0] not in facts.imports and not has_star_kwargs(call)
     if name == "os.mkdir" or path_mkdir:
         if name != "os.mkdir" and has_keyword(call, "exist_ok"):
             exist_ok = arg(call, None, "exist_ok")
-            if not (isinstance(exist_ok, cst.Name) and exist_ok.value == "False"):
+            if not (type(exist_ok) is cst.Name and exist_ok.value == "False"):
                 return None
         target = arg(call, 0, "path") if name == "os.mkdir" else getattr(call.func, "value", None)
         return None if _per_rank(target, facts, site.function) else MKDIR
@@ -152,11 +152,11 @@ def _per_rank_call(call: cst.Call, facts: ModuleFacts, function: str) -> bool:
 
 
 def _is_buffer(target: cst.BaseExpression | None, facts: ModuleFacts) -> bool:
-    if isinstance(target, cst.Call):
+    if type(target) is cst.Call:
         return facts.callee(target) in {"io.BytesIO", "io.StringIO"}
     name = dotted(target) if target is not None else None
     return name is not None and any(
-        isinstance(a.value, cst.Call) and facts.callee(a.value) in {"io.BytesIO", "io.StringIO"}
+        type(a.value) is cst.Call and facts.callee(a.value) in {"io.BytesIO", "io.StringIO"}
         for a in facts.assigned(name)
     )
 
@@ -259,7 +259,7 @@ def _per_rank_path_argument(ctx: LintContext, site: CallSite, kind: str) -> bool
         return False
     constructions = [b.value for b in ctx.facts.reaching(receiver, site.function, site.order, site.blocks)]
     return bool(constructions) and all(
-        isinstance(call, cst.Call) and _per_rank_for(ctx, site, call, inner_facts.functions[init].node, used)
+        type(call) is cst.Call and _per_rank_for(ctx, site, call, inner_facts.functions[init].node, used)
         for call in constructions)
 
 
@@ -283,7 +283,7 @@ def write_path(site: CallSite, facts: ModuleFacts) -> cst.BaseExpression | None:
         return arg(call, OUTPUT_WRITERS[name], None)
     if name in {"open", "io.open"} or name in CHECKPOINT_WRITERS or site.method in OUTPUT_METHODS | {"save_pretrained"}:
         return arg(call, 0, None)
-    if site.method in {"open", "write_text", "write_bytes", "mkdir"} and isinstance(call.func, cst.Attribute):
+    if site.method in {"open", "write_text", "write_bytes", "mkdir"} and type(call.func) is cst.Attribute:
         return call.func.value
     if name in {"os.makedirs", "os.mkdir"}:
         return arg(call, 0, None)

@@ -70,15 +70,15 @@ def _with_local_rank(expr: cst.BaseExpression, holder: LocalRank) -> cst.BaseExp
     """The same device on the local rank, in the literal's own quotes (a fix inside an f-string
     must not reuse the f-string's quotes before Python 3.12)."""
     index = cst.parse_expression(holder.code if holder.is_int else f"int({holder.code})")
-    if isinstance(expr, cst.Integer):
+    if type(expr) is cst.Integer:
         return index
-    if isinstance(expr, cst.SimpleString):
+    if type(expr) is cst.SimpleString:
         return _device_string(expr, holder)
-    if isinstance(expr, cst.Call):  # torch.device("cuda", 0) or torch.device("cuda:0")
+    if type(expr) is cst.Call:  # torch.device("cuda", 0) or torch.device("cuda:0")
         if arg(expr, 1, "index") is not None:
             return with_argument(expr, "index", 1, index)
         given = arg(expr, 0, "type")
-        text = _device_string(given, holder) if isinstance(given, cst.SimpleString) else None
+        text = _device_string(given, holder) if type(given) is cst.SimpleString else None
         return with_argument(expr, "type", 0, text) if text is not None else None
     return None
 

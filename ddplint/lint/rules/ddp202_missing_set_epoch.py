@@ -113,7 +113,7 @@ def _samplers_from_helpers(ctx: LintContext) -> dict[CallSite, Inside]:
             shuffle = arg(inner.node, 3, "shuffle")
             if id(inner.node) not in returned or data_name(inner.name) != SAMPLER or is_false(shuffle):
                 continue
-            if constants.dark(inner.conditions, bindings) or isinstance(shuffle, cst.Name) \
+            if constants.dark(inner.conditions, bindings) or type(shuffle) is cst.Name \
                     and bindings.get(shuffle.value, True) is False:
                 continue
             found[site] = Inside(inner_path, inner.node, "the DistributedSampler is built here")
@@ -131,7 +131,7 @@ def _single_pass(facts: ModuleFacts, site: CallSite, names: list[str]) -> bool:
         if (given := arg(loader.node, 3, "sampler")) is not None and (given is site.node or reference(given) in names)
         for name in bound_names(facts, loader.node)
     }
-    return any(held & names_in(loop.node.iter) for loop in facts.loops if isinstance(loop.node, cst.For))
+    return any(held & names_in(loop.node.iter) for loop in facts.loops if type(loop.node) is cst.For)
 
 
 def _through_named_loaders(facts: ModuleFacts, receivers: set[str]) -> tuple[set[int], set[str]]:
@@ -192,7 +192,7 @@ def _holder(facts: ModuleFacts, site: CallSite) -> tuple[Assignment, str, bool] 
             return binding, binding.target, False
         choice = cst.ensure_type(binding.value, cst.IfExp)
         other = choice.orelse if choice.body is site.node else choice.body
-        return (binding, binding.target, True) if isinstance(other, cst.Name) and other.value == "None" else None
+        return (binding, binding.target, True) if type(other) is cst.Name and other.value == "None" else None
     for loader in loaders(facts):  # DataLoader(ds, sampler=DistributedSampler(ds)): loader.sampler
         if arg(loader.node, 3, "sampler") is site.node:
             held = facts.bindings_of(loader.node)
@@ -226,8 +226,8 @@ def _the_epoch_loop(facts: ModuleFacts, binding: Assignment) -> Loop | None:
 
 def _counts(node: cst.For | cst.While) -> bool:
     """`for <name> in range(...)` (or trange/tqdm over one) with an indented body."""
-    return isinstance(node, cst.For) and isinstance(node.target, cst.Name) \
-        and isinstance(node.body, cst.IndentedBlock) and over_range(node.iter)
+    return type(node) is cst.For and type(node.target) is cst.Name \
+        and type(node.body) is cst.IndentedBlock and over_range(node.iter)
 
 
 def _nested_in(facts: ModuleFacts, loop: Loop, counting: dict[int, Loop]) -> bool:
@@ -240,14 +240,14 @@ def _nested_in(facts: ModuleFacts, loop: Loop, counting: dict[int, Loop]) -> boo
 
 def _enclosing_loops(facts: ModuleFacts, loop: Loop) -> tuple[cst.For | cst.While, ...]:
     """The loops around `loop`, as its target's binding records them."""
-    if not isinstance(loop.node, cst.For):
+    if type(loop.node) is not cst.For:
         return ()
     return next((a.loops for a in facts.bindings_of(loop.node.iter) if a.element), ())
 
 
 def _loader_names(facts: ModuleFacts, binding: Assignment) -> set[str]:
     """The loaders that draw from the sampler `binding` holds (or the loader it is itself)."""
-    if isinstance(binding.value, cst.Call) and data_name(facts.callee(binding.value)) == LOADER:
+    if type(binding.value) is cst.Call and data_name(facts.callee(binding.value)) == LOADER:
         return {binding.target}
     out: set[str] = set()
     for loader in loaders(facts):

@@ -26,11 +26,11 @@ class ShuffleWithSampler(Rule):
             spread = shuffle is None  # `**loader_kwargs` may hold it (no fix: the dict may serve other loaders)
             if spread:
                 shuffle = _from_keyword_dicts(ctx, site, "shuffle")
-            if not (isinstance(shuffle, cst.Name) and shuffle.value == "True"):
+            if not (type(shuffle) is cst.Name and shuffle.value == "True"):
                 continue
             for keyword, position in (("sampler", 3), ("batch_sampler", 4)):
                 given = arg(site.node, position, keyword) or _from_keyword_dicts(ctx, site, keyword)
-                if given is not None and not (isinstance(given, cst.Name) and given.value == "None"):
+                if given is not None and not (type(given) is cst.Name and given.value == "None"):
                     yield Finding(
                         site.node if spread else shuffle,
                         f"shuffle=True together with {keyword}=: DataLoader raises ValueError (sampler "

@@ -54,12 +54,12 @@ class ConstantSetEpoch(Rule):
 
 
 def _loop_invariant(facts: ModuleFacts, loops: list[cst.For | cst.While], value: cst.BaseExpression) -> bool:
-    if any(isinstance(n, cst.Call) for n in _walk(value)):
+    if any(type(n) is cst.Call for n in _walk(value)):
         return False
     used = names_in(value)
     changing: set[str] = set()
     for loop in loops:
-        if isinstance(loop, cst.For):
+        if type(loop) is cst.For:
             changing |= names_in(loop.target)
     changing |= {a.target for loop in loops for a in facts.by_loop.get(id(loop), [])}
     return not any(n in changing or n.split(".")[0] in changing for n in used)

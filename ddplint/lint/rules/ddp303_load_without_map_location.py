@@ -112,7 +112,7 @@ def _restores(site: CallSite, facts: ModuleFacts, restores: set[str]) -> bool:
         if outer.method == "load_state_dict" and any(a.value is site.node for a in outer.node.args):
             return True
     targets = {a.target for a in facts.bindings_of(site.node)}
-    targets |= {a.target for a in facts.assignments if isinstance(a.value, cst.Subscript) and a.value.value is site.node}
+    targets |= {a.target for a in facts.assignments if type(a.value) is cst.Subscript and a.value.value is site.node}
     return bool(targets & restores) or any(
         any(r.startswith(t + ".") for r in restores) for t in targets
     )

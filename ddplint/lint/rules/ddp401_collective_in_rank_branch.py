@@ -29,7 +29,7 @@ def _wrapped_models(ctx: LintContext) -> dict[str, tuple[str, int]]:
     """
     wrapped: dict[str, tuple[str, int]] = {}
     for a in ctx.facts.assignments:
-        if isinstance(a.value, cst.Call) and ctx.facts.callee(a.value) in WRAPPERS and (
+        if type(a.value) is cst.Call and ctx.facts.callee(a.value) in WRAPPERS and (
                 a.target not in wrapped or a.order < wrapped[a.target][1]):
             wrapped[a.target] = (a.function, a.order)
     return wrapped

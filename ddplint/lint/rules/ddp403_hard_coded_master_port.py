@@ -83,9 +83,9 @@ def _constant(expr: cst.BaseExpression, facts: ModuleFacts, at: Assignment, dept
     `PORT = 29500`, `R = {"addr": "10.0.0.1"}`, then `os.environ["MASTER_PORT"] = str(PORT)`."""
     if string_value(expr) is not None or int_value(expr) is not None:
         return True
-    if isinstance(expr, cst.Call) and dotted(expr.func) == "str" and expr.args:
+    if type(expr) is cst.Call and dotted(expr.func) == "str" and expr.args:
         return _constant(expr.args[0].value, facts, at, depth)
-    name = reference(expr) if isinstance(expr, (cst.Name, cst.Attribute, cst.Subscript)) else None
+    name = reference(expr) if type(expr) in (cst.Name, cst.Attribute, cst.Subscript) else None
     if name is None or depth == 0:
         return False
     values = facts.reaching(name, at.function, at.order, at.blocks)
@@ -103,7 +103,7 @@ def _about_env(test: cst.BaseExpression, facts) -> bool:
 
 
 def _strings(node: cst.CSTNode):
-    if isinstance(node, (cst.SimpleString, cst.ConcatenatedString)):
+    if type(node) in (cst.SimpleString, cst.ConcatenatedString):
         yield node
     for child in node.children:
         yield from _strings(child)
