@@ -28,16 +28,11 @@ import numpy as np
 
 from ddplint.runtime.datarecords import LoaderRecord, distinct_keys
 from ddplint.runtime.sites import short
-from ddplint.runtime.verdict import CheckResult, Status
+from ddplint.runtime.verdict import CheckResult, Status, worst
 
-_ORDER = [Status.SKIP, Status.PASS, Status.INFO, Status.WARN, Status.FAIL]
 # Share of a rank's samples that, identical on another rank (or repeated within one rank), is
 # not explained by duplicates in the data.
 _CONTENT_FAIL_RATIO = 0.3
-
-
-def worst(statuses) -> Status:
-    return max(statuses, key=_ORDER.index, default=Status.SKIP)
 
 
 @dataclass

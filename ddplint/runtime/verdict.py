@@ -2,17 +2,34 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
 
 class Status(str, Enum):
+    """A check's verdict. Declaration order is the order of the JSON report's `counts`;
+    `severity` is the one order of how bad a status is: SKIP < PASS < INFO < WARN < FAIL."""
+
     PASS = "PASS"
     WARN = "WARN"
     FAIL = "FAIL"
     SKIP = "SKIP"
     INFO = "INFO"
+
+    @property
+    def severity(self) -> int:
+        return _SEVERITY[self]
+
+
+_SEVERITY = {Status.SKIP: 0, Status.PASS: 1, Status.INFO: 2, Status.WARN: 3, Status.FAIL: 4}
+BY_SEVERITY = tuple(sorted(Status, key=lambda s: -s.severity))  # FAIL, WARN, INFO, PASS, SKIP
+
+
+def worst(statuses: Iterable[Status], default: Status = Status.SKIP) -> Status:
+    """The most severe of `statuses`; `default` when there is none."""
+    return max(statuses, key=lambda s: s.severity, default=default)
 
 
 @dataclass
