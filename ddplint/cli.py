@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from ddplint import __version__
+from ddplint.runtime.registry import IO_SANDBOX
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 EXIT_INTERRUPTED = 128 + 2  # 128 + SIGINT: what the shell reports for Ctrl-C, and ruff exits with
@@ -113,7 +114,7 @@ def _fail(message: str) -> None:
 @click.option("--rdzv-endpoint", help="[runtime] torchrun rendezvous endpoint HOST:PORT.")
 @click.option("--no-sandbox", "no_sandbox", is_flag=True,
               help="[runtime] Run the job without its own namespaces and copy-on-write layer (only "
-              "Python's file calls are redirected then; see io.sandbox).")
+              f"Python's file calls are redirected then; see {IO_SANDBOX}).")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True,
               help="[runtime] cpu: run a CUDA script on the CPU, its CUDA placement mapped there and nccl made "
               "gloo (auto: when no GPU is visible); cuda: never map.")

@@ -16,9 +16,9 @@ from ddplint.lint import facts as facts_mod
 from ddplint.lint import limits
 from ddplint.lint import positions as positions_mod
 from ddplint.lint.context import LintContext
-from ddplint.lint.engine import LintResult
 from ddplint.lint.noqa import line_suppresses
 from ddplint.lint.project import Lookup, ProjectIndex
+from ddplint.lint.result import LintResult
 from ddplint.lint.rules import ALL_RULES
 from ddplint.lint.rules.base import Finding, InsertBefore, Inside, Replace, Rule
 

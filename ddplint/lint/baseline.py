@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ddplint.diagnostics import Diagnostic
+from ddplint.lint.fingerprints import fingerprints
 from ddplint.lint.source import NotRegular, TooLarge, not_regular, read_regular
-from ddplint.report.fingerprints import fingerprints
 
 FORMAT = 1
 MAX_BYTES = 64 * 1024 * 1024  # about 300,000 findings

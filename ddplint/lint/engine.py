@@ -17,7 +17,7 @@ import signal
 import warnings
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -27,6 +27,7 @@ from ddplint.lint import limits
 from ddplint.lint.discovery import SourceFile, discover, discover_sources
 from ddplint.lint.noqa import FileExemption, file_exemption, unknown_codes
 from ddplint.lint.notebook import is_notebook, notebook_source
+from ddplint.lint.result import LintResult
 from ddplint.lint.source import (
     MAX_BYTES,
     NOTEBOOK_MAX_BYTES,
@@ -52,22 +53,6 @@ MIGHT_BE_DISTRIBUTED = re.compile(r"torch|RANK|local_rank|local-rank|cuda|dist")
 BYTES_PER_WORKER = 256 * 1024
 MAX_WORKERS = 8
 __all__ = ["LintResult", "discover", "lint_paths", "lint_text"]
-
-
-@dataclass
-class LintResult:
-    diagnostics: list[Diagnostic] = field(default_factory=list)
-    errors: list[FileError] = field(default_factory=list)  # files that could not be linted
-    internal_errors: list[FileError] = field(default_factory=list)  # a rule crashed
-    warnings: list[FileError] = field(default_factory=list)  # reported, exit status unchanged
-    files: int = 0
-
-    def extend(self, other: LintResult) -> None:
-        self.diagnostics.extend(other.diagnostics)
-        self.errors.extend(other.errors)
-        self.internal_errors.extend(other.internal_errors)
-        self.warnings.extend(other.warnings)
-        self.files += other.files
 
 
 @dataclass

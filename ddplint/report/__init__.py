@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ddplint.config import Config
-from ddplint.lint.engine import LintResult
+from ddplint.lint.result import LintResult
 from ddplint.report import github, gitlab, json_report, junit, text
 from ddplint.report.options import DEFAULTS, ReportOptions
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from ddplint.config import Config
 from ddplint.diagnostics import Severity
-from ddplint.lint.engine import LintResult
+from ddplint.lint.result import LintResult
 from ddplint.report.locations import printable, relative_to, repository_root
 from ddplint.report.options import DEFAULTS, ReportOptions
 

@@ -15,8 +15,8 @@ import json
 
 from ddplint.config import Config
 from ddplint.diagnostics import Severity
-from ddplint.lint.engine import LintResult
-from ddplint.report.fingerprints import fingerprints
+from ddplint.lint.fingerprints import fingerprints
+from ddplint.lint.result import LintResult
 from ddplint.report.locations import relative_to, repository_root
 from ddplint.report.options import DEFAULTS, ReportOptions
 

@@ -7,7 +7,7 @@ import json
 from ddplint import __version__
 from ddplint.config import Config
 from ddplint.diagnostics import Diagnostic
-from ddplint.lint.engine import LintResult
+from ddplint.lint.result import LintResult
 from ddplint.report.locations import printable
 from ddplint.report.options import DEFAULTS, ReportOptions, fixable
 

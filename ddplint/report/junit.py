@@ -12,7 +12,7 @@ import xml.etree.ElementTree as ET
 from itertools import groupby
 
 from ddplint.config import Config
-from ddplint.lint.engine import LintResult
+from ddplint.lint.result import LintResult
 from ddplint.report.options import DEFAULTS, ReportOptions
 from ddplint.report.text import position
 

@@ -21,9 +21,10 @@ from ddplint import __version__
 from ddplint.catalog import doc
 from ddplint.config import Config
 from ddplint.diagnostics import Diagnostic, Severity
-from ddplint.lint.engine import SYNTAX_ERROR, LintResult
+from ddplint.lint.engine import SYNTAX_ERROR
+from ddplint.lint.fingerprints import fingerprints
+from ddplint.lint.result import LintResult
 from ddplint.lint.rules import CATALOG
-from ddplint.report.fingerprints import fingerprints
 from ddplint.report.locations import printable, relative_to, repository_root, uri_path
 from ddplint.report.options import DEFAULTS, ReportOptions, fixable
 from ddplint.report.sarif_json import to_json

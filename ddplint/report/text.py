@@ -13,7 +13,7 @@ from dataclasses import replace
 
 from ddplint.config import Config
 from ddplint.diagnostics import Diagnostic, Severity
-from ddplint.lint.engine import LintResult
+from ddplint.lint.result import LintResult
 from ddplint.report.locations import printable
 from ddplint.report.options import DEFAULTS, ReportOptions, fixable
 

@@ -3,29 +3,38 @@
 0 when no check FAILs, 1 when one does, 2 when ddplint itself could not run (bad arguments,
 script not found, torch missing, interrupted) with a one-line reason on stderr.
 
-Hook points for the machine checks (`ddplint.runtime.checks`, optional modules):
+The machine checks (`ddplint.runtime.checks`):
 - before torchrun starts: `checks.host.run_host_checks(options, nproc, master_port, None, None,
-  gpus)` ->
-  list[CheckResult], reported first;
+  gpus)` -> list[CheckResult], reported first;
 - after the run: `checks.rank.rank_checks(records, log_tail)` -> list[CheckResult], over
   every rank's record (the dicts the probe's rank hooks filled are under "info", "comm",
   "binding"; `log_tail` is the end of torchrun's captured output).
-A hook that raises becomes a WARN line of its own; the data audit still runs.
+A group that raises becomes a WARN line of its own (host.checks, rank.checks); the data audit
+still runs.
 """
 
 from __future__ import annotations
 
-import importlib
 import importlib.util
 import os
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from pathlib import Path
 
 from ddplint.runtime.gpucount import GpuCount, count_gpus
 from ddplint.runtime.options import RuntimeOptions
+from ddplint.runtime.registry import (
+    CHECKS,
+    HOST_CHECKS,
+    IO_SANDBOX,
+    IO_SINGLE_WRITER,
+    RANK_CHECKS,
+    RUN_FAILURE,
+    RUN_HANG,
+)
 from ddplint.runtime.sandbox import (
     Plan,
     layer_changes,
@@ -99,25 +108,14 @@ def _master_port(options: RuntimeOptions) -> int:
     return options.master_port
 
 
-def _hook(module: str, name: str):
+def _checks_of(group: str, run: Callable[..., Iterable[CheckResult]], *args) -> list[CheckResult]:
+    """`run(*args)`; if it raises, one WARN line under the group's own id (HOST_CHECKS,
+    RANK_CHECKS) instead: a group of checks that cannot run must not end the audit."""
     try:
-        mod = importlib.import_module(f"ddplint.runtime.checks.{module}")
-    except ModuleNotFoundError as exc:
-        if exc.name in ("ddplint.runtime.checks", f"ddplint.runtime.checks.{module}"):
-            return None
-        raise
-    return getattr(mod, name, None)
-
-
-def _call_hook(module: str, name: str, *args) -> list[CheckResult]:
-    fn = _hook(module, name)
-    if fn is None:
-        return []
-    try:
-        return list(fn(*args))
+        return list(run(*args))
     except Exception as exc:  # noqa: BLE001 - a check that cannot run becomes a WARN line, the audit goes on
-        return [CheckResult(f"{module}.checks", Status.WARN,
-                            f"the {module} checks could not run: {type(exc).__name__}: {exc}")]
+        what = CHECKS[group].phase
+        return [CheckResult(group, Status.WARN, f"the {what} checks could not run: {type(exc).__name__}: {exc}")]
 
 
 def run_audit(options: RuntimeOptions) -> int:
@@ -136,6 +134,7 @@ def run_audit(options: RuntimeOptions) -> int:
     except KeyboardInterrupt:  # before anything was started: nothing to stop
         print("ddplint: error: interrupted", file=sys.stderr)
         return 2
+    from ddplint.runtime.checks.host import run_host_checks
     from ddplint.runtime.launcher import (
         Interrupted,
         InterruptGuard,
@@ -158,7 +157,7 @@ def run_audit(options: RuntimeOptions) -> int:
             rundir = RunDir.create()
             containment = _containment(options, script)
             plan = Plan(containment.roots, rundir.path) if containment.sandboxed else None
-            host = _call_hook("host", "run_host_checks", options, nproc, port, None, None, gpus)
+            host = _checks_of(HOST_CHECKS, run_host_checks, options, nproc, port, None, None, gpus)
             rundir.write_config({"steps": options.steps, "epochs": options.epochs,
                                  "backend": "gloo" if on_cpu else options.backend, "cuda_on_cpu": on_cpu,
                                  "timeout": options.timeout,
@@ -170,7 +169,7 @@ def run_audit(options: RuntimeOptions) -> int:
             mapped = ", CUDA mapped to the CPU" if on_cpu else ""
             _progress(f"launching torchrun: {nproc} processes x {options.nnodes} node(s), {backend}{counted}{mapped}, "
                       f"port {port}, timeout {options.timeout:g} s"
-                      + (", sandboxed" if plan else ", not sandboxed (see io.sandbox)"))
+                      + (", sandboxed" if plan else f", not sandboxed (see {IO_SANDBOX})"))
             result = Launch(rundir, command, nproc, options.timeout, options.rdzv_timeout, _progress,
                             Nodes.of(options, port), plan, first_rank=options.node_rank * nproc,
                             verbose=options.verbose).run()
@@ -203,6 +202,7 @@ def _containment(options: RuntimeOptions, script) -> Containment:
 def _merge(options, script, host, result, nproc, world, backend, on_cpu, port, elapsed, containment, changes,
            preflight) -> dict:
     from ddplint.runtime import report as rpt
+    from ddplint.runtime.checks.rank import rank_checks
     from ddplint.runtime.data_checks import DATA_CHECKS, data_checks, loaders_of
     from ddplint.runtime.io_checks import check_single_writer
     from ddplint.runtime.perf_checks import PERF_CHECKS, check_resume, check_steps
@@ -211,7 +211,7 @@ def _merge(options, script, host, result, nproc, world, backend, on_cpu, port, e
     base = os.getcwd()
     records = result.records
     checks = list(host)
-    checks += _call_hook("rank", "rank_checks", [records[r] for r in sorted(records)],
+    checks += _checks_of(RANK_CHECKS, rank_checks, [records[r] for r in sorted(records)],
                          result.log_tail)  # a failed all_reduce quotes NCCL's last line
     if preflight:
         pass  # no training script: the machine checks, communication, failure and hang only
@@ -220,9 +220,9 @@ def _merge(options, script, host, result, nproc, world, backend, on_cpu, port, e
         checks.append(check_single_writer(records, base, containment.sandboxed))
         checks += [check_resume(records, base), check_steps(records, base)]
     else:
-        why = "no rank reported (see run.failure and run.hang)"
+        why = f"no rank reported (see {RUN_FAILURE} and {RUN_HANG})"
         checks += [CheckResult(name, Status.SKIP, why) for name in
-                   (*DATA_CHECKS, "io.single_writer", *PERF_CHECKS)]
+                   (*DATA_CHECKS, IO_SINGLE_WRITER, *PERF_CHECKS)]
     failure = _with_output(check_failure(result, world, base), result.outputs)
     hang = check_hang(result, world, base, options.timeout)
     if not preflight:

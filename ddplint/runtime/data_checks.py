@@ -27,17 +27,13 @@ from functools import cached_property
 import numpy as np
 
 from ddplint.runtime.datarecords import LoaderRecord, distinct_keys
+from ddplint.runtime.registry import DATA_CONTENT, DATA_COVERAGE, DATA_DISJOINT, DATA_DUPLICATES, DATA_SET_EPOCH, ids
 from ddplint.runtime.sites import short
-from ddplint.runtime.verdict import CheckResult, Status
+from ddplint.runtime.verdict import CheckResult, Status, worst
 
-_ORDER = [Status.SKIP, Status.PASS, Status.INFO, Status.WARN, Status.FAIL]
 # Share of a rank's samples that, identical on another rank (or repeated within one rank), is
 # not explained by duplicates in the data.
 _CONTENT_FAIL_RATIO = 0.3
-
-
-def worst(statuses) -> Status:
-    return max(statuses, key=_ORDER.index, default=Status.SKIP)
 
 
 @dataclass
@@ -353,7 +349,7 @@ def check_disjoint(loaders: list[Loader], world: int, base: str) -> CheckResult:
             item["pairs"] = [list(p) for p in pairs]
             out.append(_by_content(loader, name, pairs, _padding(loader, world), "", b))
         data.append(item)
-    return _result("data.disjoint", out, "fewer than two ranks iterated any DataLoader", data)
+    return _result(DATA_DISJOINT, out, "fewer than two ranks iterated any DataLoader", data)
 
 
 @dataclass
@@ -486,7 +482,7 @@ def check_duplicates(loaders: list[Loader], world: int, base: str) -> CheckResul
         else:
             out.append((Status.WARN, (f"{name}: rank {rank} received {worst_repeats} identical sample(s) among "
                         f"{samples} ({how}: duplicates in the data, or a partial repeat)"), [], None, None))
-    return _result("data.duplicates", out, "no DataLoader was iterated", data)
+    return _result(DATA_DUPLICATES, out, "no DataLoader was iterated", data)
 
 
 def _repeat_cause(meta: LoaderRecord, indexed: bool) -> tuple[str, str]:
@@ -538,7 +534,7 @@ def check_coverage(loaders: list[Loader], world: int, base: str, steps: int) -> 
                         f"rank in an epoch ({b.tag})"), why, None,
                         ("shard one dataset with DistributedSampler (it covers every sample), or fix the "
                         "custom split")))
-    return _result("data.coverage", out, "no DataLoader was iterated by every rank", data)
+    return _result(DATA_COVERAGE, out, "no DataLoader was iterated by every rank", data)
 
 
 def _coverage_by_content(loader: Loader, name: str, world: int, steps: int, b: Basis):
@@ -585,7 +581,7 @@ def check_content(loaders: list[Loader], world: int, base: str, batches: int) ->
         data.append({"site": loader.site, "batches": batches, "pairs": [list(p) for p in pairs]})
         out.append(_by_content(loader, name, pairs, _padding(loader, world),
                                f" in the first {batches} batches", b, disjoint))
-    return _result("data.content", out, "fewer than two ranks iterated any DataLoader", data)
+    return _result(DATA_CONTENT, out, "fewer than two ranks iterated any DataLoader", data)
 
 
 def _order(epoch) -> np.ndarray | None:
@@ -638,14 +634,14 @@ def check_set_epoch(loaders: list[Loader], base: str) -> CheckResult:
         else:
             out.append((Status.FAIL, (f"{name}: same order in epoch 0 and epoch 1 on rank(s) "
                         f"{_ranks(same_on)} although set_epoch was called ({shown})"), [], None, None))
-    return _result("data.set_epoch", out, "no map-style DataLoader ran two epochs on a rank", data)
+    return _result(DATA_SET_EPOCH, out, "no map-style DataLoader ran two epochs on a rank", data)
 
 
 def _ranks(ranks: list[int]) -> str:
     return ", ".join(map(str, ranks))
 
 
-DATA_CHECKS = ("data.disjoint", "data.duplicates", "data.coverage", "data.content", "data.set_epoch")
+DATA_CHECKS = ids("data")  # in report order
 
 
 def data_checks(records: dict[int, dict], world: int, base: str, steps: int) -> list[CheckResult]:

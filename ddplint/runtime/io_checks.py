@@ -8,6 +8,7 @@ other shared path is a log or tracker write (DDP302).
 
 from __future__ import annotations
 
+from ddplint.runtime.registry import IO_SINGLE_WRITER
 from ddplint.runtime.sites import short
 from ddplint.runtime.verdict import CheckResult, Status
 
@@ -45,8 +46,8 @@ def check_single_writer(records: dict[int, dict], base: str, sandboxed: bool = F
     shared = {p: e for p, e in paths.items() if len(e["ranks"]) > 1}
     if not shared:
         if not paths:
-            return CheckResult("io.single_writer", Status.PASS, "the script wrote no files", data=data)
-        return CheckResult("io.single_writer", Status.PASS,
+            return CheckResult(IO_SINGLE_WRITER, Status.PASS, "the script wrote no files", data=data)
+        return CheckResult(IO_SINGLE_WRITER, Status.PASS,
                            f"{len(paths)} path(s) written, each by one rank ("
                            + ("kept in the sandbox" if sandboxed else "Python's file calls redirected") + ")",
                            [line(p, e) for p, e in sorted(paths.items())], data=data)
@@ -55,7 +56,7 @@ def check_single_writer(records: dict[int, dict], base: str, sandboxed: bool = F
     summary = (f"{len(shared)} path(s) written by more than one rank: {short(first, base)} by ranks "
                f"{', '.join(map(str, shared[first]['ranks']))}")
     return CheckResult(
-        "io.single_writer", Status.FAIL, summary, [line(p, e) for p, e in sorted(shared.items())],
+        IO_SINGLE_WRITER, Status.FAIL, summary, [line(p, e) for p, e in sorted(shared.items())],
         fix="write only on rank 0 (`if dist.get_rank() == 0:`), or give each rank its own path",
         rule="DDP301" if checkpoint else "DDP302", data=data,
     )

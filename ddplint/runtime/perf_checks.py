@@ -20,10 +20,11 @@ from ddplint.runtime.perfrecords import (
     PerfRecord,
     StepSample,
 )
+from ddplint.runtime.registry import CKPT_RESUME, PERF_STEPS, ids
 from ddplint.runtime.sites import short
 from ddplint.runtime.verdict import CheckResult, Status
 
-PERF_CHECKS = ("ckpt.resume", "perf.steps")  # in report order, after io.single_writer
+PERF_CHECKS = ids("perf")  # in report order, after io.single_writer
 INPUT_BOUND_SHARE = 0.30  # waiting for data in 30% of the step or more
 STRAGGLER_RATIO = 1.5  # a rank's own work 1.5x the median of the others'
 MIN_WAIT_S = 0.005  # a median wait under 5 ms per step is never input-bound (toy scripts)
@@ -88,7 +89,7 @@ def check_steps(records: dict[int, dict], base: str) -> CheckResult:
     ranks = [r for r in (rank_steps(rank, PerfRecord.from_plain(rec.get("perf")))
                          for rank, rec in sorted(records.items())) if r is not None]
     if not ranks:
-        return CheckResult("perf.steps", Status.SKIP, "no training step ran: nothing to time")
+        return CheckResult(PERF_STEPS, Status.SKIP, "no training step ran: nothing to time")
     loader = _training_loader(records)
     median_step = statistics.median(r.step_s for r in ranks)
     median_own = statistics.median(r.own_s for r in ranks)
@@ -121,11 +122,11 @@ def check_steps(records: dict[int, dict], base: str) -> CheckResult:
                 data["straggler"] = r.rank
                 break
     if findings.items:
-        return CheckResult("perf.steps", findings.status, findings.summary, evidence, findings.fix, data=data)
+        return CheckResult(PERF_STEPS, findings.status, findings.summary, evidence, findings.fix, data=data)
     split = _split(ranks)
     tail = (f"; slowest rank {slowest.rank} {slowest.own_s / median_own:.2f}x the median"
             if len(ranks) > 1 and median_own else "")
-    return CheckResult("perf.steps", Status.PASS,
+    return CheckResult(PERF_STEPS, Status.PASS,
                        f"median step {_ms(median_step)} over {ranks[0].steps} steps per rank: {split}{tail}",
                        evidence, data=data)
 
@@ -201,7 +202,7 @@ def check_resume(records: dict[int, dict], base: str) -> CheckResult:
         perf = PerfRecord.from_plain(rec.get("perf"))
         saved += [(rank, c, perf.live) for c in perf.checkpoints]
     if not saved:
-        return CheckResult("ckpt.resume", Status.SKIP, "the script saved no checkpoint during the audit")
+        return CheckResult(CKPT_RESUME, Status.SKIP, "the script saved no checkpoint during the audit")
     judged = [(rank, c, live, misses(c, live)) for rank, c, live in saved]
     data = {"checkpoints": [{**asdict(c), "rank": rank, "missing": m} for rank, c, _, m in judged],
             "live": asdict(judged[0][2])}
@@ -220,7 +221,7 @@ def check_resume(records: dict[int, dict], base: str) -> CheckResult:
                                                      ("GradScaler", c.scaler)) if where is not None]
         held.append(next(iter(c.counters)))
         rng = "" if c.rng else " (no RNG state: a resume draws different random numbers)"
-        return CheckResult("ckpt.resume", Status.PASS,
+        return CheckResult(CKPT_RESUME, Status.PASS,
                            f"{short(c.path, base)} holds what a resume needs: {', '.join(held)}{rng}{also}",
                            evidence, data=data)
     rank, c, _, missing = min(judged, key=lambda j: len(j[3]))
@@ -229,7 +230,7 @@ def check_resume(records: dict[int, dict], base: str) -> CheckResult:
     what = ("the model, the optimizer (with its state) and the epoch/step counter in one dict: "
             "torch.save({'model': model.module.state_dict(), 'optimizer': optimizer.state_dict(), "
             "'scheduler': scheduler.state_dict(), 'epoch': epoch}, path)")
-    return CheckResult("ckpt.resume", Status.WARN,
+    return CheckResult(CKPT_RESUME, Status.WARN,
                        f"a resume from {short(c.path, base)} would miss: {missing[0]}"
                        + (f" (+{len(missing) - 1} more)" if len(missing) > 1 else ""),
                        evidence, f"save {what}", data=data)

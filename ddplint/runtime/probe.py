@@ -6,7 +6,7 @@ constructors of DDP, optimizers, LR schedulers and grad scalers for step timers 
 checkpoint read-back of perfprobe), runs the script with runpy as `__main__`, and writes one
 record per rank into the run directory.
 
-Hook points for the machine checks (module `ddplint.runtime.checks.rank`, optional): the probe
+Hook points for the machine checks (module `ddplint.runtime.checks.rank`): the probe
 calls `collect_rank_info()` before the script runs, `after_init_process_group()` right after
 the script's own init_process_group returns, and `at_first_batch()` when the training loader
 yields its first batch (after the script has bound its device); each returns a dict stored in
@@ -38,8 +38,6 @@ from dataclasses import asdict
 from typing import Any
 
 from ddplint.runtime.rundir import LAUNCHER_PID_ENV, RunDir
-
-_HOOKS = ("collect_rank_info", "after_init_process_group", "at_first_batch")
 
 
 class Probe:
@@ -337,15 +335,11 @@ def _frameworks_on_cpu(world_size: int) -> None:
 
 
 def _rank_hooks() -> dict:
-    import importlib
+    from ddplint.runtime.checks import rank
 
-    try:
-        rank_checks = importlib.import_module("ddplint.runtime.checks.rank")
-    except ModuleNotFoundError as exc:
-        if exc.name in ("ddplint.runtime.checks", "ddplint.runtime.checks.rank"):
-            return {}
-        raise
-    return {name: getattr(rank_checks, name) for name in _HOOKS if hasattr(rank_checks, name)}
+    return {"collect_rank_info": rank.collect_rank_info,
+            "after_init_process_group": rank.after_init_process_group,
+            "at_first_batch": rank.at_first_batch}
 
 
 def _run_exit_handlers() -> None:

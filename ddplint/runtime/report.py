@@ -12,10 +12,9 @@ from collections import Counter
 
 import ddplint
 from ddplint.runtime.sites import short
-from ddplint.runtime.verdict import CheckResult, Status
+from ddplint.runtime.verdict import BY_SEVERITY, CheckResult, Status
 
 SCHEMA = "ddplint.runtime/1"
-_ORDER = {"FAIL": 0, "WARN": 1}  # then everything else, in check order
 
 
 def exit_code(checks: list[CheckResult]) -> int:
@@ -45,6 +44,16 @@ def to_json(report: dict) -> str:
     return json.dumps(report, indent=2, default=str) + "\n"
 
 
+def _with_details(check: dict) -> bool:
+    """WARN and worse: shown first, with evidence and fix."""
+    return Status(check["status"]).severity >= Status.WARN.severity
+
+
+def _text_order(check: dict) -> int:
+    """FAIL, then WARN, then everything else in check order (sorted() is stable)."""
+    return -Status(check["status"]).severity if _with_details(check) else 0
+
+
 def to_text(report: dict, quiet: bool = False) -> str:
     """FAIL and WARN first with their evidence and fix, then the rest one line each;
     `quiet`: only what did not PASS."""
@@ -59,13 +68,13 @@ def to_text(report: dict, quiet: bool = False) -> str:
                 f"{launch['steps']} steps, {report['elapsed_s']:.1f} s)")
     lines = [head, ""]
     width = max([len(c["check"]) for c in report["checks"]] + [12])
-    shown = sorted(report["checks"], key=lambda c: _ORDER.get(c["status"], 2))
+    shown = sorted(report["checks"], key=_text_order)
     for c in shown:
         if quiet and c["status"] == "PASS":
             continue
         see = f" (see {c['rule']})" if c.get("rule") else ""
         lines.append(f"{c['status']:<5} {c['check']:<{width}}  {c['summary']}{see}")
-        if c["status"] not in ("FAIL", "WARN"):
+        if not _with_details(c):
             continue  # the rest compactly: the JSON report keeps their evidence
         pad = " " * (6 + width + 2)
         for ev in c.get("evidence", []):
@@ -73,6 +82,6 @@ def to_text(report: dict, quiet: bool = False) -> str:
         if c.get("fix"):
             lines.append(pad + "fix: " + c["fix"])
     counts = report["counts"]
-    lines += ["", ", ".join(f"{counts[s]} {s}" for s in ("FAIL", "WARN", "INFO", "PASS", "SKIP") if counts[s])
+    lines += ["", ", ".join(f"{counts[s.value]} {s.value}" for s in BY_SEVERITY if counts[s.value])
               or "no checks ran"]
     return "\n".join(lines) + "\n"

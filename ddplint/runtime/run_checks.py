@@ -18,6 +18,7 @@ from ddplint.runtime.checks.comm import NCCL_HINT, last_nccl_line
 from ddplint.runtime.data_checks import Loader
 from ddplint.runtime.exits import Exit
 from ddplint.runtime.launcher import LaunchResult, describe_phase
+from ddplint.runtime.registry import RUN_FAILURE, RUN_HANG, RUN_REACHED
 from ddplint.runtime.sites import is_own_file, is_user_file, short
 from ddplint.runtime.verdict import CheckResult, Status
 
@@ -83,16 +84,16 @@ def check_reached(loaders: list[Loader], failure: CheckResult, hang: CheckResult
     """A run whose ranks never reached a DataLoader batch audited nothing of the data: not a PASS."""
     batches = sum(e.yielded for loader in loaders for rec in loader.per_rank.values() for e in rec.epochs)
     if batches:
-        return CheckResult("run.reached", Status.PASS, f"the ranks read {batches} batch(es) from "
+        return CheckResult(RUN_REACHED, Status.PASS, f"the ranks read {batches} batch(es) from "
                            f"{len(loaders)} DataLoader(s)", data={"loaders": len(loaders)})
     if Status.FAIL in (failure.status, hang.status):
-        return CheckResult("run.reached", Status.SKIP, "no rank reached a DataLoader batch before the run "
-                           "failed (see run.failure and run.hang)", data={"loaders": 0})
+        return CheckResult(RUN_REACHED, Status.SKIP, "no rank reached a DataLoader batch before the run "
+                           f"failed (see {RUN_FAILURE} and {RUN_HANG})", data={"loaders": 0})
     summary = ("no rank reached a DataLoader batch: the script ended without iterating one, so the data "
                "checks audited nothing")
     if allowed:
-        return CheckResult("run.reached", Status.INFO, summary + " (--allow-no-data)", data={"loaders": 0})
-    return CheckResult("run.reached", Status.FAIL, summary, data={"loaders": 0},
+        return CheckResult(RUN_REACHED, Status.INFO, summary + " (--allow-no-data)", data={"loaders": 0})
+    return CheckResult(RUN_REACHED, Status.FAIL, summary, data={"loaders": 0},
                        fix="pass the arguments that make the script train (everything after the script path "
                        "is the script's), or --allow-no-data for a script without a DataLoader")
 
@@ -120,21 +121,21 @@ def check_failure(result: LaunchResult, world: int, base: str) -> CheckResult:
         cause = cause_of(err["message"], err.get("text"), "\n".join(err.get("stderr_tail", [])))
         if cause is not None:
             evidence.insert(0, f"cause: {cause.what}")
-        return CheckResult("run.failure", Status.FAIL, f"rank {first['rank']} raised {err['message']}{where}",
+        return CheckResult(RUN_FAILURE, Status.FAIL, f"rank {first['rank']} raised {err['message']}{where}",
                            evidence, fix=cause.fix if cause else None,
                            data={"ranks": [{"rank": r["rank"], **{k: v for k, v in r["error"].items()
                                                                   if k != "t"}} for r in raised]})
     if result.hang is not None:
-        return CheckResult("run.failure", Status.SKIP, "no rank raised before the audit timed out (see run.hang)")
+        return CheckResult(RUN_FAILURE, Status.SKIP, f"no rank raised before the audit timed out (see {RUN_HANG})")
     if missing:
         tail = [line for line in result.log_tail.strip().splitlines()[-6:]]
         what = "torchrun failed before any rank reported" if len(missing) == world else \
             f"rank(s) {', '.join(map(str, missing))} ended without reporting (killed or crashed)"
-        return CheckResult("run.failure", Status.FAIL, f"{what}; torchrun exit status {result.returncode}",
+        return CheckResult(RUN_FAILURE, Status.FAIL, f"{what}; torchrun exit status {result.returncode}",
                            tail, data={"missing_ranks": missing, "returncode": result.returncode})
     terminated = sorted(r["rank"] for r in records.values() if r.get("status") == "terminated")
     if terminated:
-        return CheckResult("run.failure", Status.FAIL, f"rank(s) {', '.join(map(str, terminated))} "
+        return CheckResult(RUN_FAILURE, Status.FAIL, f"rank(s) {', '.join(map(str, terminated))} "
                            f"got SIGTERM before the audit's end", result.log_tail.strip().splitlines()[-6:],
                            data={"terminated_ranks": terminated, "returncode": result.returncode})
     evidence = []
@@ -144,7 +145,7 @@ def check_failure(result: LaunchResult, world: int, base: str) -> CheckResult:
     ends = sorted({r["status"] for r in records.values()})
     how = "were stopped by the audit" if ends == ["stopped"] else "finished the script" \
         if ends == ["completed"] else "finished or were stopped"
-    return CheckResult("run.failure", Status.PASS, f"all {world} ranks {how} without an error", evidence,
+    return CheckResult(RUN_FAILURE, Status.PASS, f"all {world} ranks {how} without an error", evidence,
                        data={"returncode": result.returncode})
 
 
@@ -153,7 +154,7 @@ def _killed(killed: list[Exit], raised: list[dict], result: LaunchResult) -> Che
     first = killed[0]
     evidence = [f"{e.what()} (exit status {e.code})" for e in killed[1:]]
     evidence += [f"rank {r['rank']} then failed: {r['error']['message']}" for r in raised]
-    return CheckResult("run.failure", Status.FAIL, first.what(), evidence, fix=first.fix(),
+    return CheckResult(RUN_FAILURE, Status.FAIL, first.what(), evidence, fix=first.fix(),
                        data={"killed": [{"rank": e.rank, "signal": e.signal.name if e.signal else None,
                                          "exit_status": e.code} for e in killed],
                              "missing_ranks": [e.rank for e in killed],
@@ -173,7 +174,7 @@ def _at(frame: Frame | None, base: str) -> str:
 def check_hang(result: LaunchResult, world: int, base: str, timeout: float) -> CheckResult:
     hang = result.hang
     if hang is None:
-        return CheckResult("run.hang", Status.PASS, f"finished in {result.elapsed_s:.1f} s "
+        return CheckResult(RUN_HANG, Status.PASS, f"finished in {result.elapsed_s:.1f} s "
                            f"(timeout {timeout:g} s)", data={"elapsed_s": round(result.elapsed_s, 3)})
     ranks, evidence, user_lines = [], [], set()
     for rank in range(world):
@@ -221,6 +222,6 @@ def check_hang(result: LaunchResult, world: int, base: str, timeout: float) -> C
         summary += ": ranks are blocked in different collective calls"
         rule = "DDP401"
         fix = "every rank must call the same collectives in the same order; move them out of rank-conditional code"
-    return CheckResult("run.hang", Status.FAIL, summary, evidence, fix=fix, rule=rule,
+    return CheckResult(RUN_HANG, Status.FAIL, summary, evidence, fix=fix, rule=rule,
                        data={"reason": hang.reason, "after_s": round(hang.after_s, 3), "limit_s": hang.limit_s,
                              "ranks": ranks})

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ddplint.runtime.registry import IO_SANDBOX, RUN_LEFTOVER
 from ddplint.runtime.sandbox import Change, Outcome
 from ddplint.runtime.sites import short
 from ddplint.runtime.verdict import CheckResult, Status
@@ -90,7 +91,7 @@ def check_sandbox(containment: Containment, writes: list[dict], base: str) -> Ch
         why = ("turned off with --no-sandbox" if containment.disabled
                else f"namespaces are not available here ({containment.unavailable})")
         return CheckResult(
-            "io.sandbox", Status.WARN,
+            IO_SANDBOX, Status.WARN,
             f"not contained: {why}; only Python's file calls were redirected",
             [_REDIRECTED, _NOT_CONTAINED, _PROCESSES],
             fix=None if containment.disabled else "allow unprivileged user namespaces (Ubuntu: sysctl "
@@ -106,33 +107,33 @@ def check_sandbox(containment: Containment, writes: list[dict], base: str) -> Ch
         evidence.append(f"... and {len(changed) - SHOWN} more (all of them in --format json)")
     if containment.skipped:
         evidence.append(f"not contained (cannot be overlaid): {', '.join(containment.skipped)}")
-        return CheckResult("io.sandbox", Status.WARN,
+        return CheckResult(IO_SANDBOX, Status.WARN,
                            f"contained in part: {said} under the copy-on-write layer; writes to "
                            f"{', '.join(containment.skipped)} were not contained", evidence, data=data)
-    return CheckResult("io.sandbox", Status.PASS,
+    return CheckResult(IO_SANDBOX, Status.PASS,
                        f"{said} in the job's copy-on-write layer, discarded; none reached your disk",
                        evidence, data=data)
 
 
 def check_leftovers(outcome: Outcome | None, records: dict[int, dict]) -> CheckResult:
     if outcome is None:
-        return CheckResult("run.leftover", Status.SKIP, "needs the sandbox's process namespace (see io.sandbox)")
+        return CheckResult(RUN_LEFTOVER, Status.SKIP, f"needs the sandbox's process namespace (see {IO_SANDBOX})")
     if outcome.stopped_by is not None or outcome.returncode is None:
-        return CheckResult("run.leftover", Status.SKIP, "the job was stopped before its end")
+        return CheckResult(RUN_LEFTOVER, Status.SKIP, "the job was stopped before its end")
     if not outcome.processes_visible:
-        return CheckResult("run.leftover", Status.SKIP, "the job's processes could not be listed "
+        return CheckResult(RUN_LEFTOVER, Status.SKIP, "the job's processes could not be listed "
                            "(no /proc of its own); every one was killed at the end")
     data = {"processes": [{"pid": p.pid, "command": p.command} for p in outcome.leftovers]}
     if not outcome.leftovers:
-        return CheckResult("run.leftover", Status.PASS, "no process of the job outlived torchrun", data=data)
+        return CheckResult(RUN_LEFTOVER, Status.PASS, "no process of the job outlived torchrun", data=data)
     evidence = [f"pid {p.pid}: {p.command[:160]}" for p in outcome.leftovers]
     n = len(outcome.leftovers)
     fix = "join or terminate the processes the script starts (daemons, new sessions, spawned workers) before it exits"
     if records and all(r.get("status") == "completed" for r in records.values()):
-        return CheckResult("run.leftover", Status.FAIL,
+        return CheckResult(RUN_LEFTOVER, Status.FAIL,
                            f"{n} process(es) still running after every rank's script had ended; "
                            "ddplint killed them", evidence, fix=fix, data=data)
-    return CheckResult("run.leftover", Status.WARN,
+    return CheckResult(RUN_LEFTOVER, Status.WARN,
                        f"{n} process(es) still running when the audit had stopped the script (it may "
                        "stop them after the epochs the audit cut short); ddplint killed them",
                        evidence, fix=fix, data=data)

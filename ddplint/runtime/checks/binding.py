@@ -26,6 +26,7 @@ from ddplint.runtime.checks.records import (
     rank_of,
     ranks_text,
 )
+from ddplint.runtime.registry import BIND_DISTINCT
 from ddplint.runtime.verdict import CheckResult, Status
 
 DUPLICATE_GPU = re.compile(r"Duplicate GPU detected ?: rank (\d+) and rank (\d+) both on CUDA "
@@ -183,44 +184,44 @@ def _identity(rec: dict) -> str | tuple[str, str] | None:
 
 def distinct_check(records: list[dict]) -> CheckResult:
     if not records:
-        return CheckResult("bind.distinct", Status.SKIP, "no rank reported")
+        return CheckResult(BIND_DISTINCT, Status.SKIP, "no rank reported")
     table = rank_table(records)
     duplicate = duplicate_gpu(records)
     if duplicate is not None:
         ranks, bus, line = duplicate
         where = f"the GPU at PCI {bus}" if bus else "a GPU"
-        return CheckResult("bind.distinct", Status.FAIL,
+        return CheckResult(BIND_DISTINCT, Status.FAIL,
                            f"{ranks_text(ranks)} share {where}: NCCL refused them "
                            f"({'Duplicate GPU detected' if bus else MULTIPLE_RANKS.pattern})",
                            table + [f"NCCL: {line}"], BIND_FIX,
                            rule="DDP101", data={"ranks": ranks, "pci_bus_id": bus})
     reached = [r for r in records if part(r, "binding") and not part(r, "binding").get("error")]
     if not reached:
-        return CheckResult("bind.distinct", Status.SKIP,
+        return CheckResult(BIND_DISTINCT, Status.SKIP,
                            "no rank reached its first training batch", table)
     on_gpu = [r for r in reached if part(r, "binding").get("gpu")]
     if not on_gpu:
         available = any(part(r, "binding").get("cuda_available") for r in reached)
         why = ("the script had not touched CUDA by its first batch" if available
                else "no GPU: the ranks run on CPU")
-        return CheckResult("bind.distinct", Status.SKIP, why, table)
+        return CheckResult(BIND_DISTINCT, Status.SKIP, why, table)
     shared = {key: ranks for key, ranks in group_by(on_gpu, _identity).items()
               if key is not None and len(ranks) > 1}
     data = {"ranks": {rank_of(r): part(r, "binding").get("gpu", {}).get("uuid") for r in reached}}
     if not shared and any(_identity(r) is None for r in on_gpu):
-        return CheckResult("bind.distinct", Status.SKIP,
+        return CheckResult(BIND_DISTINCT, Status.SKIP,
                            "the GPUs report neither a UUID nor a PCI bus id: whether ranks share "
                            "one cannot be told", table, data=data)
     if not shared:
         cpu = [rank_of(r) for r in reached if not part(r, "binding").get("gpu")]
         if cpu:
-            return CheckResult("bind.distinct", Status.WARN,
+            return CheckResult(BIND_DISTINCT, Status.WARN,
                                f"{ranks_text(cpu)} had not used a GPU by the first batch "
                                "while others did", table,
                                "move the model to torch.device('cuda', local_rank) on every rank",
                                data=data)
         mapped = any(part(r, "binding").get("mapped_to_cpu") for r in on_gpu)
-        return CheckResult("bind.distinct", Status.PASS,
+        return CheckResult(BIND_DISTINCT, Status.PASS,
                            f"{len(on_gpu)} ranks asked for {len(on_gpu)} different GPUs (CUDA mapped to the CPU)"
                            if mapped else f"{len(on_gpu)} ranks on {len(on_gpu)} different GPUs", table, data=data)
     by_rank = {rank_of(r): r for r in on_gpu}
@@ -230,5 +231,5 @@ def distinct_check(records: list[dict]) -> CheckResult:
         hosts = {node(by_rank[r]) for r in ranks}
         parts.append(f"{ranks_text(ranks)} share GPU cuda:{gpu['index']} "
                      f"{gpu['uuid'] or 'PCI ' + gpu['pci_bus_id']} on {', '.join(sorted(hosts))}")
-    return CheckResult("bind.distinct", Status.FAIL, "; ".join(parts), table, BIND_FIX,
+    return CheckResult(BIND_DISTINCT, Status.FAIL, "; ".join(parts), table, BIND_FIX,
                        rule="DDP101", data=data)

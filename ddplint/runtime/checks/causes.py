@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from ddplint.runtime.checks.binding import BIND_FIX
 from ddplint.runtime.checks.health import FABRIC_FIX
 from ddplint.runtime.nvml import REBOOT_FIX
+from ddplint.runtime.registry import BIND_DISTINCT, STACK_VERSIONS
 
 
 @dataclass(frozen=True)
@@ -39,9 +40,9 @@ CAUSES = (
     Cause(re.compile(r"no kernel image is available for execution on the device", re.I),
           "this torch build has no kernels for the GPU's architecture",
           "install a torch build whose CUDA version supports the GPU: "
-          "torch.cuda.get_arch_list() must list its sm_XY (see stack.versions)"),
+          f"torch.cuda.get_arch_list() must list its sm_XY (see {STACK_VERSIONS})"),
     Cause(re.compile(r"Duplicate GPU detected|Multiple Ranks are using the same GPU", re.I),
-          "two ranks drive the same GPU (see bind.distinct)", BIND_FIX),
+          f"two ranks drive the same GPU (see {BIND_DISTINCT})", BIND_FIX),
 )
 
 

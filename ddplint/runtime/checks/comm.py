@@ -12,6 +12,7 @@ import time
 from ddplint.runtime.checks.causes import cause_of
 from ddplint.runtime.checks.common import Findings, size_text
 from ddplint.runtime.checks.records import env, node, part, rank_of, ranks_text
+from ddplint.runtime.registry import COMM_ALLREDUCE, COMM_BANDWIDTH, RUN_FAILURE, RUN_HANG
 from ddplint.runtime.verdict import CheckResult, Status
 
 SMOKE_TIMEOUT_S = 60.0  # the first collective also builds the NCCL communicator
@@ -173,10 +174,10 @@ def last_nccl_line(log: str | None) -> str | None:
 def allreduce_check(records: list[dict], log_tail: str | None = None) -> CheckResult:
     nccl_line = last_nccl_line(log_tail)
     if not records:
-        return CheckResult("comm.allreduce", Status.SKIP, "no rank reported (see run.hang and "
-                           "run.failure)", [f"last NCCL line: {nccl_line}"] if nccl_line else [])
+        return CheckResult(COMM_ALLREDUCE, Status.SKIP, f"no rank reported (see {RUN_HANG} and "
+                           f"{RUN_FAILURE})", [f"last NCCL line: {nccl_line}"] if nccl_line else [])
     if not any(r.get("init_called") or part(r, "comm") for r in records):
-        return CheckResult("comm.allreduce", Status.SKIP,
+        return CheckResult(COMM_ALLREDUCE, Status.SKIP,
                            "the script created no process group before the audit stopped it")
     found = Findings()
     evidence = []
@@ -225,10 +226,10 @@ def allreduce_check(records: list[dict], log_tail: str | None = None) -> CheckRe
     if nccl_line and found.items:
         evidence.append(f"last NCCL line: {nccl_line}")
     if found.items:
-        return CheckResult("comm.allreduce", found.status, found.summary, evidence, found.fix)
+        return CheckResult(COMM_ALLREDUCE, found.status, found.summary, evidence, found.fix)
     backend = part(records[0], "comm").get("backend", "?")
     expected = world * (world + 1) // 2 if world else "?"
-    return CheckResult("comm.allreduce", Status.PASS,
+    return CheckResult(COMM_ALLREDUCE, Status.PASS,
                        f"all_reduce of rank+1 = {expected} = W(W+1)/2 on {ranks_text(ok_ranks)} "
                        f"({backend}, slowest {max(seconds) * 1e3:.1f} ms)", evidence,
                        data={"seconds": dict(zip(ok_ranks, seconds, strict=True))})
@@ -254,17 +255,17 @@ def bandwidth_check(records: list[dict]) -> CheckResult:
         first = part(next(r for r in records if rank_of(r) == failed[0]), "comm")
         how = ("stalled (no result within the audit's limit)" if first.get("stalled") else
                f"failed: {first['sweep_error']['error']}")
-        return CheckResult("comm.bandwidth", Status.FAIL,
+        return CheckResult(COMM_BANDWIDTH, Status.FAIL,
                            f"the bandwidth sweep {how} on {ranks_text(failed)}", fix=NCCL_HINT)
     sweeps = [(rec, part(rec, "comm")) for rec in records if part(rec, "comm").get("sweep")]
     if not sweeps:
-        return CheckResult("comm.bandwidth", Status.SKIP, "no bandwidth sweep ran "
+        return CheckResult(COMM_BANDWIDTH, Status.SKIP, "no bandwidth sweep ran "
                            "(no process group, or the all_reduce test failed)")
     rec, comm = min(sweeps, key=lambda rc: rank_of(rc[0]))
     rows = comm["sweep"]
     world = comm["world_size"]
     if world < 2:
-        return CheckResult("comm.bandwidth", Status.SKIP,
+        return CheckResult(COMM_BANDWIDTH, Status.SKIP,
                            "a process group of one rank: nothing travels between ranks")
     evidence = [f"{'size':>10} {'time (us)':>12} {'algbw (GB/s)':>13} {'busbw (GB/s)':>13}"]
     evidence += [f"{size_text(r['bytes']):>10} {r['seconds'] * 1e6:>12.1f} "
@@ -276,7 +277,7 @@ def bandwidth_check(records: list[dict]) -> CheckResult:
     data = {"sweep": rows, "world_size": world, "backend": comm["backend"]}
     nodes = {node(r) for r in records}
     if comm["device"].startswith("cpu"):
-        return CheckResult("comm.bandwidth", Status.PASS,
+        return CheckResult(COMM_BANDWIDTH, Status.PASS,
                            f"{head}; no GPU links to compare with", evidence, data=data)
     if len(nodes) > 1:
         return _across_nodes(records, head, best["busbw_gbps"], evidence, data)
@@ -284,19 +285,19 @@ def bandwidth_check(records: list[dict]) -> CheckResult:
     limit = next((lim for lim in limits if lim.get("expected_busbw_gbps")), None)
     if limit is None:
         evidence.append("the link bandwidth is unknown (NVML not readable in the ranks)")
-        return CheckResult("comm.bandwidth", Status.PASS, head, evidence, data=data)
+        return CheckResult(COMM_BANDWIDTH, Status.PASS, head, evidence, data=data)
     allowed = limit["expected_busbw_gbps"]
     share = best["busbw_gbps"] / allowed
     evidence.append(f"the links allow about {allowed:.0f} GB/s ({limit.get('basis')}); "
                     f"measured {share:.0%} of that")
     data.update(expected_busbw_gbps=allowed, share=share)
     if share < FAR_BELOW:
-        return CheckResult("comm.bandwidth", Status.WARN,
+        return CheckResult(COMM_BANDWIDTH, Status.WARN,
                            f"{head}: {share:.0%} of the {allowed:.0f} GB/s the links allow",
                            evidence, "run with NCCL_DEBUG=INFO to see which transport NCCL "
                            "chose (P2P/SHM/NET); check NCCL_P2P_DISABLE, NVLink state and "
                            "PCIe ACS settings", data=data)
-    return CheckResult("comm.bandwidth", Status.PASS, head, evidence, data=data)
+    return CheckResult(COMM_BANDWIDTH, Status.PASS, head, evidence, data=data)
 
 
 def _across_nodes(records: list[dict], head: str, busbw: float, evidence: list[str],
@@ -313,17 +314,17 @@ def _across_nodes(records: list[dict], head: str, busbw: float, evidence: list[s
     if not per_node or not all(per_node.values()) or len(per_node) < len({node(r) for r in records}):
         evidence.append("ranks span several nodes: the network sets the limit, and no active "
                         "InfiniBand/RoCE port rate was read to compare with (TCP sockets?)")
-        return CheckResult("comm.bandwidth", Status.PASS, head, evidence, data=data)
+        return CheckResult(COMM_BANDWIDTH, Status.PASS, head, evidence, data=data)
     allowed = min(per_node.values())
     share = busbw / allowed
     evidence.append(f"ranks span several nodes: their active InfiniBand/RoCE ports allow about "
                     f"{allowed:.1f} GB/s per node; measured {share:.0%} of that")
     data.update(expected_busbw_gbps=allowed, share=share)
     if share < FAR_BELOW:
-        return CheckResult("comm.bandwidth", Status.WARN,
+        return CheckResult(COMM_BANDWIDTH, Status.WARN,
                            f"{head}: {share:.0%} of the {allowed:.1f} GB/s the nodes' ports allow",
                            evidence, "run with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=NET to see "
                            "whether NCCL uses IB (NET/IB) or sockets (NET/Socket); check "
                            "NCCL_IB_HCA, GPUDirect RDMA (nvidia-peermem) and the switch",
                            data=data)
-    return CheckResult("comm.bandwidth", Status.PASS, head, evidence, data=data)
+    return CheckResult(COMM_BANDWIDTH, Status.PASS, head, evidence, data=data)

@@ -1,15 +1,8 @@
-"""Small helpers shared by the checks: worst status, sizes, truthy environment values."""
+"""Small helpers shared by the checks: findings, sizes, truthy environment values."""
 
 from __future__ import annotations
 
-from ddplint.runtime.verdict import Status
-
-_ORDER = {Status.SKIP: 0, Status.INFO: 1, Status.PASS: 2, Status.WARN: 3, Status.FAIL: 4}
-
-
-def worst(statuses, default: Status = Status.PASS) -> Status:
-    statuses = list(statuses)
-    return max(statuses, key=_ORDER.__getitem__) if statuses else default
+from ddplint.runtime.verdict import Status, worst
 
 
 def mib(n: int | None) -> str:
@@ -44,7 +37,7 @@ class Findings:
 
     @property
     def status(self) -> Status:
-        return worst(s for s, _, _ in self.items)
+        return worst((s for s, _, _ in self.items), default=Status.PASS)
 
     @property
     def summary(self) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ddplint.runtime.checks.records import group_by, node, part, rank_of, ranks_text
+from ddplint.runtime.registry import STACK_CONSISTENT
 from ddplint.runtime.verdict import CheckResult, Status
 
 FIELDS = (("Python", "python"), ("torch", "torch"), ("CUDA", "cuda"), ("cuDNN", "cudnn"),
@@ -28,7 +29,7 @@ def package_diff(base: list[str], other: list[str], limit: int = 10) -> list[str
 def consistent_check(records: list[dict]) -> CheckResult:
     reported = [r for r in records if part(r, "info").get("versions")]
     if not reported:
-        return CheckResult("stack.consistent", Status.SKIP, "no rank reported its versions")
+        return CheckResult(STACK_CONSISTENT, Status.SKIP, "no rank reported its versions")
     by_rank = {rank_of(r): r for r in reported}
 
     def where(ranks) -> str:
@@ -54,10 +55,10 @@ def consistent_check(records: list[dict]) -> CheckResult:
     scope = f"{len(reported)} ranks on {len(nodes)} node{'s' if len(nodes) > 1 else ''}"
     if not differ:
         v = part(reported[0], "info")["versions"]
-        return CheckResult("stack.consistent", Status.PASS,
+        return CheckResult(STACK_CONSISTENT, Status.PASS,
                            f"{scope} run the same script, torch {v['torch']}, Python "
                            f"{v['python']} and package set", data={"nodes": sorted(nodes)})
-    return CheckResult("stack.consistent", Status.FAIL,
+    return CheckResult(STACK_CONSISTENT, Status.FAIL,
                        f"{', '.join(differ)} {'differs' if len(differ) == 1 else 'differ'} "
                        f"across {scope}", evidence,
                        "run the same code and environment everywhere: the same commit and "

@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 from ddplint.runtime.checks.common import Findings, truthy
 from ddplint.runtime.checks.network import Interface, interface, unusable
+from ddplint.runtime.registry import ENV_LAUNCH
 from ddplint.runtime.verdict import CheckResult, Status
 
 PREFIXES = ("NCCL_", "TORCH_NCCL_", "TORCH_DISTRIBUTED_", "CUDA_", "GLOO_", "OMP_NUM_THREADS")
@@ -117,8 +118,8 @@ def launch_env_check(environ: dict[str, str], nproc: int, nnodes: int,
     evidence += [m for s, m, _ in found.items if s is Status.INFO]
     problems = [i for i in found.items if i[0] is not Status.INFO]
     if not problems:
-        return CheckResult("env.launch", Status.PASS,
+        return CheckResult(ENV_LAUNCH, Status.PASS,
                            "no launch setting known to break or slow a job", evidence)
     shown = Findings()
     shown.items = problems
-    return CheckResult("env.launch", shown.status, shown.summary, evidence, shown.fix)
+    return CheckResult(ENV_LAUNCH, shown.status, shown.summary, evidence, shown.fix)

@@ -11,6 +11,7 @@ from pathlib import Path
 from ddplint.runtime.checks.common import Findings, gb_label, mib, plural
 from ddplint.runtime.checks.stack import cuda_compat, driver_cuda_text
 from ddplint.runtime.nvml import Machine
+from ddplint.runtime.registry import GPU_INVENTORY, STACK_NVML
 from ddplint.runtime.verdict import CheckResult, Status
 
 # A display server's framebuffer is expected on a desktop GPU; flag it only when it is large.
@@ -114,7 +115,7 @@ def inventory_check(machine: Machine, nproc: int, environ: dict[str, str],
     where = f" (CUDA_VISIBLE_DEVICES={shown})" if shown is not None else ""
 
     if not visible.indices and backend != "nccl":
-        return CheckResult("gpu.inventory", Status.SKIP,
+        return CheckResult(GPU_INVENTORY, Status.SKIP,
                            f"no GPU visible{where}: the job runs on CPU with gloo",
                            evidence, data=data)
     if len(visible.indices) < nproc:
@@ -175,7 +176,7 @@ def inventory_check(machine: Machine, nproc: int, environ: dict[str, str],
         text = f"{len(job)} x {names[0]}{size} free for {plural(nproc, 'process')}"
     else:
         text = found.summary
-    return CheckResult("gpu.inventory", found.status, text, evidence, found.fix, data=data)
+    return CheckResult(GPU_INVENTORY, found.status, text, evidence, found.fix, data=data)
 
 
 def _gpu_line(gpu) -> str:
@@ -227,7 +228,7 @@ def nvml_module_check(lacking: Sequence[str] = ()) -> CheckResult:
     """
     spec = importlib.util.find_spec("pynvml")
     if spec is None or spec.origin is None:
-        return CheckResult("stack.nvml", Status.SKIP, "nvidia-ml-py is not installed",
+        return CheckResult(STACK_NVML, Status.SKIP, "nvidia-ml-py is not installed",
                            fix="pip install nvidia-ml-py")
     origin = Path(spec.origin).resolve()
     owner = _owner(origin)
@@ -236,19 +237,19 @@ def nvml_module_check(lacking: Sequence[str] = ()) -> CheckResult:
     evidence = [str(origin)] + ([f"calls this pynvml lacks: {', '.join(lacking)}"] if lacking else [])
     reinstall = "pip install --force-reinstall nvidia-ml-py"
     if owner is None:
-        return CheckResult("stack.nvml", Status.WARN,
+        return CheckResult(STACK_NVML, Status.WARN,
                            f"the pynvml module at {origin} belongs to no installed distribution"
                            + missing, evidence, fix=reinstall)
     name, version = owner
     if name == "nvidia-ml-py" and not lacking:
-        return CheckResult("stack.nvml", Status.PASS,
+        return CheckResult(STACK_NVML, Status.PASS,
                            f"pynvml comes from nvidia-ml-py {version}", evidence)
     if name == "nvidia-ml-py":
-        return CheckResult("stack.nvml", Status.WARN,
+        return CheckResult(STACK_NVML, Status.WARN,
                            f"nvidia-ml-py {version} is older than the driver's NVML{missing}",
                            evidence, fix="pip install --upgrade nvidia-ml-py")
     return CheckResult(
-        "stack.nvml", Status.WARN,
+        STACK_NVML, Status.WARN,
         f"`import pynvml` loads the stale `{name}` {version} distribution, not nvidia-ml-py "
         f"(wrong NVLink counts on recent drivers){missing}", evidence,
         fix=f"pip uninstall -y {name} && {reinstall}")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from ddplint.runtime.checks.common import Findings, plural
 from ddplint.runtime.nvml import Gpu, Machine
+from ddplint.runtime.registry import GPU_HEALTH
 from ddplint.runtime.verdict import CheckResult, Status
 
 COMPUTE_MODES = {0: "Default", 1: "Exclusive_Thread", 2: "Prohibited", 3: "Exclusive_Process"}
@@ -31,7 +32,7 @@ FABRIC_FIX = ("start the NVIDIA Fabric Manager of the driver's version (sudo sys
 def health_check(machine: Machine, job: list[int], nproc: int) -> CheckResult:
     """job: positions in machine.gpus of the GPUs the job uses; nproc: processes per node."""
     if not job:
-        return CheckResult("gpu.health", Status.SKIP, "no GPU is used by this job")
+        return CheckResult(GPU_HEALTH, Status.SKIP, "no GPU is used by this job")
     found = Findings()
     evidence = []
     for pos in job:
@@ -49,10 +50,10 @@ def health_check(machine: Machine, job: list[int], nproc: int) -> CheckResult:
                   "sudo nvidia-smi -pm 1, or run nvidia-persistenced")
     data = {"gpus": {machine.gpus[p].label: _data(machine.gpus[p]) for p in job}}
     if not found.items:
-        return CheckResult("gpu.health", Status.PASS,
+        return CheckResult(GPU_HEALTH, Status.PASS,
                            f"{plural(len(job), 'GPU')}: no pending memory repair, no clock "
                            "slowdown, compute mode and fabric ready", evidence, data=data)
-    return CheckResult("gpu.health", found.status, found.summary, evidence, found.fix, data=data)
+    return CheckResult(GPU_HEALTH, found.status, found.summary, evidence, found.fix, data=data)
 
 
 def _memory_repairs(gpu: Gpu, found: Findings) -> None:

@@ -24,6 +24,7 @@ from ddplint.runtime.nvml import (
     read_failed,
 )
 from ddplint.runtime.options import RuntimeOptions
+from ddplint.runtime.registry import GPU_HEALTH, GPU_INVENTORY, GPU_TOPOLOGY
 from ddplint.runtime.verdict import CheckResult, Status
 
 
@@ -46,20 +47,20 @@ def run_host_checks(options: RuntimeOptions, nproc: int, master_port: int,
     except NvmlUnavailable as e:
         if counted is not None and counted.count:
             results.append(CheckResult(
-                "gpu.inventory", Status.SKIP,
+                GPU_INVENTORY, Status.SKIP,
                 f"{e}: {plural(counted.count, 'GPU')} counted by {counted.source}; their "
                 "memory, processes and health are not checked",
                 fix="for the full check on NVIDIA GPUs, make libnvidia-ml visible "
                     "(NVIDIA_DRIVER_CAPABILITIES=compute,utility in a container)"
                     if "CUDA" in counted.source else None))
         else:
-            results.append(CheckResult("gpu.inventory", Status.SKIP, str(e)))
-        results.append(CheckResult("gpu.topology", Status.SKIP, str(e)))
-        results.append(CheckResult("gpu.health", Status.SKIP, str(e)))
+            results.append(CheckResult(GPU_INVENTORY, Status.SKIP, str(e)))
+        results.append(CheckResult(GPU_TOPOLOGY, Status.SKIP, str(e)))
+        results.append(CheckResult(GPU_HEALTH, Status.SKIP, str(e)))
     except NvmlReadFailed as e:
-        results.append(CheckResult("gpu.inventory", Status.FAIL, str(e), fix=e.fix))
-        results.append(CheckResult("gpu.topology", Status.SKIP, str(e)))
-        results.append(CheckResult("gpu.health", Status.SKIP, str(e)))
+        results.append(CheckResult(GPU_INVENTORY, Status.FAIL, str(e), fix=e.fix))
+        results.append(CheckResult(GPU_TOPOLOGY, Status.SKIP, str(e)))
+        results.append(CheckResult(GPU_HEALTH, Status.SKIP, str(e)))
     if machine is not None:
         inventory = inventory_check(machine, nproc, environ, installed_torch_cuda(),
                                     options.backend)

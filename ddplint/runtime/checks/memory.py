@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from ddplint.runtime.checks.common import mib, size_text
 from ddplint.runtime.checks.records import part, rank_of, ranks_text
 from ddplint.runtime.perfrecords import DevicePeak, PerfRecord
+from ddplint.runtime.registry import MEM_FIT, MEM_PEAK
 from ddplint.runtime.verdict import CheckResult, Status
 
 # Optimizer state tensors per parameter when the state is still empty (created at first step).
@@ -74,7 +75,7 @@ def fit_check(records: list[dict]) -> CheckResult:
     models = [(rec, part(rec, "binding").get("model")) for rec in records]
     estimates = [(rec, m) for rec, m in models if m]
     if not estimates:
-        return CheckResult("mem.fit", Status.SKIP,
+        return CheckResult(MEM_FIT, Status.SKIP,
                            "no DistributedDataParallel model existed at the first batch")
     _, est = max(estimates, key=lambda rm: rm[1]["total_bytes"])
     evidence = [(f"per rank: parameters {size_text(est['param_bytes'])} + buffers "
@@ -86,7 +87,7 @@ def fit_check(records: list[dict]) -> CheckResult:
     bound = [(r, part(r, "binding").get("gpu")) for r in records]
     gpus = [(r, g) for r, g in bound if g and g.get("total_memory")]
     if not gpus:
-        return CheckResult("mem.fit", Status.SKIP,
+        return CheckResult(MEM_FIT, Status.SKIP,
                            f"model state {size_text(est['total_bytes'])} per rank; no GPU to fit it on",
                            evidence, data=data)
     small_rec, smallest = min(gpus, key=lambda rg: rg[1]["total_memory"])
@@ -97,15 +98,15 @@ def fit_check(records: list[dict]) -> CheckResult:
     fix = ("shard the model state with FSDP (torch.distributed.fsdp) or ZeRO "
            "(ZeroRedundancyOptimizer / DeepSpeed), or use a smaller model or batch")
     if share >= 1:
-        return CheckResult("mem.fit", Status.FAIL,
+        return CheckResult(MEM_FIT, Status.FAIL,
                            f"model state {size_text(est['total_bytes'])} per rank does not fit the "
                            f"{mib(smallest['total_memory'])} GPU", evidence, fix, data=data)
     if share > WARN_SHARE:
-        return CheckResult("mem.fit", Status.WARN,
+        return CheckResult(MEM_FIT, Status.WARN,
                            f"model state {size_text(est['total_bytes'])} per rank fills {share:.0%} of "
                            f"the smallest GPU, leaving little for activations", evidence, fix,
                            data=data)
-    return CheckResult("mem.fit", Status.PASS,
+    return CheckResult(MEM_FIT, Status.PASS,
                        f"model state {size_text(est['total_bytes'])} per rank, {share:.0%} of the "
                        f"smallest GPU", evidence, data=data)
 
@@ -156,18 +157,18 @@ def peak_check(records: list[dict]) -> CheckResult:
     """Measured peaks of the audited steps, next to mem.fit's estimate of the model state."""
     peaks = [p for p in map(rank_peak, records) if p is not None]
     if not peaks:
-        return CheckResult("mem.peak", Status.SKIP, "no training step ran: nothing to measure")
+        return CheckResult(MEM_PEAK, Status.SKIP, "no training step ran: nothing to measure")
     estimates = [m["total_bytes"] for m in (part(r, "binding").get("model") for r in records) if m]
     estimate = max(estimates) if estimates else None
     data: dict = {"ranks": [p.to_json() for p in peaks], "estimate_bytes": estimate}
-    tail = [f"mem.fit's estimate of the model state: {size_text(estimate)} per rank"] if estimate else []
+    tail = [f"{MEM_FIT}'s estimate of the model state: {size_text(estimate)} per rank"] if estimate else []
     on_gpu = [(p, p.device) for p in peaks if p.device is not None]
     if not on_gpu:
         top = max(peaks, key=lambda p: p.rss_bytes or 0)
         evidence = [f"rank {p.rank}: peak RSS {_size(p.rss_bytes)} ({_size(p.rss_at_first_batch_bytes)} "
                     f"when the first batch came)" for p in peaks]
         evidence.append("RSS counts torch's libraries in every rank, and not DataLoader worker processes")
-        return CheckResult("mem.peak", Status.PASS,
+        return CheckResult(MEM_PEAK, Status.PASS,
                            f"peak RSS {_size(top.rss_bytes)} per rank (rank {top.rank}), on CPU",
                            evidence + tail, data=data)
     top, top_device = max(on_gpu, key=lambda pd: pd[1].reserved_bytes)
@@ -180,18 +181,18 @@ def peak_check(records: list[dict]) -> CheckResult:
                         f"reserved {size_text(d.reserved_bytes)}{of}")
     reserved = size_text(top_device.reserved_bytes)
     if not totals:
-        return CheckResult("mem.peak", Status.PASS, f"peak {reserved} reserved on rank {top.rank}",
+        return CheckResult(MEM_PEAK, Status.PASS, f"peak {reserved} reserved on rank {top.rank}",
                            evidence + tail, data=data)
     smallest, smallest_total = min(totals, key=lambda pt: pt[1])
     share = top_device.reserved_bytes / smallest_total
     data.update(smallest_gpu_bytes=smallest_total, share=round(share, 4))
     evidence.append(f"smallest GPU: {smallest.gpu_name} {mib(smallest_total)} (rank {smallest.rank})")
     if share > PEAK_WARN_SHARE:
-        return CheckResult("mem.peak", Status.WARN,
+        return CheckResult(MEM_PEAK, Status.WARN,
                            f"peak {reserved} reserved on rank {top.rank} is {share:.0%} of the smallest GPU: "
                            f"little headroom for a longer sequence or a bigger batch", evidence + tail,
                            PEAK_FIX, data=data)
-    return CheckResult("mem.peak", Status.PASS,
+    return CheckResult(MEM_PEAK, Status.PASS,
                        f"peak {reserved} reserved on rank {top.rank}, {share:.0%} of the smallest GPU",
                        evidence + tail, data=data)
 

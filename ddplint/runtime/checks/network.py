@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ddplint.runtime.checks.common import Findings, truthy
+from ddplint.runtime.registry import ENV_LAUNCH, NET_INTERCONNECT
 from ddplint.runtime.verdict import CheckResult, Status
 
 SIOCGIFADDR = 0x8915
@@ -141,14 +142,14 @@ def interconnect_check(environ: dict[str, str], nnodes: int, sysfs: str = "/sys"
     data = {"ports": [{"name": p.name, "state": p.state, "rate_gbps": p.rate_gbps,
                        "link_layer": p.link_layer} for p in ports]}
     if nnodes == 1:
-        return CheckResult("net.interconnect", Status.SKIP,
+        return CheckResult(NET_INTERCONNECT, Status.SKIP,
                            "one node: NCCL does not use the network between nodes", evidence,
                            data=data)
     if truthy(environ.get("NCCL_IB_DISABLE")):
-        return CheckResult("net.interconnect", Status.SKIP, "NCCL_IB_DISABLE=1: NCCL uses TCP "
-                           "sockets between nodes (see env.launch)", evidence, data=data)
+        return CheckResult(NET_INTERCONNECT, Status.SKIP, "NCCL_IB_DISABLE=1: NCCL uses TCP "
+                           f"sockets between nodes (see {ENV_LAUNCH})", evidence, data=data)
     if not ports:
-        return CheckResult("net.interconnect", Status.SKIP, "no InfiniBand/RoCE device: NCCL "
+        return CheckResult(NET_INTERCONNECT, Status.SKIP, "no InfiniBand/RoCE device: NCCL "
                            "uses TCP sockets between nodes", evidence, data=data)
     found = Findings()
     spec = environ.get("NCCL_IB_HCA")
@@ -170,10 +171,10 @@ def interconnect_check(environ: dict[str, str], nnodes: int, sysfs: str = "/sys"
                                "the ranks near them share fewer links",
                   "check those ports (ibstat), or leave them out with NCCL_IB_HCA")
     if found.items:
-        return CheckResult("net.interconnect", found.status, found.summary, evidence, found.fix,
+        return CheckResult(NET_INTERCONNECT, found.status, found.summary, evidence, found.fix,
                            data=data)
     total = sum(p.rate_gbps or 0 for p in active)
-    return CheckResult("net.interconnect", Status.PASS,
+    return CheckResult(NET_INTERCONNECT, Status.PASS,
                        f"{len(active)} InfiniBand/RoCE port{'s' if len(active) > 1 else ''} "
                        f"ACTIVE, {total:g} Gb/s together", evidence, data=data)
 

@@ -10,6 +10,7 @@ import errno
 import socket
 
 from ddplint.runtime.checks import procs
+from ddplint.runtime.registry import ENV_PORT
 from ddplint.runtime.verdict import CheckResult, Status
 
 
@@ -47,20 +48,20 @@ def port_check(master_addr: str, port: int, node_rank: int = 0,
     try:
         socket.getaddrinfo(master_addr, port)
     except socket.gaierror as e:
-        return CheckResult("env.port", Status.FAIL, f"MASTER_ADDR {master_addr} does not "
+        return CheckResult(ENV_PORT, Status.FAIL, f"MASTER_ADDR {master_addr} does not "
                            f"resolve ({e.strerror})", fix="pass --master-addr an IP address or "
                            "a host name every node can resolve", data=data)
     if node_rank != 0:
-        return CheckResult("env.port", Status.SKIP,
+        return CheckResult(ENV_PORT, Status.SKIP,
                            f"node {node_rank} joins the store that node 0 hosts on "
                            f"{master_addr}:{port}", data=data)
     for p, what in ((port, "the rendezvous store"), (record_port, "the other nodes' records")):
         if p is not None and (taken := _taken(p, what, data)) is not None:
             return taken
     if record_port is None:
-        return CheckResult("env.port", Status.PASS, f"port {port} is free", data=data)
+        return CheckResult(ENV_PORT, Status.PASS, f"port {port} is free", data=data)
     data["record_port"] = record_port
-    return CheckResult("env.port", Status.PASS, f"ports {port} (rendezvous) and {record_port} "
+    return CheckResult(ENV_PORT, Status.PASS, f"ports {port} (rendezvous) and {record_port} "
                        "(records of the other nodes) are free", data=data)
 
 
@@ -69,7 +70,7 @@ def _taken(port: int, what: str, data: dict) -> CheckResult | None:
     if err is None:
         return None
     if err == errno.EACCES:
-        return CheckResult("env.port", Status.FAIL, f"port {port} for {what} needs root "
+        return CheckResult(ENV_PORT, Status.FAIL, f"port {port} for {what} needs root "
                            "privileges", fix=f"use --master-port {free_port()}", data=data)
     owners = holders(port)
     alternative = free_port()
@@ -85,5 +86,5 @@ def _taken(port: int, what: str, data: dict) -> CheckResult | None:
         who = "a process this user cannot inspect"
         evidence = [f"no process of this user listens on {port}"]
         fix = f"use --master-port {alternative}"
-    return CheckResult("env.port", Status.FAIL, f"port {port} ({what}) is already taken by "
+    return CheckResult(ENV_PORT, Status.FAIL, f"port {port} ({what}) is already taken by "
                        f"{who}", evidence, fix, data=data)

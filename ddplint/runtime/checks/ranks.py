@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ddplint.runtime.checks.common import Findings
 from ddplint.runtime.checks.records import env, group_by, node, part, rank_of, ranks_text
+from ddplint.runtime.registry import ENV_RANKS, RUN_FAILURE, RUN_HANG
 from ddplint.runtime.verdict import CheckResult, Status
 
 
@@ -16,7 +17,7 @@ def _int(value) -> int | None:
 
 def ranks_check(records: list[dict]) -> CheckResult:
     if not records:
-        return CheckResult("env.ranks", Status.SKIP, "no rank reported")
+        return CheckResult(ENV_RANKS, Status.SKIP, "no rank reported")
     found = Findings()
     evidence = [f"rank {rank_of(r)}: {node(r)}, LOCAL_RANK={env(r).get('LOCAL_RANK')}, "
                 f"WORLD_SIZE={env(r).get('WORLD_SIZE')}, LOCAL_WORLD_SIZE="
@@ -43,7 +44,7 @@ def ranks_check(records: list[dict]) -> CheckResult:
                       "let torchrun assign RANK")
         missing = sorted(set(range(world)) - {r for r in ranks if r is not None})
         if missing:
-            evidence.append(f"no record from {ranks_text(missing)} (see run.failure / run.hang)")
+            evidence.append(f"no record from {ranks_text(missing)} (see {RUN_FAILURE} / {RUN_HANG})")
 
     by_node: dict[str, list[dict]] = {}
     for rec in sorted(records, key=rank_of):
@@ -76,7 +77,7 @@ def ranks_check(records: list[dict]) -> CheckResult:
                       "call init_process_group() without rank/world_size, or pass the "
                       "RANK/WORLD_SIZE torchrun sets")
     if not found.items:
-        return CheckResult("env.ranks", Status.PASS,
+        return CheckResult(ENV_RANKS, Status.PASS,
                            f"{ranks_text(ranks)} of {world}: unique RANK and LOCAL_RANK, "
                            "consistent WORLD_SIZE / MASTER_ADDR / MASTER_PORT", evidence)
-    return CheckResult("env.ranks", found.status, found.summary, evidence, found.fix)
+    return CheckResult(ENV_RANKS, found.status, found.summary, evidence, found.fix)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from ddplint.runtime.checks.common import Findings
 from ddplint.runtime.checks.records import group_by, node, part, rank_of
+from ddplint.runtime.registry import STACK_VERSIONS
 from ddplint.runtime.verdict import CheckResult, Status
 
 # Oldest Linux driver per CUDA toolkit release (NVIDIA CUDA release notes, table 3).
@@ -184,7 +185,7 @@ def versions_check(records: list[dict]) -> CheckResult:
     by_rank = {rank_of(r): r for r in records}
     nodes = group_by([r for r in records if part(r, "info").get("versions")], node)
     if not nodes:
-        return CheckResult("stack.versions", Status.SKIP, "no rank reported its versions")
+        return CheckResult(STACK_VERSIONS, Status.SKIP, "no rank reported its versions")
     found = Findings()
     evidence = []
     for where, ranks in nodes.items():
@@ -227,8 +228,8 @@ def versions_check(records: list[dict]) -> CheckResult:
                       f"{capability[0]}{capability[1]} in torch.cuda.get_arch_list(); until then "
                       "every kernel fails with 'no kernel image is available'")
     if found.items:
-        return CheckResult("stack.versions", found.status, found.summary, evidence, found.fix)
+        return CheckResult(STACK_VERSIONS, found.status, found.summary, evidence, found.fix)
     v = part(by_rank[next(iter(nodes.values()))[0]], "info")["versions"]
-    return CheckResult("stack.versions", Status.PASS,
+    return CheckResult(STACK_VERSIONS, Status.PASS,
                        f"torch {v['torch']} (CUDA {v['cuda'] or 'none'}), Python {v['python']}"
                        + ("" if len(nodes) == 1 else f" on {len(nodes)} nodes"), evidence)

@@ -8,6 +8,7 @@ import re
 from ddplint.runtime.checks import procs
 from ddplint.runtime.checks.common import mib, plural
 from ddplint.runtime.nvml import Machine
+from ddplint.runtime.registry import ENV_STALE
 from ddplint.runtime.verdict import CheckResult, Status
 
 
@@ -60,17 +61,17 @@ def stale_check(machine: Machine | None, job: list[int], port: int | None,
     data = {"processes": [{"pid": p.pid, "role": role, "command": p.command, "age_s": p.age_s}
                           for p, role in stale]}
     if not stale:
-        return CheckResult("env.stale", Status.PASS, "no other torchrun agent or rank is running",
+        return CheckResult(ENV_STALE, Status.PASS, "no other torchrun agent or rank is running",
                            data=data)
     agents = [p.pid for p, role in stale if role == "torchrun agent"]
     targets = agents or [p.pid for p, _ in stale]
     fix = (f"if they are left over from an earlier run: kill {' '.join(map(str, targets))}"
            + (" (stopping an agent stops its ranks)" if agents else ""))
     if holding:
-        return CheckResult("env.stale", Status.FAIL,
+        return CheckResult(ENV_STALE, Status.FAIL,
                            f"processes of an earlier job hold memory on this job's GPUs: "
                            f"{'; '.join(holding)}", evidence, fix, data=data)
     ranks = len(stale) - len(agents)
-    return CheckResult("env.stale", Status.WARN,
+    return CheckResult(ENV_STALE, Status.WARN,
                        f"{plural(len(agents), 'torchrun agent')} and {plural(ranks, 'rank')} "
                        "of another job still running", evidence, fix, data=data)

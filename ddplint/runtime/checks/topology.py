@@ -12,6 +12,7 @@ from ddplint.runtime.nvml import (
     nvlink_count,
     nvlink_rate,
 )
+from ddplint.runtime.registry import GPU_TOPOLOGY
 from ddplint.runtime.verdict import CheckResult, Status
 
 LEGEND = ("X = self, NV# = # NVLinks, PIX = one PCIe bridge, PXB = several PCIe bridges, "
@@ -68,7 +69,7 @@ def expected_busbw(machine: Machine, job: list[int]) -> tuple[float | None, str]
 
 def topology_check(machine: Machine, job: list[int]) -> CheckResult:
     if len(job) < 2:
-        return CheckResult("gpu.topology", Status.SKIP,
+        return CheckResult(GPU_TOPOLOGY, Status.SKIP,
                            f"{plural(len(job), 'GPU')} per node: no GPU-to-GPU link to check",
                            link_matrix(machine, job) if job else [])
     found = Findings()
@@ -105,7 +106,7 @@ def topology_check(machine: Machine, job: list[int]) -> CheckResult:
     summary = found.summary if found.items else (
         f"{len(job)} GPUs linked by {basis}" if gbps else f"{len(job)} GPUs")
     return CheckResult(
-        "gpu.topology", found.status, summary, evidence, found.fix,
+        GPU_TOPOLOGY, found.status, summary, evidence, found.fix,
         data={"gpus": job, "matrix": [[machine.link(i, j) for j in job] for i in job],
               "expected_busbw_gbps": gbps, "basis": basis})
 
