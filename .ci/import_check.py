@@ -116,9 +116,11 @@ def main() -> int:
                 del sys.modules[loaded]
 
     version = ".".join(map(str, sys.version_info[:3]))
-    print(f"import check: {len(names)} modules of ddplint under Python {version}; "
-          f"{len(need_extra)} need torch or numpy at import and were imported with stand-ins for them"
-          + (f" ({', '.join(need_extra)})" if need_extra else ""))
+    print(
+        f"import check: {len(names)} modules of ddplint under Python {version}; "
+        f"{len(need_extra)} need torch or numpy at import and were imported with stand-ins for them"
+        + (f" ({', '.join(need_extra)})" if need_extra else "")
+    )
     for line in failed:
         print(f"import check: FAILED {line}", file=sys.stderr)
     return 1 if failed else 0

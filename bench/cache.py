@@ -17,8 +17,7 @@ from pathlib import Path
 
 def run(root: Path) -> float:
     started = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "ddplint", "-q", "--exit-zero", "."], cwd=root, capture_output=True,
-                   check=False)
+    subprocess.run([sys.executable, "-m", "ddplint", "-q", "--exit-zero", "."], cwd=root, capture_output=True, check=False)
     return time.perf_counter() - started
 
 

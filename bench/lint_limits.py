@@ -28,13 +28,17 @@ def fill(unit: str, head: str = HEAD) -> str:
 
 
 def shapes() -> dict[str, str]:
-    plain = "".join(line for p in sorted(FIXTURES.rglob("*.py"))
-                    for line in p.read_text(encoding="utf-8").splitlines(keepends=True) if "__future__" not in line)
+    plain = "".join(
+        line
+        for p in sorted(FIXTURES.rglob("*.py"))
+        for line in p.read_text(encoding="utf-8").splitlines(keepends=True)
+        if "__future__" not in line
+    )
     plain *= MAX_BYTES // len(plain) + 1
     numbers = ", ".join(str(i) for i in range(200_000))
     return {
         "plain code (the fixtures, concatenated)": plain[: plain.rfind("\n\n\n", 0, MAX_BYTES - 1) + 1],
-        "one-line list literal": HEAD + "x = [" + numbers[: MAX_BYTES - len(HEAD) - 8] .rsplit(",", 1)[0] + "]\n",
+        "one-line list literal": HEAD + "x = [" + numbers[: MAX_BYTES - len(HEAD) - 8].rsplit(",", 1)[0] + "]\n",
         "a finding on every line": fill("torch.zeros(1).to('cuda:0')\n"),
         "dict literals": fill("d = {'a': 1, 'b': [1, 2, 3], 'c': {'x': (1, 2)}}\n"),
     }
@@ -57,10 +61,12 @@ def main() -> None:
                 result = lint_paths([path], config, jobs=1)
                 after = resource.getrusage(resource.RUSAGE_SELF)
                 seconds.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
-                outcome = (result.errors[0].message if result.errors else f"{len(result.diagnostics)} findings")
+                outcome = result.errors[0].message if result.errors else f"{len(result.diagnostics)} findings"
                 wall = time.perf_counter() - started
-            print(f"  {name:<40} {len(text) // 1024:4d} KiB  {statistics.median(seconds):5.2f} s CPU "
-                  f"(last wall {wall:.2f} s)  {outcome}")
+            print(
+                f"  {name:<40} {len(text) // 1024:4d} KiB  {statistics.median(seconds):5.2f} s CPU "
+                f"(last wall {wall:.2f} s)  {outcome}"
+            )
 
 
 if __name__ == "__main__":

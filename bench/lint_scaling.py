@@ -25,14 +25,14 @@ from ddplint.lint.engine import lint_text
 from ddplint.lint.project import ProjectIndex
 from ddplint.lint.rules import ALL_RULES, RULES_BY_CODE
 
-HEADER = '''import os
+HEADER = """import os
 
 import torch
 import torch.distributed as dist
 from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
-'''
+"""
 
-BLOCK = '''
+BLOCK = """
 
 def setup_{n}():
     local_rank = int(os.environ["LOCAL_RANK"])
@@ -93,12 +93,12 @@ def train_{n}(epochs=3):
                 log.write(f"{{epoch}} {{score}}\\n")
     torch.save(optimizer.state_dict(), "runs_{n}/optimizer.pt")
     dist.destroy_process_group()
-'''
-FOOTER = '''
+"""
+FOOTER = """
 
 if __name__ == "__main__":
     train_0()
-'''
+"""
 
 
 def script(lines: int) -> str:

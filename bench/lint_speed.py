@@ -105,10 +105,14 @@ class PhaseClock:
         except ImportError:  # an engine from before positions.py
             positions = None
         for owner, attr, name in [
-            (limits, "parse_python", "guard"), (limits, "check_depth", "guard"),
-            (limits, "may_be_newer_syntax", "guard"), (limits, "guard", "guard"),
-            (cst, "parse_module", "parse"), (facts_mod, "collect", "facts"),
-            (analysis, "analyse", "rules"), (positions, "ranges", "positions"),
+            (limits, "parse_python", "guard"),
+            (limits, "check_depth", "guard"),
+            (limits, "may_be_newer_syntax", "guard"),
+            (limits, "guard", "guard"),
+            (cst, "parse_module", "parse"),
+            (facts_mod, "collect", "facts"),
+            (analysis, "analyse", "rules"),
+            (positions, "ranges", "positions"),
             (analysis, "_diagnostic", "positions"),
         ]:
             if owner is not None:
@@ -163,8 +167,10 @@ def measure(corpus: Path, repeat: int, jobs2: bool) -> dict[str, float]:
             start = time.process_time()
             fn()
             runs[name].append(time.process_time() - start)
-        print(f"  turn {turn + 1}/{repeat}: floor {runs['libcst parse (floor)'][-1]:.2f} s, "
-              f"lint {runs['lint -j 1'][-1]:.2f} s", flush=True)
+        print(
+            f"  turn {turn + 1}/{repeat}: floor {runs['libcst parse (floor)'][-1]:.2f} s, lint {runs['lint -j 1'][-1]:.2f} s",
+            flush=True,
+        )
     phases: dict[str, list[float]] = defaultdict(list)
     for _ in range(max(1, repeat // 2)):
         with PhaseClock() as clock:

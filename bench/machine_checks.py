@@ -62,29 +62,23 @@ dist.destroy_process_group()
 def host_checks(repeat: int) -> None:
     opts = RuntimeOptions(script=Path("train.py"))
     h100 = ROOT / "fixtures" / "nvml" / "h100_sxm_8x_nvswitch.json"
-    import_torch = median_time(lambda: subprocess.run([sys.executable, "-c", "import torch"],
-                                                      check=True), repeat)
+    import_torch = median_time(lambda: subprocess.run([sys.executable, "-c", "import torch"], check=True), repeat)
     here = median_time(lambda: run_host_checks(opts, 2, free_port()), repeat)
-    replay = median_time(lambda: run_host_checks(opts, 8, free_port(),
-                                                 nvml=ReplayReads.from_file(h100)), repeat)
+    replay = median_time(lambda: run_host_checks(opts, 8, free_port(), nvml=ReplayReads.from_file(h100)), repeat)
     print(f"baseline: python -c 'import torch'          {import_torch * 1e3:8.1f} ms")
-    print(f"host checks, this machine                   {here * 1e3:8.1f} ms  "
-          f"ratio {here / import_torch:.3f}")
-    print(f"host checks, replayed 8x H100 inventory     {replay * 1e3:8.1f} ms  "
-          f"ratio {replay / import_torch:.3f}")
+    print(f"host checks, this machine                   {here * 1e3:8.1f} ms  ratio {here / import_torch:.3f}")
+    print(f"host checks, replayed 8x H100 inventory     {replay * 1e3:8.1f} ms  ratio {replay / import_torch:.3f}")
 
 
 def rank_hooks(repeat: int) -> None:
     work = Path(tempfile.mkdtemp(prefix="ddplint-bench-"))
     (work / "job.py").write_text(SCRIPT)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT),
-                                                                    os.environ.get("PYTHONPATH")])))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
     ends = {"bare": [], "hooks": []}
     hooks = []
     for _ in range(repeat):
         for mode in ("bare", "hooks"):
-            cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
-                   "--nproc_per_node", "2", "job.py", mode]
+            cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", "job.py", mode]
             start = time.perf_counter()
             out = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True)
             ends[mode].append(time.perf_counter() - start)

@@ -54,8 +54,17 @@ def launch_overhead(repeat: int) -> None:
         shutil.copy(ROOT / "fixtures" / "runtime" / "correct.py", work / "correct.py")
         (work / "smoke.py").write_text(SMOKE)
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
-        audit = [sys.executable, "-m", "ddplint", "--runtime", "--format", "json", "--output",
-                 str(work / "report.json"), "correct.py"]
+        audit = [
+            sys.executable,
+            "-m",
+            "ddplint",
+            "--runtime",
+            "--format",
+            "json",
+            "--output",
+            str(work / "report.json"),
+            "correct.py",
+        ]
         bare = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", "smoke.py"]
         audits, bares = [], []
         for _ in range(repeat):  # interleaved, so load changes hit both alike
@@ -92,10 +101,14 @@ def index_audit(repeat: int) -> None:
                 audit = audit_indices(ranks, n)
                 runs.append(time.perf_counter() - start)
             times.append(statistics.median(runs))
-            print(f"index audit, {label}, n={n:>9,} x {world} ranks: {times[-1]:.3f} s "
-                  f"(duplicates {audit.duplicates:,}, covered {audit.covered:,})")
-        print(f"  growth per 10x samples: {times[1] / times[0]:.1f}x, {times[2] / times[1]:.1f}x "
-              f"(linear = 10x); 1e7 under 5 s: {'yes' if times[2] < 5 else 'NO'}")
+            print(
+                f"index audit, {label}, n={n:>9,} x {world} ranks: {times[-1]:.3f} s "
+                f"(duplicates {audit.duplicates:,}, covered {audit.covered:,})"
+            )
+        print(
+            f"  growth per 10x samples: {times[1] / times[0]:.1f}x, {times[2] / times[1]:.1f}x "
+            f"(linear = 10x); 1e7 under 5 s: {'yes' if times[2] < 5 else 'NO'}"
+        )
 
 
 def main() -> None:

@@ -21,12 +21,35 @@ else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
 DEFAULT_EXCLUDE = (
-    ".git", ".hg", ".svn", ".venv", "venv", ".tox", ".nox", ".eggs", "__pycache__",
-    "build", "dist", "node_modules", "site-packages", ".mypy_cache", ".pytest_cache", ".ruff_cache",
+    ".git",
+    ".hg",
+    ".svn",
+    ".venv",
+    "venv",
+    ".tox",
+    ".nox",
+    ".eggs",
+    "__pycache__",
+    "build",
+    "dist",
+    "node_modules",
+    "site-packages",
+    ".mypy_cache",
+    ".pytest_cache",
+    ".ruff_cache",
 )
 KNOWN_KEYS = {
-    "select", "extend-select", "ignore", "per-file-ignores", "exclude", "extend-exclude",
-    "extend-main-process-predicates", "extend-main-process-helpers", "respect-gitignore", "baseline", "fail-on",
+    "select",
+    "extend-select",
+    "ignore",
+    "per-file-ignores",
+    "exclude",
+    "extend-exclude",
+    "extend-main-process-predicates",
+    "extend-main-process-helpers",
+    "respect-gitignore",
+    "baseline",
+    "fail-on",
 }
 STANDALONE = ("ddplint.toml", ".ddplint.toml")
 
@@ -64,8 +87,7 @@ class Config:
     def enabled(self, code: str) -> bool:
         """ruff's rule: the most specific matching selector wins; ignore wins a tie. The default
         selection is the least specific of all: any selector that names a rule overrides it."""
-        selected = max((len(s) for s in (*(self.select or ()), *self.extend_select) if _matches(s, code)),
-                       default=-1)
+        selected = max((len(s) for s in (*(self.select or ()), *self.extend_select) if _matches(s, code)), default=-1)
         if self.select is None and code in self._defaults:
             selected = max(selected, 0)
         ignored = max((len(s) for s in self.ignore if _matches(s, code)), default=-1)
@@ -105,7 +127,7 @@ def relative_to_root(resolved: str, root: Path) -> str:
     if resolved == base:
         return "."
     if resolved.startswith(base.rstrip(os.sep) + os.sep):
-        return PurePosixPath(*Path(resolved[len(base.rstrip(os.sep)) + 1:]).parts).as_posix()
+        return PurePosixPath(*Path(resolved[len(base.rstrip(os.sep)) + 1 :]).parts).as_posix()
     return Path(resolved).as_posix()
 
 
@@ -251,7 +273,10 @@ def load(start: Path, rules: tuple[RuleInfo, ...]) -> Config:
         raise ConfigError(f"{where}: unknown option {min(unknown)!r}")
     changes: dict = {}
     for key, attr in (
-        ("select", "select"), ("extend-select", "extend_select"), ("ignore", "ignore"), ("exclude", "exclude"),
+        ("select", "select"),
+        ("extend-select", "extend_select"),
+        ("ignore", "ignore"),
+        ("exclude", "exclude"),
         ("extend-exclude", "extend_exclude"),
         ("extend-main-process-predicates", "main_process_predicates"),
         ("extend-main-process-helpers", "main_process_helpers"),

@@ -92,14 +92,12 @@ def run(paths: tuple[str, ...], options: LintOptions) -> NoReturn:
             from ddplint.lint import baseline
 
             count = baseline.write(options.write_baseline, result.diagnostics)
-            click.echo(f"ddplint: recorded {count} finding{'s' * (count != 1)} in {options.write_baseline}",
-                       err=True)
+            click.echo(f"ddplint: recorded {count} finding{'s' * (count != 1)} in {options.write_baseline}", err=True)
             result.diagnostics = []
         elif options.baseline is not None or config.baseline is not None:
             from ddplint.lint import baseline
 
-            result.diagnostics, baselined = baseline.new_findings(
-                result.diagnostics, options.baseline or config.baseline)
+            result.diagnostics, baselined = baseline.new_findings(result.diagnostics, options.baseline or config.baseline)
     except BaselineError as exc:
         fail(str(exc))
 
@@ -115,7 +113,9 @@ def run(paths: tuple[str, ...], options: LintOptions) -> NoReturn:
     report_options = ReportOptions(
         color=color and options.output_format in TEXT_FORMATS,
         show_source=terminal if options.show_source is None else options.show_source,
-        show_fixes=options.show_fixes, quiet=options.quiet, unsafe_fixes=options.unsafe_fixes,
+        show_fixes=options.show_fixes,
+        quiet=options.quiet,
+        unsafe_fixes=options.unsafe_fixes,
         baselined=baselined,
     )
     if options.statistics and options.output_format in TEXT_FORMATS:
@@ -148,9 +148,11 @@ def _config(paths: tuple[str, ...], options: LintOptions):
         changes: dict = {"force_exclude": options.force_exclude}
         if not options.respect_gitignore:
             changes["respect_gitignore"] = False
-        for flag, attr, values in (("--select", "select", options.select),
-                                   ("--extend-select", "extend_select", options.extend_select),
-                                   ("--ignore", "ignore", options.ignore)):
+        for flag, attr, values in (
+            ("--select", "select", options.select),
+            ("--extend-select", "extend_select", options.extend_select),
+            ("--ignore", "ignore", options.ignore),
+        ):
             if values:
                 changes[attr] = config_mod.resolve_selectors(split_list(values), rules, flag)
         if options.extend_select:
@@ -223,14 +225,23 @@ def _fix(paths, config, options: LintOptions, write: bool):
     if not write:
         for changed in report.files:
             name = printable(str(changed.path))
-            click.echo("".join(difflib.unified_diff(changed.before.splitlines(keepends=True),
-                                                    changed.after.splitlines(keepends=True), name, name)), nl=False)
+            click.echo(
+                "".join(
+                    difflib.unified_diff(
+                        changed.before.splitlines(keepends=True), changed.after.splitlines(keepends=True), name, name
+                    )
+                ),
+                nl=False,
+            )
     for error in report.errors:
         click.echo(f"ddplint: error: {printable(error.path)}: {error.message}", err=True)
     if report.fixed or not write:
         files = len(report.files)
-        click.echo(f"{'Fixed' if write else 'Would fix'} {report.fixed} problem{'s' * (report.fixed != 1)} "
-                   f"in {files} file{'s' * (files != 1)}.", err=True)
+        click.echo(
+            f"{'Fixed' if write else 'Would fix'} {report.fixed} problem{'s' * (report.fixed != 1)} "
+            f"in {files} file{'s' * (files != 1)}.",
+            err=True,
+        )
     if options.show_fixes and write:
         for changed in report.files:
             for code, count in sorted(changed.codes.items()):
@@ -248,8 +259,7 @@ def _add_noqa(paths, config) -> NoReturn:
     for error in report.errors:
         click.echo(f"ddplint: error: {error.path}: {error.message}", err=True)
     files = len(report.files)
-    click.echo(f"Added `# noqa` to {report.lines} line{'s' * (report.lines != 1)} "
-               f"in {files} file{'s' * (files != 1)}.", err=True)
+    click.echo(f"Added `# noqa` to {report.lines} line{'s' * (report.lines != 1)} in {files} file{'s' * (files != 1)}.", err=True)
     sys.exit(EXIT_ERROR if report.errors else EXIT_CLEAN)
 
 
@@ -268,8 +278,11 @@ def _statistics(result, options) -> str:
         lines.append(f"{count:>{width}}  {code}  {mark} {rule.name if rule else ''}".rstrip())
     total = sum(counts.values())
     if not options.quiet:
-        lines.append(f"Found {total} problem{'s' * (total != 1)}." if total else
-                     f"All checks passed ({result.files} file{'s' * (result.files != 1)}).")
+        lines.append(
+            f"Found {total} problem{'s' * (total != 1)}."
+            if total
+            else f"All checks passed ({result.files} file{'s' * (result.files != 1)})."
+        )
     return "".join(line + "\n" for line in lines)
 
 

@@ -25,9 +25,7 @@ def lint_source(source: str, tmp_path: Path, name: str = "train.py") -> LintResu
 
 
 def run_cli(*args: str, cwd: Path | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "ddplint", *args], cwd=cwd, capture_output=True, text=True, timeout=timeout
-    )
+    return subprocess.run([sys.executable, "-m", "ddplint", *args], cwd=cwd, capture_output=True, text=True, timeout=timeout)
 
 
 @pytest.fixture
@@ -63,8 +61,9 @@ def _starts_processes(fn, depth: int = 2) -> bool:
     if names & STARTS_PROCESSES:
         return True
     module_globals = getattr(fn, "__globals__", {})
-    return depth > 0 and any(_starts_processes(module_globals[n], depth - 1)
-                             for n in names if inspect.isfunction(module_globals.get(n)))
+    return depth > 0 and any(
+        _starts_processes(module_globals[n], depth - 1) for n in names if inspect.isfunction(module_globals.get(n))
+    )
 
 
 def pytest_collection_modifyitems(items):

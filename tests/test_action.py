@@ -34,18 +34,35 @@ def test_the_composite_action_installs_lints_and_hands_the_sarif_to_the_upload(t
     subprocess.run(["git", "init", "-q", str(workspace)], check=True)
     env_dir = tmp_path / "venv"
     venv.EnvBuilder(with_pip=True).create(env_dir)
-    env = {**os.environ, "PATH": f"{env_dir / 'bin'}{os.pathsep}{os.environ['PATH']}", "GITHUB_ACTION_PATH": str(ROOT),
-           "VIRTUAL_ENV": str(env_dir)}
+    env = {
+        **os.environ,
+        "PATH": f"{env_dir / 'bin'}{os.pathsep}{os.environ['PATH']}",
+        "GITHUB_ACTION_PATH": str(ROOT),
+        "VIRTUAL_ENV": str(env_dir),
+    }
     env.pop("PYTHONPATH", None)  # only what the action installed may run
     for step in shell_steps:
         assert step["shell"] == "bash"
         step_env = {**env, **{k: expand(str(v), inputs) for k, v in step.get("env", {}).items()}}
-        proc = subprocess.run(["bash", "-e", "-c", expand(step["run"], inputs)], cwd=workspace, env=step_env,
-                              capture_output=True, text=True, timeout=900, check=False)
+        proc = subprocess.run(
+            ["bash", "-e", "-c", expand(step["run"], inputs)],
+            cwd=workspace,
+            env=step_env,
+            capture_output=True,
+            text=True,
+            timeout=900,
+            check=False,
+        )
         assert proc.returncode == 0, f"{step['name']}: {proc.stdout}{proc.stderr}"
 
-    where = subprocess.run([str(env_dir / "bin" / "python"), "-c", "import ddplint; print(ddplint.__file__)"],
-                           capture_output=True, text=True, check=True, env=env, cwd=tmp_path).stdout
+    where = subprocess.run(
+        [str(env_dir / "bin" / "python"), "-c", "import ddplint; print(ddplint.__file__)"],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=env,
+        cwd=tmp_path,
+    ).stdout
     assert where.startswith(str(env_dir))  # installed into the fresh environment, not borrowed
     sarif = workspace / expand(upload["with"]["sarif_file"], inputs)
     log = json.loads(sarif.read_text(encoding="utf-8"))

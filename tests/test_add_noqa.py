@@ -8,7 +8,7 @@ import textwrap
 
 from conftest import run_cli
 
-SCRIPT = textwrap.dedent('''\
+SCRIPT = textwrap.dedent("""\
     import os
     import torch
     import torch.distributed as dist
@@ -18,7 +18,7 @@ SCRIPT = textwrap.dedent('''\
     os.makedirs("out"); y = torch.zeros(1).to("cuda:0")
     z = torch.zeros(1).to("cuda:0")  # noqa: E501
     w = torch.zeros(1).to("cuda:0")  # noqa: DDP304
-    ''')
+    """)
 
 
 def test_add_noqa_comments_every_finding_and_keeps_existing_comments(tmp_path):
@@ -50,11 +50,13 @@ def test_add_noqa_follows_the_selection(tmp_path):
 
 def test_lines_that_cannot_end_in_a_comment_are_left_alone_and_reported(tmp_path):
     path = tmp_path / "train.py"
-    source = ('import torch\nimport torch.distributed as dist\n\ndist.init_process_group("gloo")\n'
-              'model = torch.nn.Linear(2, 2)\n'
-              'torch.save(model.state_dict(), """ckpt\n.pt""")\n'
-              'x = torch.zeros(1).to("cuda:0") + \\\n    1\n'
-              'y = torch.zeros(1).to("cuda:0")\n')
+    source = (
+        'import torch\nimport torch.distributed as dist\n\ndist.init_process_group("gloo")\n'
+        "model = torch.nn.Linear(2, 2)\n"
+        'torch.save(model.state_dict(), """ckpt\n.pt""")\n'
+        'x = torch.zeros(1).to("cuda:0") + \\\n    1\n'
+        'y = torch.zeros(1).to("cuda:0")\n'
+    )
     path.write_text(source)
     proc = run_cli("--add-noqa", "train.py", cwd=tmp_path)
     assert proc.returncode == 0
@@ -68,8 +70,10 @@ def test_lines_that_cannot_end_in_a_comment_are_left_alone_and_reported(tmp_path
 
 def test_line_endings_encoding_and_mode_are_kept(tmp_path):
     path = tmp_path / "train.py"
-    source = '# -*- coding: latin-1 -*-\nimport torch\nimport torch.distributed as dist\n' \
-             'dist.init_process_group("gloo")\nname = "café"\nx = torch.zeros(1).to("cuda:0")\n'
+    source = (
+        "# -*- coding: latin-1 -*-\nimport torch\nimport torch.distributed as dist\n"
+        'dist.init_process_group("gloo")\nname = "café"\nx = torch.zeros(1).to("cuda:0")\n'
+    )
     path.write_bytes(source.replace("\n", "\r\n").encode("latin-1"))
     os.chmod(path, 0o640)
     assert run_cli("--add-noqa", "train.py", cwd=tmp_path).returncode == 0

@@ -27,8 +27,15 @@ SECONDS = 60
 
 def lint_with_bad(*paths: Path, cwd: Path | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
     started = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "ddplint", *map(str, paths), str(BAD)], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=SECONDS, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-m", "ddplint", *map(str, paths), str(BAD)],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=SECONDS,
+        check=False,
+    )
     assert time.monotonic() - started < SECONDS
     assert "Traceback" not in proc.stderr and "internal error" not in proc.stderr, proc.stderr
     assert f"{BAD}:" in proc.stdout, proc.stdout  # the other file's findings are kept
@@ -40,18 +47,21 @@ def one_error(proc: subprocess.CompletedProcess, path: Path, message: str) -> No
     assert proc.stderr.splitlines() == [f"ddplint: error: {path}: {message}"]
 
 
-@pytest.mark.parametrize("body,message", [
-    ("x = " + "-" * 50_000 + "1\n", "nested too deeply for Python's own parser; skipped"),  # was a segfault
-    ("x = " + "not " * 20_000 + "1\n", "nested too deeply for Python's own parser; skipped"),  # was a segfault
-    ("x = a" + " and a" * 10_000 + "\n", f"nested more than {limits.MAX_DEPTH} levels deep (line 4); skipped"),
-    ("import a" + ".b" * 10_000 + "\n", f"nested more than {limits.MAX_DEPTH} levels deep (line 4); skipped"),
-    ("x = " + "-" * 1_000 + "1\n", f"nested more than {limits.MAX_DEPTH} levels deep (line 4); skipped"),
-    ("x = " + "-" * 5_000 + "1\n", "nested too deeply for Python's own parser; skipped"),
-    ("x = a" + ".b" * 50_000 + "\n", "nested too deeply for Python's own parser; skipped"),
-    ("x = 1" + " + 1" * 60_000 + "\n", "nested too deeply for Python's own parser; skipped"),
-    ("x = (" + "'a' " * 1_000 + ")\n", "nested too deeply to lint; skipped"),
-], ids=["minus-50k", "not-20k", "and-10k", "import-10k", "minus-1k", "minus-5k", "attribute-50k", "plus-60k",
-        "strings-1k"])  # short ids: pytest puts the id in PYTEST_CURRENT_TEST, which each subprocess inherits
+@pytest.mark.parametrize(
+    "body,message",
+    [
+        ("x = " + "-" * 50_000 + "1\n", "nested too deeply for Python's own parser; skipped"),  # was a segfault
+        ("x = " + "not " * 20_000 + "1\n", "nested too deeply for Python's own parser; skipped"),  # was a segfault
+        ("x = a" + " and a" * 10_000 + "\n", f"nested more than {limits.MAX_DEPTH} levels deep (line 4); skipped"),
+        ("import a" + ".b" * 10_000 + "\n", f"nested more than {limits.MAX_DEPTH} levels deep (line 4); skipped"),
+        ("x = " + "-" * 1_000 + "1\n", f"nested more than {limits.MAX_DEPTH} levels deep (line 4); skipped"),
+        ("x = " + "-" * 5_000 + "1\n", "nested too deeply for Python's own parser; skipped"),
+        ("x = a" + ".b" * 50_000 + "\n", "nested too deeply for Python's own parser; skipped"),
+        ("x = 1" + " + 1" * 60_000 + "\n", "nested too deeply for Python's own parser; skipped"),
+        ("x = (" + "'a' " * 1_000 + ")\n", "nested too deeply to lint; skipped"),
+    ],
+    ids=["minus-50k", "not-20k", "and-10k", "import-10k", "minus-1k", "minus-5k", "attribute-50k", "plus-60k", "strings-1k"],
+)  # short ids: pytest puts the id in PYTEST_CURRENT_TEST, which each subprocess inherits
 def test_deep_expressions_are_refused_per_file(tmp_path, body, message):
     path = tmp_path / "deep.py"
     path.write_text(HEAD + body)
@@ -63,16 +73,20 @@ def test_deep_expressions_are_refused_per_file(tmp_path, body, message):
 NEWER = "type X = int\n" if sys.version_info < (3, 12) else "x = f'{\"a\"}'\ntype X = int\n"
 
 
-@pytest.mark.parametrize("body", [
-    "x = a" + " and a" * 10_000 + "\n",  # was a segfault
-    "x = " + "not " * 20_000 + "1\n",  # was a segfault
-    "x = " + "lambda: " * 20_000 + "1\n",  # was a segfault
-    "import a" + ".b" * 10_000 + "\n",  # was a segfault
-    "x = f'{a" + " and a" * 10_000 + "}'\n",  # was a segfault
-    "x = a" + ".b" * 5_000 + "\n",  # was 15 s of libcst
-    "x = f" + "()" * 3_000 + "\n",  # was 6 s of libcst
-    "x = " + "1 if a else " * 3_000 + "1\n",  # was 1.6 GB of memory
-], ids=["and-10k", "not-20k", "lambda-20k", "import-10k", "fstring-10k", "attribute-5k", "call-3k", "ifexp-3k"])
+@pytest.mark.parametrize(
+    "body",
+    [
+        "x = a" + " and a" * 10_000 + "\n",  # was a segfault
+        "x = " + "not " * 20_000 + "1\n",  # was a segfault
+        "x = " + "lambda: " * 20_000 + "1\n",  # was a segfault
+        "import a" + ".b" * 10_000 + "\n",  # was a segfault
+        "x = f'{a" + " and a" * 10_000 + "}'\n",  # was a segfault
+        "x = a" + ".b" * 5_000 + "\n",  # was 15 s of libcst
+        "x = f" + "()" * 3_000 + "\n",  # was 6 s of libcst
+        "x = " + "1 if a else " * 3_000 + "1\n",  # was 1.6 GB of memory
+    ],
+    ids=["and-10k", "not-20k", "lambda-20k", "import-10k", "fstring-10k", "attribute-5k", "call-3k", "ifexp-3k"],
+)
 def test_deep_expressions_in_newer_syntax_are_refused_per_file(tmp_path, body):
     path = tmp_path / "deep.py"
     path.write_text(HEAD + NEWER + body)
@@ -86,8 +100,13 @@ def test_deep_newer_syntax_does_not_break_the_worker_pool(tmp_path):
     path.write_text(HEAD + NEWER + "x = a" + " and a" * 10_000 + "\n")
     for name in ("pad1.py", "pad2.py"):  # enough source for two workers; nothing to analyse in it
         (tmp_path / name).write_text("x = 1\n" * 50_000)
-    proc = subprocess.run([sys.executable, "-m", "ddplint", "--no-cache", "-j2", str(tmp_path), str(BAD)],
-                          capture_output=True, text=True, timeout=SECONDS, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-m", "ddplint", "--no-cache", "-j2", str(tmp_path), str(BAD)],
+        capture_output=True,
+        text=True,
+        timeout=SECONDS,
+        check=False,
+    )
     assert f"{BAD}:" in proc.stdout, proc.stderr
     one_error(proc, path, f"nested more than {limits.MAX_DEPTH} levels deep (line 5); skipped")
 
@@ -95,8 +114,9 @@ def test_deep_newer_syntax_does_not_break_the_worker_pool(tmp_path):
 def test_newer_syntax_lints_with_strings_and_comments_that_look_deep(tmp_path):
     """Only code counts: a long rule of dashes in a string or a comment nests nothing."""
     path = tmp_path / "train.py"
-    path.write_text(HEAD + NEWER + "# " + "-" * 1_000 + "\nprint('" + "-" * 1_000 + "')\n"
-                    "x = [" + ", ".join(["a.b + c"] * 1_000) + "]\n")
+    path.write_text(
+        HEAD + NEWER + "# " + "-" * 1_000 + "\nprint('" + "-" * 1_000 + "')\nx = [" + ", ".join(["a.b + c"] * 1_000) + "]\n"
+    )
     proc = run_cli("--no-cache", str(path), timeout=SECONDS)
     assert proc.returncode == 1 and proc.stderr == "", proc.stderr
     assert "DDP001" not in proc.stdout and ":3:1: DDP103" in proc.stdout
@@ -106,13 +126,18 @@ def test_a_deep_helper_is_refused_by_fix_and_stdin_too(tmp_path):
     """--fix, --diff and standard input read project helpers as the lint does; they segfaulted."""
     (tmp_path / "helpers.py").write_text("x = a" + " and a" * 10_000 + "\ndef is_main_process():\n    return True\n")
     script = tmp_path / "train.py"
-    script.write_text(FIX_ME + "from helpers import is_main_process\nif is_main_process():\n"
-                      "    torch.save({}, 'a.pt')\n")
+    script.write_text(FIX_ME + "from helpers import is_main_process\nif is_main_process():\n    torch.save({}, 'a.pt')\n")
     diff = run_cli("--no-cache", "--diff", str(script), timeout=SECONDS)
     assert diff.returncode == 1 and "+os.makedirs('out', exist_ok=True)" in diff.stdout, diff.stderr
     with script.open() as stdin:
-        piped = subprocess.run([sys.executable, "-m", "ddplint", "--no-cache", "--stdin-filename", str(script), "-"],
-                               stdin=stdin, capture_output=True, text=True, timeout=SECONDS, check=False)
+        piped = subprocess.run(
+            [sys.executable, "-m", "ddplint", "--no-cache", "--stdin-filename", str(script), "-"],
+            stdin=stdin,
+            capture_output=True,
+            text=True,
+            timeout=SECONDS,
+            check=False,
+        )
     assert piped.returncode == 1 and "DDP304" in piped.stdout and "Traceback" not in piped.stderr, piped.stderr
 
 
@@ -127,8 +152,7 @@ def test_a_deep_helper_module_is_not_handed_to_libcst(tmp_path):
     """A project helper is parsed on demand; before, this segfaulted the whole run."""
     (tmp_path / "helpers.py").write_text("x = a" + " and a" * 10_000 + "\ndef is_main_process():\n    return True\n")
     script = tmp_path / "train.py"
-    script.write_text(HEAD + "from helpers import is_main_process\nif is_main_process():\n"
-                      "    torch.save({}, 'a.pt')\n")
+    script.write_text(HEAD + "from helpers import is_main_process\nif is_main_process():\n    torch.save({}, 'a.pt')\n")
     proc = lint_with_bad(script)
     assert proc.returncode == 1 and proc.stderr == ""
 
@@ -193,8 +217,9 @@ def test_the_size_cap_is_checked_before_reading(tmp_path):
     path = tmp_path / "big.py"
     path.write_text(HEAD + "x = [" + ", ".join(str(i) for i in range(200_000)) + "]\n")  # 1.3 MB, one line
     proc = lint_with_bad(path)
-    one_error(proc, path, f"file is {path.stat().st_size // 1024} KiB, larger than the "
-                          f"{MAX_BYTES // 1024} KiB ddplint lints; skipped")
+    one_error(
+        proc, path, f"file is {path.stat().st_size // 1024} KiB, larger than the {MAX_BYTES // 1024} KiB ddplint lints; skipped"
+    )
 
 
 def test_a_file_just_under_the_cap_lints_in_seconds(tmp_path):
@@ -206,8 +231,11 @@ def test_a_file_just_under_the_cap_lints_in_seconds(tmp_path):
     proc = run_cli("--no-cache", "--statistics", str(path), timeout=SECONDS)
     assert time.monotonic() - started < SECONDS
     # Either every finding, or the file is skipped for taking too long: never a stall.
-    assert proc.returncode == 1 and "DDP101" in proc.stdout or \
-        proc.stderr.strip().endswith(f"took more than {limits.CPU_SECONDS:g} s of CPU time to lint; skipped")
+    assert (
+        proc.returncode == 1
+        and "DDP101" in proc.stdout
+        or proc.stderr.strip().endswith(f"took more than {limits.CPU_SECONDS:g} s of CPU time to lint; skipped")
+    )
 
 
 def test_the_cpu_time_limit_skips_a_slow_file(tmp_path, monkeypatch):
@@ -252,9 +280,11 @@ def test_a_helper_that_runs_out_of_its_budget_is_left_out_and_the_file_is_linted
 
     (tmp_path / "helpers.py").write_text("import torch\n\ndef save(m):\n    torch.save(m, 'm.pt')\n")
     script = tmp_path / "train.py"
-    script.write_text("import torch\nimport torch.distributed as dist\nfrom helpers import save\n\n"
-                      "dist.init_process_group('gloo')\nsave(1)\ntorch.save(2, 'x.pt')\n"
-                      "dist.destroy_process_group()\n")
+    script.write_text(
+        "import torch\nimport torch.distributed as dist\nfrom helpers import save\n\n"
+        "dist.init_process_group('gloo')\nsave(1)\ntorch.save(2, 'x.pt')\n"
+        "dist.destroy_process_group()\n"
+    )
 
     def out_of_time(text, path):
         raise limits.OutOfTime
@@ -286,20 +316,29 @@ def test_an_unreadable_directory_as_the_root_is_one_line():
         locked.mkdir()
         (locked / "train.py").write_text(HEAD)
         locked.chmod(0)
-        proc = subprocess.run([*prefix, sys.executable, "-m", "ddplint", str(locked)], cwd=folder,
-                              capture_output=True, text=True, timeout=SECONDS, check=False)
+        proc = subprocess.run(
+            [*prefix, sys.executable, "-m", "ddplint", str(locked)],
+            cwd=folder,
+            capture_output=True,
+            text=True,
+            timeout=SECONDS,
+            check=False,
+        )
         locked.chmod(0o755)
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr == f"ddplint: error: {locked}: cannot list directory: permission denied\n"
 
 
-@pytest.mark.parametrize("pyproject,message", [
-    ("[tool]\nddplint = 5\n", "[tool.ddplint]: must be a table of options"),
-    ('# ddplint reads this file\ntool = "x"\n', "`tool` must be a table"),
-    ("[tool.ddplint]\nselect = 5\n", "`select` must be a list of strings"),
-    ("[tool.ddplint]\nper-file-ignores = 3\n", "`per-file-ignores` must be a table"),
-    ("[tool.ddplint]\nbaseline = 3\n", "`baseline` must be a path"),
-])
+@pytest.mark.parametrize(
+    "pyproject,message",
+    [
+        ("[tool]\nddplint = 5\n", "[tool.ddplint]: must be a table of options"),
+        ('# ddplint reads this file\ntool = "x"\n', "`tool` must be a table"),
+        ("[tool.ddplint]\nselect = 5\n", "`select` must be a list of strings"),
+        ("[tool.ddplint]\nper-file-ignores = 3\n", "`per-file-ignores` must be a table"),
+        ("[tool.ddplint]\nbaseline = 3\n", "`baseline` must be a path"),
+    ],
+)
 def test_bad_config_shapes_are_config_errors(tmp_path, pyproject, message):
     (tmp_path / "pyproject.toml").write_text(pyproject)
     (tmp_path / "train.py").write_text(HEAD)
@@ -345,8 +384,7 @@ def test_fix_refuses_to_split_hard_links(tmp_path):
 def test_stale_temporary_files_of_a_killed_fix_are_removed(tmp_path):
     path = tmp_path / "train.py"
     path.write_text(FIX_ME)
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
-                          check=False)
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True, check=False)
     stale = tmp_path / f".train.py.{dead.stdout.strip()}.k2j4x9{fixes_mod.TEMP_SUFFIX}"
     live = tmp_path / f".train.py.{os.getpid()}.a8d7q1{fixes_mod.TEMP_SUFFIX}"  # a fix still running
     stale.write_text("half")
@@ -381,8 +419,7 @@ def test_a_fix_killed_by_sigterm_leaves_no_temporary_file(tmp_path, monkeypatch)
 def test_syntax_newer_than_the_running_python_is_linted_not_a_syntax_error(tmp_path):
     # PEP 701 (Python 3.12): quotes of the enclosing kind inside an f-string replacement field
     path = tmp_path / "train.py"
-    path.write_text('import torch.distributed as dist\ncfg = {"a": 1}\ndist.init_process_group("nccl")\n'
-                    'print(f"{cfg["a"]}")\n')
+    path.write_text('import torch.distributed as dist\ncfg = {"a": 1}\ndist.init_process_group("nccl")\nprint(f"{cfg["a"]}")\n')
     proc = run_cli("--extend-select", "DDP402", str(path))  # the info rule is opt-in
     assert proc.returncode == 1 and "DDP001" not in proc.stdout
     assert ":3:1: DDP103" in proc.stdout and ":3:1: DDP402" in proc.stdout

@@ -17,8 +17,7 @@ SCRIPT = (
 
 
 def codes_and_lines(proc) -> list[tuple[str, int]]:
-    return [(line.split(": ")[1].split()[0], int(line.split(":")[1]))
-            for line in proc.stdout.splitlines() if ": DDP" in line]
+    return [(line.split(": ")[1].split()[0], int(line.split(":")[1])) for line in proc.stdout.splitlines() if ": DDP" in line]
 
 
 def test_write_then_only_new_findings_are_reported(tmp_path):

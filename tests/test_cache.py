@@ -146,10 +146,26 @@ def _results_file(project):
     return next(e for e in (project / ".ddplint_cache").glob("*.json") if not e.name.startswith("rules-"))
 
 
-@pytest.mark.parametrize("shape", [
-    "[]", "GARBAGE", "5", "entry-5", "no-helpers", "helpers-5", "helper-triple", "helper-number",
-    "diagnostics-5", "diagnostic-5", "line-text", "fix-edits-5", "related-5", "warning-5", "extra-field",
-])
+@pytest.mark.parametrize(
+    "shape",
+    [
+        "[]",
+        "GARBAGE",
+        "5",
+        "entry-5",
+        "no-helpers",
+        "helpers-5",
+        "helper-triple",
+        "helper-number",
+        "diagnostics-5",
+        "diagnostic-5",
+        "line-text",
+        "fix-edits-5",
+        "related-5",
+        "warning-5",
+        "extra-field",
+    ],
+)
 def test_a_cache_entry_of_another_shape_is_linted_again(project, shape):
     """An entry edited by hand or by another program is ignored, never an internal error or a wrong finding."""
     fresh = run_cli("train.py", cwd=project)
@@ -201,8 +217,10 @@ def test_a_fifo_as_the_cache_file_does_not_block(project, which):
 def test_creating_a_module_an_import_did_not_find_invalidates_the_file(tmp_path, created):
     """The import found nothing when the result was cached; the module written since is read."""
     (tmp_path / "pyproject.toml").write_text("[tool.ddplint]\n")
-    (tmp_path / "train.py").write_text("import torch\nimport torch.distributed as dist\nfrom helpers import save\n"
-                                       "dist.init_process_group('gloo')\nsave(1)\ndist.destroy_process_group()\n")
+    (tmp_path / "train.py").write_text(
+        "import torch\nimport torch.distributed as dist\nfrom helpers import save\n"
+        "dist.init_process_group('gloo')\nsave(1)\ndist.destroy_process_group()\n"
+    )
     assert run_cli("train.py", cwd=tmp_path).stdout == "All checks passed (1 file).\n"
     (tmp_path / created).parent.mkdir(exist_ok=True)
     (tmp_path / created).write_text("import torch\n\ndef save(m):\n    torch.save(m, 'm.pt')\n")
@@ -215,8 +233,10 @@ def test_creating_a_module_that_shadows_the_one_an_import_found_invalidates_the_
     (tmp_path / "pyproject.toml").write_text("[tool.ddplint]\n")
     (tmp_path / "helpers.py").write_text("def save(m):\n    print(m)\n")
     (tmp_path / "sub").mkdir()
-    (tmp_path / "sub" / "train.py").write_text("import torch\nimport torch.distributed as dist\nfrom helpers import save\n"
-                                               "dist.init_process_group('gloo')\nsave(1)\ndist.destroy_process_group()\n")
+    (tmp_path / "sub" / "train.py").write_text(
+        "import torch\nimport torch.distributed as dist\nfrom helpers import save\n"
+        "dist.init_process_group('gloo')\nsave(1)\ndist.destroy_process_group()\n"
+    )
     assert run_cli("sub/train.py", cwd=tmp_path).stdout == "All checks passed (1 file).\n"
     (tmp_path / "sub" / "helpers.py").write_text("import torch\n\ndef save(m):\n    torch.save(m, 'm.pt')\n")
     proc = run_cli("sub/train.py", cwd=tmp_path)

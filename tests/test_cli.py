@@ -64,8 +64,21 @@ def test_json_output_schema():
     assert data["schema_version"] == 1
     assert data["summary"] == {"files": 1, "problems": 2, "errors": 0, "fixable": 0, "baselined": 0}
     first = data["diagnostics"][0]
-    assert set(first) == {"path", "cell", "line", "column", "end_line", "end_column", "code", "name", "severity",
-                          "message", "fix", "fixable", "related"}
+    assert set(first) == {
+        "path",
+        "cell",
+        "line",
+        "column",
+        "end_line",
+        "end_column",
+        "code",
+        "name",
+        "severity",
+        "message",
+        "fix",
+        "fixable",
+        "related",
+    }
     assert first["related"] == []
     assert (first["code"], first["name"], first["line"]) == ("DDP101", "hard-coded-cuda-index", 13)
 
@@ -96,13 +109,46 @@ def test_list_rules_and_explain():
 
 def test_help_documents_every_option():
     out = run_cli("--help").stdout
-    for option in ("--select", "--ignore", "--format", "--output", "--config", "--force-exclude", "--exit-zero",
-                   "--jobs", "--list-rules", "--explain", "--runtime", "--nproc-per-node", "--backend",
-                   "--steps", "--epochs", "--timeout", "--rdzv-timeout", "--nnodes", "--node-rank",
-                   "--master-addr", "--master-port", "--rdzv-backend", "--rdzv-endpoint", "--version",
-                   "--output-format", "--extend-select", "--statistics", "--show-fixes", "--unsafe-fixes",
-                   "--color", "--show-source", "--stdin-filename", "--no-respect-gitignore", "--no-cache",
-                   "--baseline", "--write-baseline", "--quiet", "--verbose"):
+    for option in (
+        "--select",
+        "--ignore",
+        "--format",
+        "--output",
+        "--config",
+        "--force-exclude",
+        "--exit-zero",
+        "--jobs",
+        "--list-rules",
+        "--explain",
+        "--runtime",
+        "--nproc-per-node",
+        "--backend",
+        "--steps",
+        "--epochs",
+        "--timeout",
+        "--rdzv-timeout",
+        "--nnodes",
+        "--node-rank",
+        "--master-addr",
+        "--master-port",
+        "--rdzv-backend",
+        "--rdzv-endpoint",
+        "--version",
+        "--output-format",
+        "--extend-select",
+        "--statistics",
+        "--show-fixes",
+        "--unsafe-fixes",
+        "--color",
+        "--show-source",
+        "--stdin-filename",
+        "--no-respect-gitignore",
+        "--no-cache",
+        "--baseline",
+        "--write-baseline",
+        "--quiet",
+        "--verbose",
+    ):
         assert option in out, option
 
 
@@ -199,8 +245,9 @@ def test_unreadable_file_exits_2():
         path = Path(folder) / "secret.py"
         path.write_text(DIST_SCRIPT)
         path.chmod(0)
-        proc = subprocess.run([*prefix, sys.executable, "-m", "ddplint", str(path)], cwd=folder,
-                              capture_output=True, text=True, timeout=60)
+        proc = subprocess.run(
+            [*prefix, sys.executable, "-m", "ddplint", str(path)], cwd=folder, capture_output=True, text=True, timeout=60
+        )
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr == f"ddplint: error: {path}: cannot read file: permission denied\n"
 
@@ -264,14 +311,30 @@ def test_a_file_name_that_is_not_utf8_is_written_with_its_bytes_escaped(tmp_path
     from conftest import SARIF_SCHEMA
 
     (tmp_path / os.fsdecode(b"bad\xff.py")).write_text(
-        "import torch\nimport torch.distributed as dist\ndist.init_process_group('nccl')\n")
+        "import torch\nimport torch.distributed as dist\ndist.init_process_group('nccl')\n"
+    )
     (tmp_path / "ok.py").write_text("import torch.distributed as dist\ndist.init_process_group('gloo')\n")
     (tmp_path / ".git").mkdir()  # the repository root, for SARIF's and GitHub's relative paths
     output = ["-o", "report.out"] if to_file else []
-    proc = subprocess.run([sys.executable, "-m", "ddplint", "--no-cache", "--extend-select", "DDP402",
-                           "--output-format", output_format, *output, "."], cwd=tmp_path,
-                          capture_output=True, timeout=120, check=False,
-                          env={**os.environ, "PYTHONIOENCODING": "utf-8:strict"})
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ddplint",
+            "--no-cache",
+            "--extend-select",
+            "DDP402",
+            "--output-format",
+            output_format,
+            *output,
+            ".",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        timeout=120,
+        check=False,
+        env={**os.environ, "PYTHONIOENCODING": "utf-8:strict"},
+    )
     assert proc.returncode == 1 and proc.stderr == b"", proc.stderr
     report = ((tmp_path / "report.out").read_bytes() if to_file else proc.stdout).decode("utf-8")
     if output_format == "json":
@@ -294,11 +357,18 @@ def test_ctrl_c_exits_130_without_a_traceback(tmp_path, jobs):
     import signal
 
     body = "import torch\nimport torch.distributed as dist\nimport os\ndist.init_process_group('nccl')\n" + "".join(
-        f"x{i} = torch.zeros(1).to('cuda:0')\nos.makedirs('out{i}')\n" for i in range(400))
+        f"x{i} = torch.zeros(1).to('cuda:0')\nos.makedirs('out{i}')\n" for i in range(400)
+    )
     for n in range(60):  # about a minute of linting on one core: still running when interrupted
         (tmp_path / f"train{n}.py").write_text(body)
-    proc = subprocess.Popen([sys.executable, "-m", "ddplint", "--no-cache", "-v", "-j", jobs, "."], cwd=tmp_path,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ddplint", "--no-cache", "-v", "-j", jobs, "."],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
         first = proc.stderr.readline()  # -v: the configuration line, printed before linting starts
         assert first.startswith("ddplint: configuration:"), first

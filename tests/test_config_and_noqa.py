@@ -35,8 +35,11 @@ def write_project(tmp_path, table: str):
 
 
 def findings(proc):
-    return [line.split(": ", 1)[1].split()[0] + "@" + line.split(":")[0].rsplit("/", 1)[-1] + ":" + line.split(":")[1]
-            for line in proc.stdout.splitlines() if ": DDP" in line]
+    return [
+        line.split(": ", 1)[1].split()[0] + "@" + line.split(":")[0].rsplit("/", 1)[-1] + ":" + line.split(":")[1]
+        for line in proc.stdout.splitlines()
+        if ": DDP" in line
+    ]
 
 
 def test_noqa_forms(tmp_path):
@@ -46,11 +49,14 @@ def test_noqa_forms(tmp_path):
 
 
 def test_config_select_ignore_and_per_file_ignores(tmp_path):
-    write_project(tmp_path, """\
+    write_project(
+        tmp_path,
+        """\
         select = ["DDP1"]
         ignore = ["DDP103"]
         per-file-ignores = { "scripts/*" = ["DDP101"] }
-    """)
+    """,
+    )
     got = findings(run_cli(".", cwd=tmp_path))
     assert got == ["DDP101@train.py:5", "DDP101@train.py:8"]
 
@@ -100,8 +106,10 @@ def test_broken_toml_is_a_usage_error(tmp_path):
 
 def test_rule_crash_is_reported_with_file_and_rule_and_others_continue(tmp_path, monkeypatch):
     crashing, fine = tmp_path / "a.py", tmp_path / "b.py"
-    unbound = 'import torch\nimport torch.distributed as dist\ndist.init_process_group("nccl")\n' \
-              'x = torch.zeros(1).cuda()\ndist.destroy_process_group()\n'  # DDP102 and DDP103
+    unbound = (
+        'import torch\nimport torch.distributed as dist\ndist.init_process_group("nccl")\n'
+        "x = torch.zeros(1).cuda()\ndist.destroy_process_group()\n"
+    )  # DDP102 and DDP103
     crashing.write_text(unbound)
     fine.write_text(unbound)
     original = RULES_BY_CODE["DDP103"].check

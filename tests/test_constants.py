@@ -6,7 +6,7 @@ import pytest
 from ddplint.lint import constants
 from ddplint.lint.facts import collect
 
-HELPER = '''
+HELPER = """
 def helper(path, rank=-1, *, verbose=False, mode="w"):
     if rank not in [-1, 0]:
         barrier()
@@ -16,7 +16,7 @@ def helper(path, rank=-1, *, verbose=False, mode="w"):
         log()
     if mode in ("a", "w"):
         write()
-'''
+"""
 
 
 def bindings(call_source: str) -> dict:
@@ -25,13 +25,16 @@ def bindings(call_source: str) -> dict:
     return constants.bind_arguments(call, definition, {"caller_rank": 3})
 
 
-@pytest.mark.parametrize("call, expected", [
-    ("helper('x')", {"rank": -1, "verbose": False, "mode": "w"}),
-    ("helper('x', 0, verbose=True)", {"path": "x", "rank": 0, "verbose": True, "mode": "w"}),
-    ("helper(p, rank=caller_rank)", {"rank": 3, "verbose": False, "mode": "w"}),
-    ("helper(p, rank=get_rank(), mode=m)", {"verbose": False}),
-    ("helper(*args)", {}),
-])
+@pytest.mark.parametrize(
+    "call, expected",
+    [
+        ("helper('x')", {"rank": -1, "verbose": False, "mode": "w"}),
+        ("helper('x', 0, verbose=True)", {"path": "x", "rank": 0, "verbose": True, "mode": "w"}),
+        ("helper(p, rank=caller_rank)", {"rank": 3, "verbose": False, "mode": "w"}),
+        ("helper(p, rank=get_rank(), mode=m)", {"verbose": False}),
+        ("helper(*args)", {}),
+    ],
+)
 def test_bind_arguments(call, expected):
     got = bindings(call)
     if "path" not in expected:

@@ -130,8 +130,7 @@ def test_a_fix_that_would_not_parse_is_left_out_and_the_others_are_applied(tmp_p
     report = fixes_mod.fix_paths([script], config_for(tmp_path), write=True)
     assert script.read_text() == SCRIPT.replace('os.makedirs("out2", 0o755, False)', 'os.makedirs("out2")')
     assert report.fixed == 1
-    assert [e.message for e in report.errors] == [
-        "internal error: the fix for DDP304 (line 8) would not parse; left unapplied"]
+    assert [e.message for e in report.errors] == ["internal error: the fix for DDP304 (line 8) would not parse; left unapplied"]
 
 
 def test_fix_on_unreadable_input_reports_and_exits_2(tmp_path):
@@ -141,10 +140,13 @@ def test_fix_on_unreadable_input_reports_and_exits_2(tmp_path):
     assert proc.stderr.count("\n") == 1 and "bad.py: not valid utf-8" in proc.stderr
 
 
-@pytest.mark.parametrize(("unsafe", "codes"), [
-    (False, {"DDP202", "DDP203", "DDP304"}),
-    (True, {"DDP101", "DDP202", "DDP203", "DDP303", "DDP304"}),
-])
+@pytest.mark.parametrize(
+    ("unsafe", "codes"),
+    [
+        (False, {"DDP202", "DDP203", "DDP304"}),
+        (True, {"DDP101", "DDP202", "DDP203", "DDP303", "DDP304"}),
+    ],
+)
 def test_every_fix_offered_on_the_fixtures_applies_cleanly(tmp_path, unsafe, codes):
     """Over the whole fixture corpus: each fixed file parses, the fixed findings are gone,
     nothing else changes, and a second pass has nothing left to fix."""
@@ -170,8 +172,13 @@ def test_sarif_and_json_carry_the_fix(tmp_path):
     report = json.loads(run_cli("--format", "json", "train.py", cwd=tmp_path).stdout)
     first = report["diagnostics"][0]
     assert (first["code"], first["line"]) == ("DDP304", 8)
-    assert first["fix"] == {"description": "pass exist_ok=True", "applicability": "safe", "edits": [
-        {"start": {"line": 8, "column": 1}, "end": {"line": 8, "column": 19}, "text": 'os.makedirs("out", exist_ok=True)'}]}
+    assert first["fix"] == {
+        "description": "pass exist_ok=True",
+        "applicability": "safe",
+        "edits": [
+            {"start": {"line": 8, "column": 1}, "end": {"line": 8, "column": 19}, "text": 'os.makedirs("out", exist_ok=True)'}
+        ],
+    }
     log = json.loads(run_cli("--format", "sarif", "train.py", cwd=tmp_path).stdout)
     result = log["runs"][0]["results"][0]
     replacement = result["fixes"][0]["artifactChanges"][0]["replacements"][0]
@@ -203,7 +210,7 @@ def fixed_body(tmp_path, body: str, unsafe: bool = False) -> str | None:
     path.write_text(HEAD + textwrap.dedent(body) + END)
     report = fixes_mod.fix_paths([path], config_for(tmp_path), write=False, unsafe=unsafe)
     assert report.errors == []
-    return report.files[0].after[len(HEAD):-len(END)] if report.files else None
+    return report.files[0].after[len(HEAD) : -len(END)] if report.files else None
 
 
 SET_EPOCH_FIXES = {
@@ -222,7 +229,8 @@ SET_EPOCH_FIXES = {
             sampler.set_epoch(epoch)
             for batch in loader:
                 pass
-        """),
+        """,
+    ),
     "sampler that may be None, comment stays with its statement": (
         """\
         sampler = DistributedSampler(ds) if dist.is_initialized() else None
@@ -241,7 +249,8 @@ SET_EPOCH_FIXES = {
             # one pass
             for batch in loader:
                 pass
-        """),
+        """,
+    ),
     "sampler given to a named loader, loop counted by i": (
         """\
         loader = DataLoader(ds, sampler=DistributedSampler(ds))
@@ -255,7 +264,8 @@ SET_EPOCH_FIXES = {
             loader.sampler.set_epoch(i)
             for batch in loader:
                 pass
-        """),
+        """,
+    ),
     "stages of epochs: the loop right around the loader's": (
         """\
         sampler = DistributedSampler(ds)
@@ -273,7 +283,8 @@ SET_EPOCH_FIXES = {
                 sampler.set_epoch(epoch)
                 for batch in loader:
                     pass
-        """),
+        """,
+    ),
     "above a decorated first statement and its comment": (
         """\
         sampler = DistributedSampler(ds)
@@ -295,12 +306,14 @@ SET_EPOCH_FIXES = {
                 pass
             for batch in DataLoader(ds, sampler=sampler):
                 evaluate()
-        """),
+        """,
+    ),
     "tabs": (
         "def main():\n\tsampler = DistributedSampler(ds)\n\tfor epoch in range(3):\n"
         "\t\tfor b in DataLoader(ds, sampler=sampler):\n\t\t\tpass\n\n\nmain()\n",
         "def main():\n\tsampler = DistributedSampler(ds)\n\tfor epoch in range(3):\n\t\tsampler.set_epoch(epoch)\n"
-        "\t\tfor b in DataLoader(ds, sampler=sampler):\n\t\t\tpass\n\n\nmain()\n"),
+        "\t\tfor b in DataLoader(ds, sampler=sampler):\n\t\t\tpass\n\n\nmain()\n",
+    ),
 }
 
 
@@ -397,33 +410,42 @@ def test_set_epoch_fix_keeps_crlf_line_endings(tmp_path):
     assert script.read_bytes() == expected.replace("\n", "\r\n").encode()
 
 
-PARSER = ("import argparse\nparser = argparse.ArgumentParser()\n"
-          'parser.add_argument("--local_rank", type=int, default=int(os.environ.get("LOCAL_RANK", 0)))\n'
-          "args = parser.parse_args()\n")
+PARSER = (
+    "import argparse\nparser = argparse.ArgumentParser()\n"
+    'parser.add_argument("--local_rank", type=int, default=int(os.environ.get("LOCAL_RANK", 0)))\n'
+    "args = parser.parse_args()\n"
+)
 LOCAL_RANK_FIXES = {
     "string, env local rank": (
         'local_rank = int(os.environ["LOCAL_RANK"])\nx = torch.zeros(1).to("cuda:0")\n',
-        'local_rank = int(os.environ["LOCAL_RANK"])\nx = torch.zeros(1).to(f"cuda:{local_rank}")\n'),
+        'local_rank = int(os.environ["LOCAL_RANK"])\nx = torch.zeros(1).to(f"cuda:{local_rank}")\n',
+    ),
     "int, spawn index": (
         "def worker(i):\n    torch.cuda.set_device(0)\n\n\ntorch.multiprocessing.spawn(worker, nprocs=2)\n",
-        "def worker(i):\n    torch.cuda.set_device(i)\n\n\ntorch.multiprocessing.spawn(worker, nprocs=2)\n"),
+        "def worker(i):\n    torch.cuda.set_device(i)\n\n\ntorch.multiprocessing.spawn(worker, nprocs=2)\n",
+    ),
     "int, a string-valued local rank": (
         'lr = os.environ["LOCAL_RANK"]\nx = torch.zeros(1).cuda(0)\n',
-        'lr = os.environ["LOCAL_RANK"]\nx = torch.zeros(1).cuda(int(lr))\n'),
+        'lr = os.environ["LOCAL_RANK"]\nx = torch.zeros(1).cuda(int(lr))\n',
+    ),
     "torch.device in a variable": (
         'local_rank = int(os.environ["LOCAL_RANK"])\ndevice = torch.device("cuda", 0)\nx = torch.zeros(1).to(device)\n',
-        'local_rank = int(os.environ["LOCAL_RANK"])\ndevice = torch.device("cuda", local_rank)\nx = torch.zeros(1).to(device)\n'),
+        'local_rank = int(os.environ["LOCAL_RANK"])\ndevice = torch.device("cuda", local_rank)\nx = torch.zeros(1).to(device)\n',
+    ),
     "inside an f-string, in the literal's own quotes": (
         'local_rank = int(os.environ["LOCAL_RANK"])\nprint(f"{torch.zeros(1).to(\'cuda:0\')}")\n',
-        'local_rank = int(os.environ["LOCAL_RANK"])\nprint(f"{torch.zeros(1).to(f\'cuda:{local_rank}\')}")\n'),
+        'local_rank = int(os.environ["LOCAL_RANK"])\nprint(f"{torch.zeros(1).to(f\'cuda:{local_rank}\')}")\n',
+    ),
     "comments inside the call stay": (
         'local_rank = int(os.environ["LOCAL_RANK"])\nd = torch.device(\n    "cuda",  # the GPU\n    0,  # per rank\n)\n'
         + "x = torch.zeros(1).to(d)\n",
         'local_rank = int(os.environ["LOCAL_RANK"])\nd = torch.device(\n    "cuda",  # the GPU\n    local_rank,  # per rank\n)\n'
-        + "x = torch.zeros(1).to(d)\n"),
+        + "x = torch.zeros(1).to(d)\n",
+    ),
     "argparse option that defaults to LOCAL_RANK": (
         PARSER + 'x = torch.zeros(1, device="cuda:0")\n',
-        PARSER + 'x = torch.zeros(1, device=f"cuda:{args.local_rank}")\n'),
+        PARSER + 'x = torch.zeros(1, device=f"cuda:{args.local_rank}")\n',
+    ),
 }
 
 
@@ -438,34 +460,34 @@ NO_LOCAL_RANK_FIX = {
     "a name, not a local rank": 'local_rank = -1\nx = torch.zeros(1).to("cuda:0")\n',
     "bound after the use": 'x = torch.zeros(1).to("cuda:0")\nlocal_rank = int(os.environ["LOCAL_RANK"])\n',
     "bound on one path only": 'if "LOCAL_RANK" in os.environ:\n    local_rank = int(os.environ["LOCAL_RANK"])\n'
-                              'x = torch.zeros(1).to("cuda:0")\n',
+    'x = torch.zeros(1).to("cuda:0")\n',
     "a second GPU": 'local_rank = int(os.environ["LOCAL_RANK"])\nx = torch.zeros(1).to("cuda:1")\n',
     "a staticmethod has no self": "class T:\n    def __init__(self):\n"
-                                  '        self.local_rank = int(os.environ["LOCAL_RANK"])\n\n'
-                                  '    @staticmethod\n    def place():\n        return torch.zeros(1).to("cuda:0")\n',
+    '        self.local_rank = int(os.environ["LOCAL_RANK"])\n\n'
+    '    @staticmethod\n    def place():\n        return torch.zeros(1).to("cuda:0")\n',
     "__init__ calls the method before setting it": "class T:\n    def __init__(self):\n        self.place()\n"
-                                                   '        self.local_rank = int(os.environ["LOCAL_RANK"])\n\n'
-                                                   '    def place(self):\n        return torch.zeros(1).to("cuda:0")\n',
+    '        self.local_rank = int(os.environ["LOCAL_RANK"])\n\n'
+    '    def place(self):\n        return torch.zeros(1).to("cuda:0")\n',
     "a global bound after the call": 'def place():\n    return torch.zeros(1).to("cuda:0")\n\n\nplace()\n'
-                                     'local_rank = int(os.environ["LOCAL_RANK"])\nplace()\n',
+    'local_rank = int(os.environ["LOCAL_RANK"])\nplace()\n',
     "a local assigned later in the function": 'local_rank = int(os.environ["LOCAL_RANK"])\n\n\ndef place():\n'
-                                              '    x = torch.zeros(1).to("cuda:0")\n    local_rank = 3\n    return x\n\n\n'
-                                              "place()\n",
+    '    x = torch.zeros(1).to("cuda:0")\n    local_rank = 3\n    return x\n\n\n'
+    "place()\n",
     "a parameter shadows the global": 'local_rank = int(os.environ["LOCAL_RANK"])\n\n\ndef place(local_rank=None):\n'
-                                      '    return torch.zeros(1).to("cuda:0")\n\n\nplace()\n',
+    '    return torch.zeros(1).to("cuda:0")\n\n\nplace()\n',
     "rebound later in the loop": 'local_rank = int(os.environ["LOCAL_RANK"])\nfor i in range(2):\n'
-                                 '    x = torch.zeros(1).to("cuda:0")\n    local_rank = i\n',
-    "a parameter named args that is not the command line": PARSER + 'def build(args):\n'
-                                                          '    return torch.zeros(1).to("cuda:0")\n\n\nbuild(object())\n',
+    '    x = torch.zeros(1).to("cuda:0")\n    local_rank = i\n',
+    "a parameter named args that is not the command line": PARSER + "def build(args):\n"
+    '    return torch.zeros(1).to("cuda:0")\n\n\nbuild(object())\n',
     "a lambda parameter of that name": 'local_rank = int(os.environ["LOCAL_RANK"])\n'
-                                        'move = lambda t, local_rank=None: t.to("cuda:0")\n',
+    'move = lambda t, local_rank=None: t.to("cuda:0")\n',
     "a comprehension variable of that name": 'local_rank = int(os.environ["LOCAL_RANK"])\n'
-                                             'xs = [torch.zeros(1).to("cuda:0") for local_rank in range(2)]\n',
+    'xs = [torch.zeros(1).to("cuda:0") for local_rank in range(2)]\n',
     "a class body": 'class Cfg:\n    local_rank = int(os.environ["LOCAL_RANK"])\n'
-                    '    devices = [torch.device("cuda:0") for _ in range(1)]\n',
+    '    devices = [torch.device("cuda:0") for _ in range(1)]\n',
     "option that torchrun never fills": "import argparse\nparser = argparse.ArgumentParser()\n"
-                                        'parser.add_argument("--local_rank", type=int, default=0)\n'
-                                        'args = parser.parse_args()\nx = torch.zeros(1, device="cuda:0")\n',
+    'parser.add_argument("--local_rank", type=int, default=0)\n'
+    'args = parser.parse_args()\nx = torch.zeros(1, device="cuda:0")\n',
 }
 
 
@@ -486,11 +508,13 @@ def test_map_location_fix_keeps_a_multi_line_call_well_formed(tmp_path):
     body = 'model = torch.nn.Linear(1, 1)\nmodel.load_state_dict(torch.load(\n    "ckpt.pt",\n))\n'
     assert fixed_body(tmp_path, body) is None
     assert fixed_body(tmp_path, body, unsafe=True) == (
-        'model = torch.nn.Linear(1, 1)\nmodel.load_state_dict(torch.load(\n    "ckpt.pt",\n    map_location="cpu",\n))\n')
+        'model = torch.nn.Linear(1, 1)\nmodel.load_state_dict(torch.load(\n    "ckpt.pt",\n    map_location="cpu",\n))\n'
+    )
     commented = 'model = torch.nn.Linear(1, 1)\nmodel.load_state_dict(torch.load(\n    "ckpt.pt"  # the last one\n))\n'
     assert fixed_body(tmp_path, commented, unsafe=True) == (
-        'model = torch.nn.Linear(1, 1)\nmodel.load_state_dict(torch.load(\n'
-        '    "ckpt.pt",\n    map_location="cpu"  # the last one\n))\n')
+        "model = torch.nn.Linear(1, 1)\nmodel.load_state_dict(torch.load(\n"
+        '    "ckpt.pt",\n    map_location="cpu"  # the last one\n))\n'
+    )
 
 
 def test_noqa_and_fixes_count_lines_as_python_does(tmp_path):
@@ -522,6 +546,7 @@ def test_an_edit_saved_while_fix_runs_is_kept(tmp_path, monkeypatch):
     monkeypatch.setattr(fixes_mod, "_fixed_text", edit_meanwhile)
     report = fixes_mod.fix_paths([path], config_mod.Config(root=tmp_path, rules=KNOWN_RULES), write=True)
     assert [(e.path, e.message) for e in report.errors] == [
-        (str(path), "not fixed: the file changed while it was being fixed; run --fix again")]
+        (str(path), "not fixed: the file changed while it was being fixed; run --fix again")
+    ]
     assert report.files == [] and path.read_text() == edited
     assert sorted(p.name for p in tmp_path.iterdir()) == ["train.py"]  # no temporary file left

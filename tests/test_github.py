@@ -33,17 +33,33 @@ def parse(line: str) -> tuple[str, dict[str, str], str]:
 
 def test_special_characters_are_escaped(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    d = Diagnostic(path="dir,1/a:b.py", line=3, col=7, end_line=4, end_col=2, code="DDP105",
-                   message="100% wrong\r\nrank: 8, node: 1", severity=Severity.WARNING)
+    d = Diagnostic(
+        path="dir,1/a:b.py",
+        line=3,
+        col=7,
+        end_line=4,
+        end_col=2,
+        code="DDP105",
+        message="100% wrong\r\nrank: 8, node: 1",
+        severity=Severity.WARNING,
+    )
     out = FORMATS["github"](LintResult(diagnostics=[d], files=1), config_mod.Config(root=tmp_path))
     assert out == (
         "::warning file=dir%2C1/a%3Ab.py,line=3,col=7,endLine=4,endColumn=2,"
         "title=DDP105 device-from-global-rank::100%25 wrong%0D%0Arank: 8, node: 1\n"
     )
-    assert parse(out.rstrip("\n")) == ("warning", {
-        "file": "dir,1/a:b.py", "line": "3", "col": "7", "endLine": "4", "endColumn": "2",
-        "title": "DDP105 device-from-global-rank",
-    }, "100% wrong\r\nrank: 8, node: 1")
+    assert parse(out.rstrip("\n")) == (
+        "warning",
+        {
+            "file": "dir,1/a:b.py",
+            "line": "3",
+            "col": "7",
+            "endLine": "4",
+            "endColumn": "2",
+            "title": "DDP105 device-from-global-rank",
+        },
+        "100% wrong\r\nrank: 8, node: 1",
+    )
 
 
 def test_one_annotation_per_finding_with_repository_relative_paths(tmp_path):
@@ -58,8 +74,12 @@ def test_one_annotation_per_finding_with_repository_relative_paths(tmp_path):
     for (level, props, message), d in zip(annotations, reference, strict=True):
         assert level == d["severity"]
         assert props == {
-            "file": d["path"], "line": str(d["line"]), "col": str(d["column"]),
-            "endLine": str(d["end_line"]), "endColumn": str(d["end_column"]), "title": f"{d['code']} {d['name']}",
+            "file": d["path"],
+            "line": str(d["line"]),
+            "col": str(d["column"]),
+            "endLine": str(d["end_line"]),
+            "endColumn": str(d["end_column"]),
+            "title": f"{d['code']} {d['name']}",
         }
         assert message == d["message"]
 

@@ -61,8 +61,7 @@ def fake_nvml(monkeypatch):
 @pytest.fixture(autouse=True)
 def cuda_torch(monkeypatch):
     """The host checks read the installed torch's CUDA version; here it is a CPU build."""
-    monkeypatch.setattr("ddplint.runtime.checks.host.installed_torch_cuda",
-                        lambda: ("2.4.1+cu124", "12.4"))
+    monkeypatch.setattr("ddplint.runtime.checks.host.installed_torch_cuda", lambda: ("2.4.1+cu124", "12.4"))
 
 
 def host(reads, nproc=1, environ=None):
@@ -180,9 +179,11 @@ def test_driver_library_mismatch_fails_with_reboot_and_refuses_nccl(fake_nvml, m
     fake_nvml(Mismatch(inventory("a100_sxm_4x_foreign_processes")))
     with pytest.raises(NvmlReadFailed) as info:
         open_nvml()
-    assert str(info.value).startswith("the NVIDIA kernel module and the user-space driver differ "
-                                      "(NVML: RM has detected an NVML/RM version mismatch.): the "
-                                      "driver was upgraded without a reboot")
+    assert str(info.value).startswith(
+        "the NVIDIA kernel module and the user-space driver differ "
+        "(NVML: RM has detected an NVML/RM version mismatch.): the "
+        "driver was upgraded without a reboot"
+    )
     assert info.value.fix.startswith("reboot the node")
     checks = {r.check: r for r in run_host_checks(OPTIONS, 2, 0, environ={})}
     assert checks["gpu.inventory"].status is Status.FAIL
@@ -190,8 +191,7 @@ def test_driver_library_mismatch_fails_with_reboot_and_refuses_nccl(fake_nvml, m
     counted = count_gpus({})
     assert counted.count == 0 and "upgraded without a reboot" in counted.broken
     script = Path(__file__)
-    with pytest.raises(audit.UsageError, match="--backend nccl needs GPUs and none can be used: "
-                                               "the NVIDIA kernel module"):
+    with pytest.raises(audit.UsageError, match="--backend nccl needs GPUs and none can be used: the NVIDIA kernel module"):
         audit._validate(RuntimeOptions(script=script, backend="nccl"))
 
 
@@ -210,13 +210,21 @@ def test_a_driver_that_did_not_load_on_a_host_with_nvidia_gpus_fails(fake_nvml, 
             return DRIVER_NOT_LOADED
 
     fake_nvml(NotLoaded(inventory("rtx4090_2x_pcie_cross_socket")))
-    sysfs = _pci(tmp_path / "sys", {"0000:18:00.0": ("0x10de", "0x030000"),
-                                    "0000:18:00.1": ("0x10de", "0x040300"),  # its audio function
-                                    "0000:00:02.0": ("0x8086", "0x030000")})
+    sysfs = _pci(
+        tmp_path / "sys",
+        {
+            "0000:18:00.0": ("0x10de", "0x030000"),
+            "0000:18:00.1": ("0x10de", "0x040300"),  # its audio function
+            "0000:00:02.0": ("0x8086", "0x030000"),
+        },
+    )
     proc = tmp_path / "proc"
     proc.mkdir()
-    with pytest.raises(NvmlReadFailed, match=r"^NVIDIA GPUs are on the PCI bus \(0000:18:00.0\) "
-                                             r"but the NVIDIA driver is not loaded$") as info:
+    with pytest.raises(
+        NvmlReadFailed,
+        match=r"^NVIDIA GPUs are on the PCI bus \(0000:18:00.0\) "
+        r"but the NVIDIA driver is not loaded$",
+    ) as info:
         open_nvml(sysfs=sysfs, procfs=str(proc))
     assert info.value.fix.startswith("load it (sudo modprobe nvidia)")
     # the kernel driver is there (a container of a GPU host without NVML): no GPU to blame
@@ -225,29 +233,38 @@ def test_a_driver_that_did_not_load_on_a_host_with_nvidia_gpus_fails(fake_nvml, 
         open_nvml(sysfs=sysfs, procfs=str(proc))
     # no NVIDIA GPU on the bus: a CPU machine, as before
     with pytest.raises(NvmlUnavailable, match=r"no NVIDIA driver loaded"):
-        open_nvml(sysfs=_pci(tmp_path / "cpu", {"0000:00:02.0": ("0x8086", "0x030000")}),
-                  procfs=str(tmp_path / "empty"))
+        open_nvml(sysfs=_pci(tmp_path / "cpu", {"0000:00:02.0": ("0x8086", "0x030000")}), procfs=str(tmp_path / "empty"))
 
 
 # -- an old pynvml degrades the calls it lacks --------------------------------------------------
 
 
 def test_an_old_pynvml_without_some_wrappers_reads_the_rest_and_names_what_it_lacks(fake_nvml, tmp_path, monkeypatch):
-    for name in ("nvmlDeviceGetRemappedRows", "nvmlDeviceGetCurrentClocksEventReasons",
-                 "nvmlDeviceGetCurrentClocksThrottleReasons", "nvmlDeviceGetComputeRunningProcesses_v3",
-                 "nvmlDeviceGetGraphicsRunningProcesses_v3", "c_nvmlGpuFabricInfo_t"):
+    for name in (
+        "nvmlDeviceGetRemappedRows",
+        "nvmlDeviceGetCurrentClocksEventReasons",
+        "nvmlDeviceGetCurrentClocksThrottleReasons",
+        "nvmlDeviceGetComputeRunningProcesses_v3",
+        "nvmlDeviceGetGraphicsRunningProcesses_v3",
+        "c_nvmlGpuFabricInfo_t",
+    ):
         monkeypatch.delattr(pynvml, name)
     inv = inventory("h100_sxm_8x_nvswitch")
     reads = reads_for(fake_nvml(FakeNvmlLib(inv)), sysfs_tree(tmp_path, inv))
     machine = load_machine(reads)
     assert len(machine.gpus) == 8 and machine.gpus[0].memory_total == inv["devices"][0]["memory"]["total"]
     assert machine.gpus[0].health.remapped_rows is None and machine.gpus[0].health.fabric is None
-    assert machine.lacking == ["nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetGpuFabricInfo",
-                               "nvmlDeviceGetRemappedRows"]
+    assert machine.lacking == [
+        "nvmlDeviceGetCurrentClocksEventReasons",
+        "nvmlDeviceGetGpuFabricInfo",
+        "nvmlDeviceGetRemappedRows",
+    ]
     stack = nvml_module_check(machine.lacking)
     assert stack.status is Status.WARN
-    assert "it lacks nvmlDeviceGetCurrentClocksEventReasons, nvmlDeviceGetGpuFabricInfo, " \
-           "nvmlDeviceGetRemappedRows, so those reads were left out" in stack.summary
+    assert (
+        "it lacks nvmlDeviceGetCurrentClocksEventReasons, nvmlDeviceGetGpuFabricInfo, "
+        "nvmlDeviceGetRemappedRows, so those reads were left out" in stack.summary
+    )
     assert host(reads, 8)["gpu.inventory"].status is Status.PASS
 
 
@@ -262,8 +279,7 @@ def machine_with(name: str, **health) -> object:
 
 
 def test_recorded_healthy_machines_pass_health():
-    for name in ("h100_sxm_8x_nvswitch", "h200_1x_vm_recorded", "v100_sxm2_4x_driver_470",
-                 "rtx4090_2x_pcie_cross_socket"):
+    for name in ("h100_sxm_8x_nvswitch", "h200_1x_vm_recorded", "v100_sxm2_4x_driver_470", "rtx4090_2x_pcie_cross_socket"):
         m = load_machine(ReplayReads(inventory(name)))
         r = health_check(m, list(range(len(m.gpus))), len(m.gpus))
         assert r.status is Status.PASS, (name, r.summary)
@@ -271,14 +287,16 @@ def test_recorded_healthy_machines_pass_health():
 
 
 def test_memory_repairs_fail_or_warn():
-    failed = machine_with("a100_sxm_4x_foreign_processes",
-                          remapped_rows={"correctable": 0, "uncorrectable": 3, "pending": 0, "failure": 1})
+    failed = machine_with(
+        "a100_sxm_4x_foreign_processes", remapped_rows={"correctable": 0, "uncorrectable": 3, "pending": 0, "failure": 1}
+    )
     r = health_check(failed, [0, 1], 2)
     assert r.status is Status.FAIL
     assert r.summary.startswith("GPU0 failed to remap a memory row")
     assert r.fix.startswith("drain the node and replace GPU0")
-    pending = machine_with("a100_sxm_4x_foreign_processes",
-                           remapped_rows={"correctable": 1, "uncorrectable": 0, "pending": 1, "failure": 0})
+    pending = machine_with(
+        "a100_sxm_4x_foreign_processes", remapped_rows={"correctable": 1, "uncorrectable": 0, "pending": 1, "failure": 0}
+    )
     assert health_check(pending, [0], 1).status is Status.WARN
     retired = machine_with("v100_sxm2_4x_driver_470", retired_pages_pending=1)
     r = health_check(retired, [3], 1)
@@ -355,16 +373,36 @@ def test_arch_list_coverage():
 
 
 def _rank(arch_list, gpus, cuda="11.8"):
-    versions = {"python": "3.11.7", "torch": f"2.3.1+cu{cuda.replace('.', '')}", "cuda": cuda,
-                "cudnn": 8700, "nccl": "2.20.5", "nccl_available": True, "cuda_available": True,
-                "device_count": len(gpus), "arch_list": arch_list, "packages": [],
-                "packages_hash": "x", "script": "t.py", "script_sha256": None, "git_commit": None}
-    nvml = {"driver_version": "580.159.04", "cuda_driver_version": 13000, "visible": len(gpus),
-            "uuids": [f"GPU-{k}" for k in range(len(gpus))], "gpus": gpus,
-            "expected_busbw_gbps": None, "basis": None}
-    return {"rank": 0, "status": "completed",
-            "info": {"hostname": "n0", "env": {"RANK": "0", "LOCAL_RANK": "0"},
-                     "versions": versions, "nvml": nvml}}
+    versions = {
+        "python": "3.11.7",
+        "torch": f"2.3.1+cu{cuda.replace('.', '')}",
+        "cuda": cuda,
+        "cudnn": 8700,
+        "nccl": "2.20.5",
+        "nccl_available": True,
+        "cuda_available": True,
+        "device_count": len(gpus),
+        "arch_list": arch_list,
+        "packages": [],
+        "packages_hash": "x",
+        "script": "t.py",
+        "script_sha256": None,
+        "git_commit": None,
+    }
+    nvml = {
+        "driver_version": "580.159.04",
+        "cuda_driver_version": 13000,
+        "visible": len(gpus),
+        "uuids": [f"GPU-{k}" for k in range(len(gpus))],
+        "gpus": gpus,
+        "expected_busbw_gbps": None,
+        "basis": None,
+    }
+    return {
+        "rank": 0,
+        "status": "completed",
+        "info": {"hostname": "n0", "env": {"RANK": "0", "LOCAL_RANK": "0"}, "versions": versions, "nvml": nvml},
+    }
 
 
 def test_a_torch_without_kernels_for_the_gpu_fails_stack_versions():
@@ -384,55 +422,66 @@ NCCL_2_28_DUPLICATE = (
     "NCCL error in: /pytorch/torch/csrc/distributed/c10d/NCCLUtils.cpp:93, invalid usage (run "
     "with NCCL_DEBUG=WARN for details), NCCL version 2.28.9\n"
     "ncclInvalidUsage: This usually reflects invalid usage of NCCL library.\n"
-    "Last error:\nDuplicate GPU detected : rank 0 and rank 1 both on CUDA device 60")
+    "Last error:\nDuplicate GPU detected : rank 0 and rank 1 both on CUDA device 60"
+)
 # NCCL 2.30 and later: no rank, no bus
 NCCL_2_31_MULTIPLE = (
     "NCCL error in: /pytorch/torch/csrc/distributed/c10d/NCCLUtils.cpp:94, invalid usage (run "
     "with NCCL_DEBUG=WARN for details), NCCL version 2.31.2\n"
     "ncclInvalidUsage: This usually reflects invalid usage of NCCL library.\n"
     "Last error:\nMultiple Ranks are using the same GPU/Partition. Set "
-    "NCCL_MULTI_RANK_GPU_ENABLE=1 to enable this configuration.")
+    "NCCL_MULTI_RANK_GPU_ENABLE=1 to enable this configuration."
+)
 
 
 def _raised(rank, text):
-    return {"rank": rank, "status": "raised",
-            "error": {"type": "DistBackendError", "message": text.splitlines()[0], "text": text, "t": rank},
-            "info": {"hostname": "vm", "env": {"RANK": str(rank), "LOCAL_RANK": str(rank)}}}
+    return {
+        "rank": rank,
+        "status": "raised",
+        "error": {"type": "DistBackendError", "message": text.splitlines()[0], "text": text, "t": rank},
+        "info": {"hostname": "vm", "env": {"RANK": str(rank), "LOCAL_RANK": str(rank)}},
+    }
 
 
 def test_nccl_refusals_of_both_generations_name_the_shared_gpu():
     old = distinct_check([_raised(0, NCCL_2_28_DUPLICATE), _raised(1, NCCL_2_28_DUPLICATE)])
     assert old.status is Status.FAIL
-    assert old.summary == ("ranks 0-1 share the GPU at PCI 0000:00:06.0: NCCL refused them "
-                           "(Duplicate GPU detected)")
+    assert old.summary == ("ranks 0-1 share the GPU at PCI 0000:00:06.0: NCCL refused them (Duplicate GPU detected)")
     new = distinct_check([_raised(0, NCCL_2_31_MULTIPLE), _raised(1, NCCL_2_31_MULTIPLE)])
     assert new.status is Status.FAIL
-    assert new.summary == ("ranks 0-1 share a GPU: NCCL refused them (Multiple Ranks are using "
-                           "the same GPU/Partition)")
+    assert new.summary == ("ranks 0-1 share a GPU: NCCL refused them (Multiple Ranks are using the same GPU/Partition)")
     assert new.fix.startswith("bind each rank before building the model")
 
 
 def test_the_last_error_detail_is_kept_and_the_fix_follows_the_cause():
     assert error_line(RuntimeError(NCCL_2_31_MULTIPLE)).startswith("Multiple Ranks are using")
-    assert error_line(RuntimeError(NCCL_2_28_DUPLICATE)) == \
-        "Duplicate GPU detected : rank 0 and rank 1 both on CUDA device 60"
+    assert error_line(RuntimeError(NCCL_2_28_DUPLICATE)) == "Duplicate GPU detected : rank 0 and rank 1 both on CUDA device 60"
     log = "\n".join(f"[rank0]: | {line}" for line in NCCL_2_28_DUPLICATE.splitlines())
-    assert last_nccl_line(log.replace("[rank0]: ", "")) == \
-        "Duplicate GPU detected : rank 0 and rank 1 both on CUDA device 60"
+    assert last_nccl_line(log.replace("[rank0]: ", "")) == "Duplicate GPU detected : rank 0 and rank 1 both on CUDA device 60"
     assert cause_of(NCCL_2_31_MULTIPLE).fix.startswith("bind each rank")
 
 
-@pytest.mark.parametrize("text, starts", [
-    ("RuntimeError: Unexpected error from cudaGetDeviceCount(). Did you run some cuda functions "
-     "before calling NumCudaDevices() that might have already set an error? Error 803: system "
-     "has unsupported display driver / cuda driver combination", "reboot the node"),
-    ("RuntimeError: Unexpected error from cudaGetDeviceCount(). Error 804: forward "
-     "compatibility was attempted on non supported HW",
-     "take the cuda-compat directory out of LD_LIBRARY_PATH"),
-    ("RuntimeError: CUDA error: system not yet initialized", "start the NVIDIA Fabric Manager"),
-    ("torch.AcceleratorError: CUDA error: no kernel image is available for execution on the device",
-     "install a torch build whose CUDA version supports the GPU"),
-])
+@pytest.mark.parametrize(
+    "text, starts",
+    [
+        (
+            "RuntimeError: Unexpected error from cudaGetDeviceCount(). Did you run some cuda functions "
+            "before calling NumCudaDevices() that might have already set an error? Error 803: system "
+            "has unsupported display driver / cuda driver combination",
+            "reboot the node",
+        ),
+        (
+            "RuntimeError: Unexpected error from cudaGetDeviceCount(). Error 804: forward "
+            "compatibility was attempted on non supported HW",
+            "take the cuda-compat directory out of LD_LIBRARY_PATH",
+        ),
+        ("RuntimeError: CUDA error: system not yet initialized", "start the NVIDIA Fabric Manager"),
+        (
+            "torch.AcceleratorError: CUDA error: no kernel image is available for execution on the device",
+            "install a torch build whose CUDA version supports the GPU",
+        ),
+    ],
+)
 def test_cuda_errors_that_are_machine_problems_name_their_fix(text, starts):
     assert cause_of(text).fix.startswith(starts)
 
@@ -454,7 +503,7 @@ def test_gpu_device_nodes_are_what_makes_the_audit_ask_torch(tmp_path):
 
 def test_torch_counts_rocm_gpus_and_says_so(tmp_path):
     rocm = tmp_path / "python"  # stands in for a ROCm build's interpreter: its torch's answer
-    rocm.write_text('#!/bin/sh\necho \'[8, "6.2.41133-dd7f95766"]\'\n')
+    rocm.write_text("#!/bin/sh\necho '[8, \"6.2.41133-dd7f95766\"]'\n")
     rocm.chmod(0o755)
     assert torch_gpu_count(str(rocm)) == GpuCount(8, "torch (ROCm/HIP)")
     broken = tmp_path / "broken"
@@ -482,17 +531,19 @@ def test_a_torch_count_lets_nccl_run_and_names_its_source(monkeypatch):
     checks = {r.check: r for r in run_host_checks(OPTIONS, 4, 0, environ={}, counted=counted)}
     if checks["gpu.inventory"].status is Status.SKIP:  # no NVML here (the usual CI machine)
         assert checks["gpu.inventory"].summary.endswith(
-            "4 GPUs counted by torch (ROCm/HIP); their memory, processes and health are not checked")
+            "4 GPUs counted by torch (ROCm/HIP); their memory, processes and health are not checked"
+        )
     else:  # a machine with an NVIDIA driver reads its GPUs through NVML as usual
         assert "counted by torch" not in checks["gpu.inventory"].summary
 
 
 def _bound(rank, uuid, bus, group="0"):
-    return {"rank": rank, "status": "completed",
-            "info": {"hostname": f"n{group}", "env": {"RANK": str(rank), "LOCAL_RANK": str(rank),
-                                                      "GROUP_RANK": group}},
-            "binding": {"device_type": "cuda", "gpu": {"index": 0, "name": "AMD Instinct MI250X",
-                                                       "uuid": uuid, "pci_bus_id": bus}}}
+    return {
+        "rank": rank,
+        "status": "completed",
+        "info": {"hostname": f"n{group}", "env": {"RANK": str(rank), "LOCAL_RANK": str(rank), "GROUP_RANK": group}},
+        "binding": {"device_type": "cuda", "gpu": {"index": 0, "name": "AMD Instinct MI250X", "uuid": uuid, "pci_bus_id": bus}},
+    }
 
 
 def test_gpus_without_uuids_are_told_apart_by_node_and_pci_bus():

@@ -29,16 +29,33 @@ ngpus_per_node = torch.cuda.device_count()
 """
 
 MAIN = [
-    "rank == 0", "0 == rank", "dist.get_rank() == 0", "args.rank % ngpus_per_node == 0",
-    "local_rank in [-1, 0]", "RANK in {-1, 0}", "not rank", "rank <= 0", "is_master", "master_process",
-    "args.local_rank == 0", 'int(os.environ.get("RANK", 0)) == 0', "is_main_process()",
-    "utils.is_main_process()", "misc.is_main_process()", "accelerator.is_main_process",
-    "accelerator.is_local_main_process", "trainer.is_global_zero", "self.global_rank == 0",
-    "epoch % 10 == 0 and rank == 0", "not args.distributed or rank == 0", "not (rank != 0)",
-    "rank == 1", "rank == world_size - 1", "dist.get_rank() == dist.get_world_size() - 1",
+    "rank == 0",
+    "0 == rank",
+    "dist.get_rank() == 0",
+    "args.rank % ngpus_per_node == 0",
+    "local_rank in [-1, 0]",
+    "RANK in {-1, 0}",
+    "not rank",
+    "rank <= 0",
+    "is_master",
+    "master_process",
+    "args.local_rank == 0",
+    'int(os.environ.get("RANK", 0)) == 0',
+    "is_main_process()",
+    "utils.is_main_process()",
+    "misc.is_main_process()",
+    "accelerator.is_main_process",
+    "accelerator.is_local_main_process",
+    "trainer.is_global_zero",
+    "self.global_rank == 0",
+    "epoch % 10 == 0 and rank == 0",
+    "not args.distributed or rank == 0",
+    "not (rank != 0)",
+    "rank == 1",
+    "rank == world_size - 1",
+    "dist.get_rank() == dist.get_world_size() - 1",
 ]
-NOTMAIN = ["rank != 0", "rank > 0", "local_rank not in (-1, 0)", "not is_main_process()", "rank",
-           "rank != world_size - 1"]
+NOTMAIN = ["rank != 0", "rank > 0", "local_rank not in (-1, 0)", "not is_main_process()", "rank", "rank != world_size - 1"]
 SINGLE = ["not args.distributed", "not dist.is_initialized()", "world_size == 1", "args.local_rank == -1"]
 NEITHER = ["args.gpu is None", "epoch % 10 == 0", "rank == 0 or epoch == 0", "args.output_dir", "rank == step"]
 
@@ -117,8 +134,9 @@ def test_a_function_with_one_unguarded_caller_is_not_main_only(tmp_path):
 
 
 def test_a_spawn_target_runs_on_every_rank(tmp_path):
-    source = (PRELUDE + "import torch.multiprocessing as mp\ndef worker(i):\n    torch.save({}, 'x.pt')\n"
-              "mp.spawn(worker, nprocs=2)\n")
+    source = (
+        PRELUDE + "import torch.multiprocessing as mp\ndef worker(i):\n    torch.save({}, 'x.pt')\nmp.spawn(worker, nprocs=2)\n"
+    )
     ctx = context(source, tmp_path)
     assert not ctx.guards.main_only(ctx.facts.calls_to("torch.save")[0])
 
@@ -130,8 +148,10 @@ def test_project_predicates_resolve_across_modules(tmp_path):
         "import os\n\ndef who():\n    return int(os.environ['RANK'])\n\n"
         "def leads():\n    return who() == 0\n\ndef trails():\n    return not leads()\n"
     )
-    source = ("import torch\nfrom helpers.ranks import leads, trails\n"
-              "if leads():\n    torch.save({}, 'a')\nif trails():\n    torch.save({}, 'b')\n")
+    source = (
+        "import torch\nfrom helpers.ranks import leads, trails\n"
+        "if leads():\n    torch.save({}, 'a')\nif trails():\n    torch.save({}, 'b')\n"
+    )
     ctx = context(source, tmp_path)
     first, second = ctx.facts.calls_to("torch.save")
     assert ctx.guards.condition_kind(first.conditions[0], ctx.facts, ctx.path, "") == "main"
@@ -140,9 +160,12 @@ def test_project_predicates_resolve_across_modules(tmp_path):
 
 def test_helper_modules_are_parsed_once_per_run(tmp_path, monkeypatch):
     (tmp_path / "utils.py").write_text(
-        "import torch.distributed as dist\n\ndef is_main_process():\n    return dist.get_rank() == 0\n")
-    script = ("import torch\nimport torch.distributed as dist\nimport utils\ndist.init_process_group('gloo')\n"
-              "if utils.is_main_process():\n    torch.save({}, 'x')\ndist.destroy_process_group()\n")
+        "import torch.distributed as dist\n\ndef is_main_process():\n    return dist.get_rank() == 0\n"
+    )
+    script = (
+        "import torch\nimport torch.distributed as dist\nimport utils\ndist.init_process_group('gloo')\n"
+        "if utils.is_main_process():\n    torch.save({}, 'x')\ndist.destroy_process_group()\n"
+    )
     read = []
     real = project_mod.read_source
     monkeypatch.setattr(project_mod, "read_source", lambda path: read.append(path.name) or real(path))

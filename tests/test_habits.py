@@ -43,8 +43,7 @@ def test_extend_exclude_adds_to_the_default_excludes(tree):
 
 def test_exclude_replaces_the_excludes_default_ones_included(tree):
     assert linted(run_cli(".", cwd=tree)) == {"src/train.py", "legacy/old.py", "src/vendor/lib.py"}
-    assert linted(run_cli("--exclude", "legacy", ".", cwd=tree)) == \
-        {"src/train.py", "build/gen.py", "src/vendor/lib.py"}
+    assert linted(run_cli("--exclude", "legacy", ".", cwd=tree)) == {"src/train.py", "build/gen.py", "src/vendor/lib.py"}
 
 
 def test_command_line_excludes_add_to_the_configurations(tree):
@@ -86,8 +85,9 @@ def test_file_level_noqa_naming_an_unknown_rule_is_a_warning(tmp_path):
 
 
 def test_statistics_are_sorted_by_count_then_code(tmp_path):
-    (tmp_path / "train.py").write_text(DIST + 'open("log.txt", "w")\ny = torch.zeros(1).to("cuda:0")\n'
-                                       'os.makedirs("b")\nos.makedirs("c")\n')
+    (tmp_path / "train.py").write_text(
+        DIST + 'open("log.txt", "w")\ny = torch.zeros(1).to("cuda:0")\nos.makedirs("b")\nos.makedirs("c")\n'
+    )
     proc = run_cli("--statistics", "--extend-select", "DDP402", "train.py", cwd=tmp_path)
     rows = [line.split()[:2] for line in proc.stdout.splitlines()[:-1]]
     assert rows == [["3", "DDP304"], ["2", "DDP101"], ["1", "DDP302"], ["1", "DDP402"]]
@@ -96,6 +96,15 @@ def test_statistics_are_sorted_by_count_then_code(tmp_path):
 
 def test_help_documents_the_new_options_and_formats():
     out = run_cli("--help").stdout
-    for text in ("--fail-on", "--exclude", "--extend-exclude", "--add-noqa", "concise", "gitlab", "junit",
-                 "lint the working directory", "at or above --fail-on"):
+    for text in (
+        "--fail-on",
+        "--exclude",
+        "--extend-exclude",
+        "--add-noqa",
+        "concise",
+        "gitlab",
+        "junit",
+        "lint the working directory",
+        "at or above --fail-on",
+    ):
         assert text in out, text

@@ -81,17 +81,18 @@ def test_an_ignore_of_any_width_beats_the_default_selection(project):
 def test_rules_are_selected_by_name_as_well_as_code(project):
     assert codes(run_cli("--select", "hard-coded-cuda-index", "train.py", cwd=project)) == ["DDP101", "DDP101"]
     assert codes(run_cli("--select", "Makedirs-Race,DDP302", "train.py", cwd=project)) == ["DDP302", "DDP304"]
-    assert codes(run_cli("--ignore", "unguarded-log-writer,makedirs-race", "train.py", cwd=project)) == \
-        ["DDP101", "DDP101"]
+    assert codes(run_cli("--ignore", "unguarded-log-writer,makedirs-race", "train.py", cwd=project)) == ["DDP101", "DDP101"]
     (project / "pyproject.toml").write_text(
         '[tool.ddplint]\nextend-select = ["missing-destroy-process-group"]\n'
-        'per-file-ignores = { "train.py" = ["hard-coded-cuda-index"] }\n')
+        'per-file-ignores = { "train.py" = ["hard-coded-cuda-index"] }\n'
+    )
     assert codes(run_cli("train.py", cwd=project)) == ["DDP402", "DDP302", "DDP304"]
 
 
 def test_an_unknown_rule_name_is_one_line_and_exit_2(project):
-    one_line_error(run_cli("--select", "hard-coded-cuda", "train.py", cwd=project),
-                   "unknown rule selector 'hard-coded-cuda' in --select")
+    one_line_error(
+        run_cli("--select", "hard-coded-cuda", "train.py", cwd=project), "unknown rule selector 'hard-coded-cuda' in --select"
+    )
     (project / "pyproject.toml").write_text('[tool.ddplint]\nignore = ["no-such-rule"]\n')
     one_line_error(run_cli("train.py", cwd=project), "unknown rule selector 'no-such-rule'")
 
@@ -122,8 +123,9 @@ def test_a_bad_fail_on_in_the_configuration_is_one_line_and_exit_2(project, valu
 
 
 def test_an_unknown_level_on_the_command_line_is_one_line_and_exit_2(project):
-    one_line_error(run_cli("--fail-on", "fatal", "warn.py", cwd=project),
-                   "unknown level 'fatal' in --fail-on (one of error, warning, info)")
+    one_line_error(
+        run_cli("--fail-on", "fatal", "warn.py", cwd=project), "unknown level 'fatal' in --fail-on (one of error, warning, info)"
+    )
 
 
 def test_exit_zero_still_exits_0(project):

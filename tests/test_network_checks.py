@@ -39,15 +39,18 @@ def cluster_node(tmp_path: Path) -> str:
 
 def test_ports_are_read_as_ibstat_shows_them(tmp_path):
     ports = ib_ports(cluster_node(tmp_path))
-    assert [p.describe() for p in ports] == ["mlx5_0:1 ACTIVE 400 Gb/s InfiniBand",
-                                             "mlx5_1:1 DOWN 400 Gb/s InfiniBand",
-                                             "mlx5_2:1 ACTIVE 200 Gb/s RoCE"]
+    assert [p.describe() for p in ports] == [
+        "mlx5_0:1 ACTIVE 400 Gb/s InfiniBand",
+        "mlx5_1:1 DOWN 400 Gb/s InfiniBand",
+        "mlx5_2:1 ACTIVE 200 Gb/s RoCE",
+    ]
     assert ib_ports(str(tmp_path / "none")) == []
 
 
 def test_nccl_ib_hca_selection_forms():
-    ports = [IbPort(f"mlx5_{k}", 1, "ACTIVE", 400.0, "InfiniBand") for k in range(3)] + \
-        [IbPort("mlx5_10", 1, "ACTIVE", 400.0, "InfiniBand")]
+    ports = [IbPort(f"mlx5_{k}", 1, "ACTIVE", 400.0, "InfiniBand") for k in range(3)] + [
+        IbPort("mlx5_10", 1, "ACTIVE", 400.0, "InfiniBand")
+    ]
     names = lambda spec: [p.name for p in nccl_ib_hca_matches(spec, ports)]  # noqa: E731
     assert names("mlx5_1") == ["mlx5_1:1", "mlx5_10:1"]  # a prefix, as NCCL reads it
     assert names("=mlx5_1") == ["mlx5_1:1"]
@@ -87,31 +90,25 @@ def test_interfaces_down_or_without_address_cannot_carry_nccl(tmp_path):
     net.mkdir(parents=True)
     (net / "operstate").write_text("down\n")
     (tmp_path / "net").mkdir()
-    (tmp_path / "net" / "if_inet6").write_text(
-        "fe800000000000000000000000000001 05 40 20 80      ib0\n")
+    (tmp_path / "net" / "if_inet6").write_text("fe800000000000000000000000000001 05 40 20 80      ib0\n")
     down = interface("ib0", str(tmp_path), str(tmp_path))
     assert down == Interface("ib0", False, ("fe80::1",))
     table = {"ib0": down, "eth1": Interface("eth1", True, ()), "eth0": Interface("eth0", True, ("10.0.0.5",))}
     assert unusable(["ib0", "eth1"], table.__getitem__) == ["ib0 is down", "eth1 is up with no address"]
     assert unusable(["ib0", "eth0"], table.__getitem__) == []
-    r = launch_env_check({"NCCL_SOCKET_IFNAME": "ib"}, 8, 2, ["lo", "eth0", "ib0"], 64,
-                         ifinfo=table.__getitem__)
+    r = launch_env_check({"NCCL_SOCKET_IFNAME": "ib"}, 8, 2, ["lo", "eth0", "ib0"], 64, ifinfo=table.__getitem__)
     assert r.status is Status.FAIL
-    assert r.summary == ("NCCL_SOCKET_IFNAME=ib selects only interfaces that cannot carry NCCL's "
-                         "connections (ib0 is down)")
-    ok = launch_env_check({"NCCL_SOCKET_IFNAME": "eth0"}, 8, 2, ["lo", "eth0", "ib0"], 64,
-                          ifinfo=table.__getitem__)
+    assert r.summary == ("NCCL_SOCKET_IFNAME=ib selects only interfaces that cannot carry NCCL's connections (ib0 is down)")
+    ok = launch_env_check({"NCCL_SOCKET_IFNAME": "eth0"}, 8, 2, ["lo", "eth0", "ib0"], 64, ifinfo=table.__getitem__)
     assert ok.status is Status.PASS
 
 
 def _swept(rank: int, group: str, busbw: float, nics: list[float] | None) -> dict:
     rows = [{"bytes": 1 << 28, "seconds": 0.01, "algbw_gbps": busbw, "busbw_gbps": busbw}]
-    info = {"hostname": f"n{group}", "env": {"RANK": str(rank), "GROUP_RANK": group,
-                                             "LOCAL_WORLD_SIZE": "1"}}
+    info = {"hostname": f"n{group}", "env": {"RANK": str(rank), "GROUP_RANK": group, "LOCAL_WORLD_SIZE": "1"}}
     if nics is not None:
         info["nics_gbps"] = nics
-    return {"rank": rank, "info": info,
-            "comm": {"sweep": rows, "world_size": 2, "backend": "nccl", "device": "cuda:0"}}
+    return {"rank": rank, "info": info, "comm": {"sweep": rows, "world_size": 2, "backend": "nccl", "device": "cuda:0"}}
 
 
 def test_bandwidth_across_nodes_is_compared_with_the_ports():

@@ -13,21 +13,30 @@ HEAD = ["import torch\n", "import torch.distributed as dist\n"]
 
 
 def notebook(*cells: tuple[str, list[str]], language: str = "python") -> str:
-    return json.dumps({
-        "cells": [{"cell_type": kind, "metadata": {}, "source": source,
-                   **({"execution_count": None, "outputs": []} if kind == "code" else {})}
-                  for kind, source in cells],
-        "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": language}},
-        "nbformat": 4, "nbformat_minor": 5,
-    }, indent=1)
+    return json.dumps(
+        {
+            "cells": [
+                {
+                    "cell_type": kind,
+                    "metadata": {},
+                    "source": source,
+                    **({"execution_count": None, "outputs": []} if kind == "code" else {}),
+                }
+                for kind, source in cells
+            ],
+            "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": language}},
+            "nbformat": 4,
+            "nbformat_minor": 5,
+        },
+        indent=1,
+    )
 
 
 TRAIN = notebook(
     ("markdown", ["# Training on every GPU\n"]),
     ("code", ["%matplotlib inline\n", "!pip install torch\n", *HEAD]),
     ("code", ["%%bash\n", "nvidia-smi\n"]),
-    ("code", ["dist.init_process_group('nccl')\n", "files = !ls\n", "model = torch.nn.Linear(1, 1).to('cuda:0')\n",
-              "model?\n"]),
+    ("code", ["dist.init_process_group('nccl')\n", "files = !ls\n", "model = torch.nn.Linear(1, 1).to('cuda:0')\n", "model?\n"]),
 )
 
 
@@ -58,8 +67,7 @@ def test_sarif_names_the_notebook_cell(tmp_path):
     assert location["physicalLocation"]["artifactLocation"]["uri"].endswith("train.ipynb")
     assert "region" not in location["physicalLocation"]  # lines of the .ipynb JSON would be wrong ones
     assert location["logicalLocations"] == [{"name": "cell 4", "kind": "module"}]
-    assert location["properties"] == {"notebookCell": 4, "cellLine": 3, "cellColumn": 34, "cellEndLine": 3,
-                                      "cellEndColumn": 42}
+    assert location["properties"] == {"notebookCell": 4, "cellLine": 3, "cellColumn": 34, "cellEndLine": 3, "cellEndColumn": 42}
 
 
 def test_a_syntax_error_in_a_cell_is_located_in_it(tmp_path):

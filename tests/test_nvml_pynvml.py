@@ -54,8 +54,14 @@ class FakeNvmlLib:
     """libnvidia-ml.so for one recorded machine. Handles are pointers whose value encodes the
     position in the inventory (+1); MIG handles encode 1000 * (position + 1) + instance."""
 
-    def __init__(self, inv: dict, missing: set[str] = frozenset(), numa: dict[int, int] | None = None,
-                 memory_denied: set[int] = frozenset(), lost: set[int] = frozenset()):
+    def __init__(
+        self,
+        inv: dict,
+        missing: set[str] = frozenset(),
+        numa: dict[int, int] | None = None,
+        memory_denied: set[int] = frozenset(),
+        lost: set[int] = frozenset(),
+    ):
         self.inv = inv
         self.missing = set(missing)
         self.numa = numa or {}  # NVML index -> nvmlDeviceGetNumaNodeId answer (else NOT_SUPPORTED)
@@ -118,8 +124,7 @@ class FakeNvmlLib:
         pos = self.by_index.get(index.value)
         if pos is None:
             return NO_PERMISSION
-        ctypes.memmove(ctypes.addressof(_out(ref)), ctypes.byref(ctypes.c_void_p(pos + 1)),
-                       ctypes.sizeof(ctypes.c_void_p))
+        ctypes.memmove(ctypes.addressof(_out(ref)), ctypes.byref(ctypes.c_void_p(pos + 1)), ctypes.sizeof(ctypes.c_void_p))
         return SUCCESS
 
     def _nvmlDeviceGetName(self, handle, buf, size):
@@ -175,8 +180,7 @@ class FakeNvmlLib:
         if index.value >= len(self.inv["devices"][pos]["mig_devices"]):
             return 6  # NVML_ERROR_NOT_FOUND: no instance in this slot
         value = 1000 * (pos + 1) + index.value
-        ctypes.memmove(ctypes.addressof(_out(ref)), ctypes.byref(ctypes.c_void_p(value)),
-                       ctypes.sizeof(ctypes.c_void_p))
+        ctypes.memmove(ctypes.addressof(_out(ref)), ctypes.byref(ctypes.c_void_p(value)), ctypes.sizeof(ctypes.c_void_p))
         return SUCCESS
 
     def _nvmlDeviceGetTotalEccErrors(self, handle, error_type, counter_type, ref):
@@ -279,8 +283,7 @@ class FakeNvmlLib:
         rows = self._dev(handle)["remapped_rows"]
         if rows is None:
             return NOT_SUPPORTED
-        for ref, key in ((corr, "correctable"), (unc, "uncorrectable"), (pending, "pending"),
-                         (failure, "failure")):
+        for ref, key in ((corr, "correctable"), (unc, "uncorrectable"), (pending, "pending"), (failure, "failure")):
             self._set(ref, rows[key])
         return SUCCESS
 
@@ -310,6 +313,7 @@ def fake_nvml(monkeypatch):
 
 def fake_installer(monkeypatch):
     """Install a FakeNvmlLib as pynvml's C library; pynvml's state is restored afterwards."""
+
     def install(lib: FakeNvmlLib) -> FakeNvmlLib:
         # the affinity mask has as many words as the recorded host had CPUs / 64
         words = max(len(d["cpu_affinity"] or [None]) for d in lib.inv["devices"])
@@ -318,6 +322,7 @@ def fake_installer(monkeypatch):
         monkeypatch.setattr(pynvml, "_nvmlGetFunctionPointer_cache", {})
         monkeypatch.setattr(pynvml, "_nvmlLib_refcount", 0)
         return lib
+
     return install
 
 
@@ -366,18 +371,19 @@ def test_r470_without_the_v3_process_symbols_reads_processes_through_v2(fake_nvm
 
 def test_a_driver_before_r460_answers_through_the_v1_symbol(fake_nvml, tmp_path):
     inv = inventory("a100_sxm_4x_foreign_processes")
-    lib = fake_nvml(FakeNvmlLib(inv, missing=R470_MISSING | {
-        "nvmlDeviceGetComputeRunningProcesses_v2", "nvmlDeviceGetGraphicsRunningProcesses_v2"}))
+    lib = fake_nvml(
+        FakeNvmlLib(
+            inv, missing=R470_MISSING | {"nvmlDeviceGetComputeRunningProcesses_v2", "nvmlDeviceGetGraphicsRunningProcesses_v2"}
+        )
+    )
     reads = reads_for(lib, sysfs_tree(tmp_path, inv))
-    assert [reads.compute_processes(i) for i in range(4)] == \
-        [d["compute_processes"] for d in inv["devices"]]
+    assert [reads.compute_processes(i) for i in range(4)] == [d["compute_processes"] for d in inv["devices"]]
     assert "nvmlDeviceGetComputeRunningProcesses" in lib.calls
 
 
 def test_no_process_symbol_at_all_is_not_available_rather_than_an_error(fake_nvml, tmp_path):
     inv = inventory("a100_sxm_4x_foreign_processes")
-    gone = {f"nvmlDevice{k}RunningProcesses{v}" for k in ("GetCompute", "GetGraphics")
-            for v in ("", "_v2", "_v3")}
+    gone = {f"nvmlDevice{k}RunningProcesses{v}" for k in ("GetCompute", "GetGraphics") for v in ("", "_v2", "_v3")}
     lib = fake_nvml(FakeNvmlLib(inv, missing=gone))
     reads = reads_for(lib, sysfs_tree(tmp_path, inv))
     assert reads.compute_processes(2) == [] and reads.graphics_processes(2) == []
@@ -427,16 +433,20 @@ def test_memory_of_a_mig_parent_without_privileges_is_unreadable_not_a_dead_gpu(
     lib = fake_nvml(FakeNvmlLib(inv, memory_denied={0}))
     reads = reads_for(lib, sysfs_tree(tmp_path, inv))
     assert reads.memory(0) is None
-    results = run_host_checks(RuntimeOptions(script=Path("t.py")), 1, 0, nvml=reads,
-                              environ={"CUDA_VISIBLE_DEVICES": inv["devices"][0]["mig_devices"][1]})
+    results = run_host_checks(
+        RuntimeOptions(script=Path("t.py")),
+        1,
+        0,
+        nvml=reads,
+        environ={"CUDA_VISIBLE_DEVICES": inv["devices"][0]["mig_devices"][1]},
+    )
     assert results[0].status is not Status.FAIL, results[0].summary  # read, not "fell off the bus"
-    gpu = inventory_check(load_machine(reads), 1,
-                          {"CUDA_VISIBLE_DEVICES": inv["devices"][0]["mig_devices"][1]},
-                          ("2.4.1+cu124", "12.4"))
+    gpu = inventory_check(
+        load_machine(reads), 1, {"CUDA_VISIBLE_DEVICES": inv["devices"][0]["mig_devices"][1]}, ("2.4.1+cu124", "12.4")
+    )
     assert gpu.status is Status.PASS, gpu.summary
     assert gpu.summary == "1 x NVIDIA A100-SXM4-40GB free for 1 process"
-    assert any("memory not reported by NVML (a MIG-enabled GPU without privileges" in e
-               for e in gpu.evidence)
+    assert any("memory not reported by NVML (a MIG-enabled GPU without privileges" in e for e in gpu.evidence)
     assert any(e.startswith("CUDA_VISIBLE_DEVICES names MIG-c07e1d95") for e in gpu.evidence)
 
 

@@ -37,13 +37,34 @@ def test_every_module_imports_under_the_oldest_declared_python(tmp_path):
     venv = tmp_path / "venv"
     subprocess.run([python, "-m", "venv", str(venv)], check=True, timeout=300)
     env = {k: v for k, v in os.environ.items() if k not in {"PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV"}}
-    install = subprocess.run([venv / "bin" / "python", "-m", "pip", "install", "-q", str(ROOT)],
-                             capture_output=True, text=True, timeout=600, cwd=tmp_path, env=env, check=False)
+    install = subprocess.run(
+        [venv / "bin" / "python", "-m", "pip", "install", "-q", str(ROOT)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=tmp_path,
+        env=env,
+        check=False,
+    )
     assert install.returncode == 0, install.stdout + install.stderr
-    imported = subprocess.run([venv / "bin" / "python", str(IMPORT_CHECK)],
-                              capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env, check=False)
+    imported = subprocess.run(
+        [venv / "bin" / "python", str(IMPORT_CHECK)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+        env=env,
+        check=False,
+    )
     assert imported.returncode == 0, imported.stdout + imported.stderr
     assert f"under Python {OLDEST}." in imported.stdout, imported.stdout
-    lint = subprocess.run([venv / "bin" / "ddplint", str(ROOT / "fixtures/lint/device/hardcoded_to_cuda0.py")],
-                          capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env, check=False)
+    lint = subprocess.run(
+        [venv / "bin" / "ddplint", str(ROOT / "fixtures/lint/device/hardcoded_to_cuda0.py")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+        env=env,
+        check=False,
+    )
     assert lint.returncode == 1 and "DDP101" in lint.stdout, lint.stdout + lint.stderr

@@ -42,8 +42,7 @@ def test_output_format_and_its_format_alias(project):
 
 
 def test_extend_select_adds_to_select_from_cli_and_config(project):
-    assert codes(run_cli("--select", "DDP304", "--extend-select", "DDP101", "train.py", cwd=project)) == \
-        ["DDP101", "DDP304"]
+    assert codes(run_cli("--select", "DDP304", "--extend-select", "DDP101", "train.py", cwd=project)) == ["DDP101", "DDP304"]
     (project / "pyproject.toml").write_text('[tool.ddplint]\nselect = ["DDP304"]\nextend-select = ["DDP101"]\n')
     assert codes(run_cli("train.py", cwd=project)) == ["DDP101", "DDP304"]
     proc = run_cli("--extend-select", "DDP9", "train.py", cwd=project)
@@ -92,11 +91,25 @@ def test_source_snippet_with_caret_and_color(project):
 
 
 def test_stdin_with_stdin_filename(project):
-    proc = subprocess.run([sys.executable, "-m", "ddplint", "--stdin-filename", "src/train.py", "-"],
-                          input=SCRIPT, capture_output=True, text=True, cwd=project, timeout=120, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-m", "ddplint", "--stdin-filename", "src/train.py", "-"],
+        input=SCRIPT,
+        capture_output=True,
+        text=True,
+        cwd=project,
+        timeout=120,
+        check=False,
+    )
     assert proc.returncode == 1 and "src/train.py:6:" in proc.stdout
-    plain = subprocess.run([sys.executable, "-m", "ddplint", "-"], input="x = 1\n", capture_output=True, text=True,
-                           cwd=project, timeout=120, check=False)
+    plain = subprocess.run(
+        [sys.executable, "-m", "ddplint", "-"],
+        input="x = 1\n",
+        capture_output=True,
+        text=True,
+        cwd=project,
+        timeout=120,
+        check=False,
+    )
     assert plain.returncode == 0
     proc = run_cli("--fix", "-", cwd=project)
     assert proc.returncode == 2 and "do not read standard input" in proc.stderr
@@ -113,8 +126,9 @@ def test_gitignore_is_respected_unless_told(project):
         (project / rel).write_text(SCRIPT)
     linted = {line.split(":")[0] for line in run_cli(".", cwd=project).stdout.splitlines() if ": DDP" in line}
     assert linted == {"train.py", "src/train.py"}
-    linted = {line.split(":")[0] for line in run_cli("--no-respect-gitignore", ".", cwd=project).stdout.splitlines()
-              if ": DDP" in line}
+    linted = {
+        line.split(":")[0] for line in run_cli("--no-respect-gitignore", ".", cwd=project).stdout.splitlines() if ": DDP" in line
+    }
     assert linted == {"train.py", "src/train.py", "generated/train.py", "scratch_1.py"}
     assert "DDP101" in run_cli("scratch_1.py", cwd=project).stdout  # named on the command line: linted
 
@@ -133,7 +147,7 @@ def test_noqa_naming_an_unknown_code_is_reported(project):
 def test_standalone_config_file(project, name):
     (project / name).write_text('ignore = ["DDP101"]\n')
     assert codes(run_cli("train.py", cwd=project)) == ["DDP304"]
-    (project / name).write_text('ignore = 3\n')
+    (project / name).write_text("ignore = 3\n")
     proc = run_cli("train.py", cwd=project)
     assert proc.returncode == 2 and f"{name}: `ignore` must be a list of strings" in proc.stderr
 
@@ -176,7 +190,8 @@ def test_unsafe_fixes_are_offered_marked_and_applied_only_when_asked(tmp_path):
     fixed = run_cli("--fix", "--unsafe-fixes", "train.py", cwd=tmp_path)
     assert fixed.returncode == 0 and "Fixed 2 problems in 1 file." in fixed.stderr
     assert script.read_text() == UNSAFE.replace('"cuda:0"', 'f"cuda:{local_rank}"').replace(
-        'torch.load("ckpt.pt")', 'torch.load("ckpt.pt", map_location="cpu")')
+        'torch.load("ckpt.pt")', 'torch.load("ckpt.pt", map_location="cpu")'
+    )
 
 
 def test_unsafe_fixes_are_marked_only_with_the_flag():

@@ -57,8 +57,11 @@ def test_junit_is_xml_with_a_suite_per_file_and_a_failed_case_per_finding(projec
     suites = root.findall("testsuite")
     assert [s.get("name") for s in suites] == ["src/other.py", "src/train.py"]
     cases = suites[1].findall("testcase")
-    assert [c.get("name") for c in cases] == ["DDP302 at src/train.py:6:7", "DDP101 at src/train.py:7:23",
-                                              "DDP304 at src/train.py:8:1"]
+    assert [c.get("name") for c in cases] == [
+        "DDP302 at src/train.py:6:7",
+        "DDP101 at src/train.py:7:23",
+        "DDP304 at src/train.py:8:1",
+    ]
     failure = cases[1].find("failure")
     assert failure.get("type") == "DDP101" and failure.get("message").startswith("device index 0 is hard-coded")
     assert failure.text.startswith("src/train.py:7:23: DDP101 [error] ")
@@ -77,8 +80,7 @@ def test_junit_of_a_clean_run_has_one_passing_case_and_errors_are_errors(project
 
 
 def test_junit_stays_well_formed_with_characters_xml_cannot_carry(tmp_path):
-    d = Diagnostic(path="a\x01b.py", line=1, col=1, end_line=1, end_col=2, code="DDP101",
-                   message="bad \x00 byte & <tag> \ud800")
+    d = Diagnostic(path="a\x01b.py", line=1, col=1, end_line=1, end_col=2, code="DDP101", message="bad \x00 byte & <tag> \ud800")
     result = LintResult(diagnostics=[d], errors=[FileError("c.py", "odd \x1b[0m")], files=2)
     root = ET.fromstring(FORMATS["junit"](result, config_mod.Config(root=tmp_path)))
     assert root.find("testsuite/testcase/failure").get("message") == "bad \ufffd byte & <tag> \ufffd"
@@ -115,8 +117,10 @@ def test_an_info_finding_is_a_sarif_note_and_a_github_notice(project):
     schema = json.loads(SARIF_SCHEMA.read_text(encoding="utf-8"))
     jsonschema.validators.validator_for(schema)(schema).validate(log)
     run = log["runs"][0]
-    assert {r["id"]: r["defaultConfiguration"]["level"] for r in run["tool"]["driver"]["rules"]} == \
-        {"DDP101": "error", "DDP402": "note"}
+    assert {r["id"]: r["defaultConfiguration"]["level"] for r in run["tool"]["driver"]["rules"]} == {
+        "DDP101": "error",
+        "DDP402": "note",
+    }
     assert {r["ruleId"]: r["level"] for r in run["results"]} == {"DDP101": "error", "DDP402": "note"}
     github = run_cli("--format", "github", "--select", "DDP402", "src/train.py", cwd=project).stdout
     assert github.startswith("::notice file=src/train.py,line=5,")

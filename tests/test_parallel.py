@@ -18,13 +18,16 @@ def files(*sizes: int) -> list[SourceFile]:
     return [SourceFile(Path(f"f{i}.py"), size) for i, size in enumerate(sizes)]
 
 
-@pytest.mark.parametrize("sizes,jobs,expected", [
-    ((2 * KB,) * 93, 0, 1),  # a repository of small files: this process, as -j 1
-    ((engine.BYTES_PER_WORKER,), 8, 1),  # one file never needs a pool
-    ((engine.BYTES_PER_WORKER // 2,) * 8, 8, 4),  # by bytes, not by file count
-    ((engine.BYTES_PER_WORKER,) * 40, 3, 3),  # never more than -j
-    ((engine.BYTES_PER_WORKER,) * 40, 1, 1),
-])
+@pytest.mark.parametrize(
+    "sizes,jobs,expected",
+    [
+        ((2 * KB,) * 93, 0, 1),  # a repository of small files: this process, as -j 1
+        ((engine.BYTES_PER_WORKER,), 8, 1),  # one file never needs a pool
+        ((engine.BYTES_PER_WORKER // 2,) * 8, 8, 4),  # by bytes, not by file count
+        ((engine.BYTES_PER_WORKER,) * 40, 3, 3),  # never more than -j
+        ((engine.BYTES_PER_WORKER,) * 40, 1, 1),
+    ],
+)
 def test_planned_workers(sizes, jobs, expected, monkeypatch):
     monkeypatch.setattr(engine.os, "cpu_count", lambda: 16)
     assert engine.planned_workers(files(*sizes), jobs) == expected

@@ -19,7 +19,10 @@ def try_repo(project: Path):
     git(project, "add", "-A")
     return subprocess.run(
         [PRE_COMMIT, "try-repo", str(ROOT), "ddplint", "--all-files"],
-        cwd=project, capture_output=True, text=True, timeout=600,
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
 
 
@@ -51,7 +54,8 @@ def test_hook_passes_on_a_good_script(tmp_path):
 
 def test_hook_applies_config_exclude_to_named_files(tmp_path):
     project = new_project(
-        tmp_path, FIXTURES / "lint" / "device" / "hardcoded_to_cuda0.py",
+        tmp_path,
+        FIXTURES / "lint" / "device" / "hardcoded_to_cuda0.py",
         extra='[tool.ddplint]\nextend-exclude = ["train.py"]\n',
     )
     proc = try_repo(project)
@@ -62,8 +66,9 @@ def snapshot(tmp_path: Path) -> str:
     """This checkout (uncommitted changes included) as a one-commit repository, the way
     try-repo builds one, so that a config can pass the hook its own `args`."""
     repo = tmp_path / "hook-repo"
-    listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT, check=True,
-                            capture_output=True, text=True).stdout.splitlines()
+    listed = subprocess.run(
+        ["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT, check=True, capture_output=True, text=True
+    ).stdout.splitlines()
     for name in listed:
         if (ROOT / name).is_file():
             (repo / name).parent.mkdir(parents=True, exist_ok=True)
@@ -77,20 +82,17 @@ def snapshot(tmp_path: Path) -> str:
 def test_hook_with_fix_rewrites_the_staged_file(tmp_path):
     project = new_project(tmp_path, FIXTURES / "lint" / "side_effects" / "makedirs_race.py")
     repo = snapshot(tmp_path)
-    rev = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, check=True, capture_output=True,
-                         text=True).stdout.strip()
+    rev = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, check=True, capture_output=True, text=True).stdout.strip()
     (project / ".pre-commit-config.yaml").write_text(
         f"repos:\n  - repo: {repo}\n    rev: {rev}\n    hooks:\n      - id: ddplint\n        args: [--fix]\n"
     )
     git(project, "add", "-A")
     before = (project / "train.py").read_text()
-    proc = subprocess.run([PRE_COMMIT, "run", "--all-files"], cwd=project, capture_output=True, text=True,
-                          timeout=600)
+    proc = subprocess.run([PRE_COMMIT, "run", "--all-files"], cwd=project, capture_output=True, text=True, timeout=600)
     after = (project / "train.py").read_text()
     assert proc.returncode == 1 and "files were modified by this hook" in proc.stdout, proc.stdout + proc.stderr
     assert "exist_ok=True" in after and after != before
-    again = subprocess.run([PRE_COMMIT, "run", "--all-files"], cwd=project, capture_output=True, text=True,
-                           timeout=600)
+    again = subprocess.run([PRE_COMMIT, "run", "--all-files"], cwd=project, capture_output=True, text=True, timeout=600)
     assert "files were modified" not in again.stdout and (project / "train.py").read_text() == after
 
 
@@ -101,14 +103,18 @@ def test_the_documented_local_hook_installs_from_a_clone_and_runs(tmp_path):
     import yaml
 
     doc = (ROOT / "docs" / "code-scanning.md").read_text(encoding="utf-8")
-    config = next(yaml.safe_load(block) for block in re.findall(r"```yaml\n(.*?)```", doc, re.DOTALL)
-                  if "repos" in (yaml.safe_load(block) or {}))
+    config = next(
+        yaml.safe_load(block)
+        for block in re.findall(r"```yaml\n(.*?)```", doc, re.DOTALL)
+        if "repos" in (yaml.safe_load(block) or {})
+    )
     (hook,) = config["repos"][0]["hooks"]
     hook["additional_dependencies"] = [f"ddplint @ {ROOT.as_uri()}"]
     project = new_project(tmp_path, FIXTURES / "lint" / "device" / "hardcoded_to_cuda0.py")
     (project / ".pre-commit-config.yaml").write_text(yaml.safe_dump(config))
     git(project, "add", "-A")
-    proc = subprocess.run([PRE_COMMIT, "run", "--all-files"], cwd=project, capture_output=True, text=True,
-                          timeout=900, check=False)
+    proc = subprocess.run(
+        [PRE_COMMIT, "run", "--all-files"], cwd=project, capture_output=True, text=True, timeout=900, check=False
+    )
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "train.py:" in proc.stdout and "DDP101" in proc.stdout

@@ -16,15 +16,15 @@ def related_of(cwd, *args: str) -> dict[str, list[tuple[str, int, int]]]:
     proc = run_cli("--output-format", "json", *args, cwd=cwd)
     assert proc.returncode == 1, proc.stderr
     return {
-        d["code"]: [(r["path"], r["line"], r["column"]) for r in d["related"]]
-        for d in json.loads(proc.stdout)["diagnostics"]
+        d["code"]: [(r["path"], r["line"], r["column"]) for r in d["related"]] for d in json.loads(proc.stdout)["diagnostics"]
     }
 
 
 def test_a_helper_save_and_makedirs_point_into_the_helper(tmp_path):
     project = shutil.copytree(PROJECTS / "unguarded_save_helper", tmp_path / "project")
     assert related_of(project, "--no-cache", "train.py") == {
-        "DDP301": [("checkpointing.py", 9, 5)], "DDP304": [("checkpointing.py", 8, 5)],
+        "DDP301": [("checkpointing.py", 9, 5)],
+        "DDP304": [("checkpointing.py", 8, 5)],
     }
     text = run_cli("--no-cache", "train.py", cwd=project).stdout
     assert "DDP301 save_checkpoint() saves a checkpoint on every rank" in text
@@ -35,7 +35,7 @@ def test_a_helper_load_and_a_pinned_port_point_into_the_helper(tmp_path):
     loads = shutil.copytree(PROJECTS / "helper_restore_without_map_location", tmp_path / "loads")
     assert related_of(loads, "--no-cache", "train.py")["DDP303"] == [("ckpt_utils.py", 9, 13)]
     port = shutil.copytree(PROJECTS / "helper_pins_port", tmp_path / "port")
-    (path, line, _), = related_of(port, "--no-cache", "train.py")["DDP403"]
+    ((path, line, _),) = related_of(port, "--no-cache", "train.py")["DDP403"]
     assert path == "dist_setup.py" and "MASTER_PORT" in (port / path).read_text().splitlines()[line - 1]
 
 

@@ -24,8 +24,9 @@ def test_every_doc_states_the_rules_level_and_default(rule):
     if rule.severity.on_by_default:
         assert f"\nLevel: **{rule.severity.value}**, on by default.\n" in intro
     else:
-        assert (f"\nLevel: **{rule.severity.value}**, off by default (advisory): enable it with "
-                f"`--extend-select {rule.code}`.") in intro
+        assert (
+            f"\nLevel: **{rule.severity.value}**, off by default (advisory): enable it with `--extend-select {rule.code}`."
+        ) in intro
 
 
 @pytest.mark.parametrize("code,kind,index", CASES)

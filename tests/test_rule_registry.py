@@ -22,8 +22,11 @@ def test_each_rule_module_holds_one_registered_rule_named_after_its_file():
     seen = []
     for path in rule_modules():
         module = importlib.import_module(f"ddplint.lint.rules.{path.stem}")
-        rules = [obj for _, obj in inspect.getmembers(module, inspect.isclass)
-                 if issubclass(obj, Rule) and obj is not Rule and obj.__module__ == module.__name__]
+        rules = [
+            obj
+            for _, obj in inspect.getmembers(module, inspect.isclass)
+            if issubclass(obj, Rule) and obj is not Rule and obj.__module__ == module.__name__
+        ]
         assert len(rules) == 1, (path.name, rules)
         rule = rules[0]
         code, _, name = path.stem.partition("_")
@@ -48,7 +51,5 @@ def test_each_rule_has_its_doc_file():
 
 
 def test_readme_rule_table_lists_the_catalog_with_levels():
-    table = re.findall(r"^\| (DDP\d{3}) \| ([a-z0-9-]+) \| ([a-z ()-]+) \|", (ROOT / "README.md").read_text(),
-                       re.MULTILINE)
-    assert table == [(r.code, r.name, r.severity.value + ("" if r.severity.on_by_default else " (opt-in)"))
-                     for r in CATALOG]
+    table = re.findall(r"^\| (DDP\d{3}) \| ([a-z0-9-]+) \| ([a-z ()-]+) \|", (ROOT / "README.md").read_text(), re.MULTILINE)
+    assert table == [(r.code, r.name, r.severity.value + ("" if r.severity.on_by_default else " (opt-in)")) for r in CATALOG]

@@ -21,8 +21,7 @@ pytest.importorskip("torch")
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "fixtures" / "runtime"
-OURS = ("data.disjoint", "data.coverage", "data.content", "data.set_epoch", "io.single_writer",
-        "run.failure", "run.hang")
+OURS = ("data.disjoint", "data.coverage", "data.content", "data.set_epoch", "io.single_writer", "run.failure", "run.hang")
 
 
 def mapped() -> str:
@@ -65,8 +64,16 @@ def processes_naming(text: str) -> list[int]:
 
 
 class Run:
-    def __init__(self, workdir: Path, script: Path, proc: subprocess.CompletedProcess, wall: float,
-                 report: dict | None, before: dict, after: dict):
+    def __init__(
+        self,
+        workdir: Path,
+        script: Path,
+        proc: subprocess.CompletedProcess,
+        wall: float,
+        report: dict | None,
+        before: dict,
+        after: dict,
+    ):
         self.workdir, self.script, self.proc, self.wall = workdir, script, proc, wall
         self.report, self.before, self.after = report, before, after
 
@@ -77,8 +84,7 @@ class Run:
         return next(c for c in self.report["checks"] if c["check"] == name)
 
 
-def launch(base: Path, fixture: str, *options: str, script_args: tuple[str, ...] = (),
-           prepare=None, fmt: str = "json") -> Run:
+def launch(base: Path, fixture: str, *options: str, script_args: tuple[str, ...] = (), prepare=None, fmt: str = "json") -> Run:
     """Copy the fixture into a directory of its own and audit it there (cwd = that directory)."""
     workdir = Path(tempfile.mkdtemp(prefix=fixture[:-3] + "-", dir=base))
     script = workdir / fixture
@@ -135,8 +141,13 @@ def test_correct_script_passes_every_check(runs):
     run = runs("correct.py")
     assert_report_shape(run)
     assert run.status() == {
-        "data.disjoint": "PASS", "data.coverage": "PASS", "data.content": "PASS",
-        "data.set_epoch": "PASS", "io.single_writer": "PASS", "run.failure": "PASS", "run.hang": "PASS",
+        "data.disjoint": "PASS",
+        "data.coverage": "PASS",
+        "data.content": "PASS",
+        "data.set_epoch": "PASS",
+        "io.single_writer": "PASS",
+        "run.failure": "PASS",
+        "run.hang": "PASS",
     }
     train, val = run.report["loaders"]  # the shuffling loader is the training one
     assert train["training"] and train["sampler"] == "DistributedSampler" and train["shuffle"]
@@ -145,7 +156,8 @@ def test_correct_script_passes_every_check(runs):
     # the evaluation loader (one worker process) ran in both epochs, not counted as training
     assert val["site"] == f"{run.script}:20" and not val["training"] and val["epochs_seen"] == 2
     assert [(w["path"], w["change"], w["seen_by_probe"]) for w in run.report["writes"]] == [
-        (str(run.workdir / "checkpoint.pt"), "created", True)]
+        (str(run.workdir / "checkpoint.pt"), "created", True)
+    ]
     assert run.report["writes"][0]["ranks"] == [0]
     assert {c["check"]: c["status"] for c in run.report["checks"]}["io.sandbox"] == "PASS"
     assert [r["status"] for r in run.report["ranks"]] == ["stopped", "stopped"]
@@ -156,8 +168,13 @@ def test_no_distributed_sampler(runs):
     run = runs("no_sampler.py")
     assert_report_shape(run)
     assert run.status() == {
-        "data.disjoint": "FAIL", "data.coverage": "PASS", "data.content": "FAIL",
-        "data.set_epoch": "PASS", "io.single_writer": "PASS", "run.failure": "PASS", "run.hang": "PASS",
+        "data.disjoint": "FAIL",
+        "data.coverage": "PASS",
+        "data.content": "FAIL",
+        "data.set_epoch": "PASS",
+        "io.single_writer": "PASS",
+        "run.failure": "PASS",
+        "run.hang": "PASS",
     }
     disjoint = run.check("data.disjoint")
     assert disjoint["rule"] == "DDP201"
@@ -171,8 +188,13 @@ def test_set_epoch_missing(runs):
     run = runs("set_epoch_missing.py")
     assert_report_shape(run)
     assert run.status() == {
-        "data.disjoint": "PASS", "data.coverage": "PASS", "data.content": "PASS",
-        "data.set_epoch": "FAIL", "io.single_writer": "PASS", "run.failure": "PASS", "run.hang": "PASS",
+        "data.disjoint": "PASS",
+        "data.coverage": "PASS",
+        "data.content": "PASS",
+        "data.set_epoch": "FAIL",
+        "io.single_writer": "PASS",
+        "run.failure": "PASS",
+        "run.hang": "PASS",
     }
     c = run.check("data.set_epoch")
     assert c["rule"] == "DDP202" and "never called" in c["summary"]
@@ -185,7 +207,8 @@ def test_set_epoch_constant(runs):
     assert_report_shape(run)
     assert run.status()["data.set_epoch"] == "FAIL"
     assert {k: v for k, v in run.status().items() if k != "data.set_epoch"} == dict.fromkeys(
-        ["data.disjoint", "data.coverage", "data.content", "io.single_writer", "run.failure", "run.hang"], "PASS")
+        ["data.disjoint", "data.coverage", "data.content", "io.single_writer", "run.failure", "run.hang"], "PASS"
+    )
     c = run.check("data.set_epoch")
     assert c["rule"] == "DDP204" and "always called with 0" in c["summary"]
     assert c["data"]["loaders"][0]["set_epoch_calls"][:2] == [0, 0]
@@ -195,8 +218,13 @@ def test_unsharded_iterable_dataset_is_caught_by_content(runs):
     run = runs("iterable_unsharded.py")
     assert_report_shape(run)
     assert run.status() == {
-        "data.disjoint": "FAIL", "data.coverage": "SKIP", "data.content": "FAIL",
-        "data.set_epoch": "SKIP", "io.single_writer": "PASS", "run.failure": "PASS", "run.hang": "PASS",
+        "data.disjoint": "FAIL",
+        "data.coverage": "SKIP",
+        "data.content": "FAIL",
+        "data.set_epoch": "SKIP",
+        "io.single_writer": "PASS",
+        "run.failure": "PASS",
+        "run.hang": "PASS",
     }
     c = run.check("data.content")
     assert c["rule"] == "DDP201" and "100%" in c["summary"] and "IterableDataset" in c["fix"]
@@ -214,8 +242,13 @@ def test_checkpoint_by_every_rank_fails_and_touches_nothing(runs):
     assert (run.workdir / "checkpoint.pt").read_bytes() == original
     assert not (run.workdir / "logs").exists()
     assert run.status() == {
-        "data.disjoint": "PASS", "data.coverage": "PASS", "data.content": "PASS",
-        "data.set_epoch": "PASS", "io.single_writer": "FAIL", "run.failure": "PASS", "run.hang": "PASS",
+        "data.disjoint": "PASS",
+        "data.coverage": "PASS",
+        "data.content": "PASS",
+        "data.set_epoch": "PASS",
+        "io.single_writer": "FAIL",
+        "run.failure": "PASS",
+        "run.hang": "PASS",
     }
     c = run.check("io.single_writer")
     assert c["rule"] == "DDP301"
@@ -230,8 +263,13 @@ def test_odd_length_padding_is_a_counted_warning(runs):
     run = runs("odd_length.py")
     assert_report_shape(run)
     assert run.status() == {
-        "data.disjoint": "WARN", "data.coverage": "PASS", "data.content": "PASS",
-        "data.set_epoch": "PASS", "io.single_writer": "PASS", "run.failure": "PASS", "run.hang": "PASS",
+        "data.disjoint": "WARN",
+        "data.coverage": "PASS",
+        "data.content": "PASS",
+        "data.set_epoch": "PASS",
+        "io.single_writer": "PASS",
+        "run.failure": "PASS",
+        "run.hang": "PASS",
     }
     c = run.check("data.disjoint")
     assert "1 padding duplicate" in c["summary"] and "len 101 % 2 ranks" in c["summary"]
@@ -242,21 +280,37 @@ def test_odd_length_drop_last_is_info(runs):
     run = runs("odd_length.py", script_args=("--drop-last",))
     assert_report_shape(run)
     assert run.status() == {
-        "data.disjoint": "PASS", "data.coverage": "INFO", "data.content": "PASS",
-        "data.set_epoch": "PASS", "io.single_writer": "PASS", "run.failure": "PASS", "run.hang": "PASS",
+        "data.disjoint": "PASS",
+        "data.coverage": "INFO",
+        "data.content": "PASS",
+        "data.set_epoch": "PASS",
+        "io.single_writer": "PASS",
+        "run.failure": "PASS",
+        "run.hang": "PASS",
     }
     c = run.check("data.coverage")
     assert "1 of 101 samples dropped" in c["summary"]
-    assert c["data"]["loaders"][0] == {"site": f"{run.script}:20", "level": "indices", "dataset_len": 101,
-                                       "covered": 100, "missing": 1, "documented_drops": 1}
+    assert c["data"]["loaders"][0] == {
+        "site": f"{run.script}:20",
+        "level": "indices",
+        "dataset_len": 101,
+        "covered": 100,
+        "missing": 1,
+        "documented_drops": 1,
+    }
 
 
 def test_rank_that_raises(runs):
     run = runs("raises.py")
     assert_report_shape(run)
     assert run.status() == {  # every rank still reports what it recorded of epoch 0
-        "data.disjoint": "PASS", "data.coverage": "PASS", "data.content": "PASS",
-        "data.set_epoch": "SKIP", "io.single_writer": "PASS", "run.failure": "FAIL", "run.hang": "PASS",
+        "data.disjoint": "PASS",
+        "data.coverage": "PASS",
+        "data.content": "PASS",
+        "data.set_epoch": "SKIP",
+        "io.single_writer": "PASS",
+        "run.failure": "FAIL",
+        "run.hang": "PASS",
     }
     c = run.check("run.failure")
     assert c["summary"] == "rank 1 raised ValueError: corrupt batch on rank 1 at raises.py:11 in check_batch"
@@ -276,18 +330,19 @@ def test_hardcoded_nccl_runs_with_forced_gloo(runs):
 
 def test_argparse_arguments_after_double_dash(runs):
     out = "ckpts"
-    run = runs("with_args.py", script_args=("--epochs", "3", "--batch-size", "8", "--samples", "96",
-                                            "--lr", "0.05", "--out", out))
+    run = runs(
+        "with_args.py", script_args=("--epochs", "3", "--batch-size", "8", "--samples", "96", "--lr", "0.05", "--out", out)
+    )
     assert_report_shape(run)
     assert set(run.status().values()) == {"PASS"}
-    assert run.report["script_args"] == ["--epochs", "3", "--batch-size", "8", "--samples", "96",
-                                         "--lr", "0.05", "--out", out]
+    assert run.report["script_args"] == ["--epochs", "3", "--batch-size", "8", "--samples", "96", "--lr", "0.05", "--out", out]
     [loader] = run.report["loaders"]
     assert loader["batch_size"] == 8 and loader["dataset_len"] == 96
     # the job's copy-on-write layer: the directory and both checkpoints, created by rank 0
     assert [(w["path"], w["change"], w["type"], w["ranks"]) for w in run.report["writes"]] == [
         (str(run.workdir / out), "created", "dir", [0]),
-        *[(str(run.workdir / out / f"epoch{e}.pt"), "created", "file", [0]) for e in (0, 1)]]
+        *[(str(run.workdir / out / f"epoch{e}.pt"), "created", "file", [0]) for e in (0, 1)],
+    ]
 
 
 def test_text_report(runs):
@@ -313,12 +368,20 @@ def test_sharded_iterable_dataset_passes_by_content(runs):
     run = runs("iterable_sharded.py")
     assert_report_shape(run)
     assert run.status() == {
-        "data.disjoint": "PASS", "data.coverage": "SKIP", "data.content": "PASS",
-        "data.set_epoch": "SKIP", "io.single_writer": "PASS", "run.failure": "PASS", "run.hang": "PASS",
+        "data.disjoint": "PASS",
+        "data.coverage": "SKIP",
+        "data.content": "PASS",
+        "data.set_epoch": "SKIP",
+        "io.single_writer": "PASS",
+        "run.failure": "PASS",
+        "run.hang": "PASS",
     }
     assert run.check("data.disjoint")["data"]["loaders"][0] == {
-        "site": f"{run.script}:22", "level": "fingerprints", "basis": "an IterableDataset has no sample indices",
-        "pairs": []}
+        "site": f"{run.script}:22",
+        "level": "fingerprints",
+        "basis": "an IterableDataset has no sample indices",
+        "pairs": [],
+    }
 
 
 def test_rank_killed_by_a_signal_is_the_root_cause(runs):

@@ -24,10 +24,12 @@ from ddplint.runtime.checks.ports import free_port
 from ddplint.runtime.verdict import Status
 
 ROOT = Path(__file__).resolve().parent.parent
-NCCL_DUPLICATE = ("NCCL error in: /pytorch/torch/csrc/distributed/c10d/NCCLUtils.cpp:77, invalid "
-                  "usage (run with NCCL_DEBUG=WARN for details), NCCL version 2.21.5\n"
-                  "ncclInvalidUsage: This usually reflects invalid usage of NCCL library.\n"
-                  "Last error:\nDuplicate GPU detected : rank 1 and rank 0 both on CUDA device 1a000")
+NCCL_DUPLICATE = (
+    "NCCL error in: /pytorch/torch/csrc/distributed/c10d/NCCLUtils.cpp:77, invalid "
+    "usage (run with NCCL_DEBUG=WARN for details), NCCL version 2.21.5\n"
+    "ncclInvalidUsage: This usually reflects invalid usage of NCCL library.\n"
+    "Last error:\nDuplicate GPU detected : rank 1 and rank 0 both on CUDA device 1a000"
+)
 
 
 @pytest.fixture
@@ -75,7 +77,8 @@ def test_waiting_on_a_collective_that_never_completes_ends_at_the_deadline():
 
 def test_a_real_gloo_all_reduce_whose_peer_never_joins_is_reported_as_a_stall(tmp_path):
     script = tmp_path / "rank.py"
-    script.write_text(textwrap.dedent("""
+    script.write_text(
+        textwrap.dedent("""
         import json, os, sys, time
         import torch.distributed as dist
         from ddplint.runtime.checks import comm
@@ -86,14 +89,25 @@ def test_a_real_gloo_all_reduce_whose_peer_never_joins_is_reported_as_a_stall(tm
             comm.SMOKE_TIMEOUT_S = 2.0
             print(json.dumps(comm.measure()), flush=True)
         os._exit(0)
-    """))
+    """)
+    )
     port = free_port()
     procs = []
     for rank in (0, 1):
-        env = dict(os.environ, RANK=str(rank), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1",
-                   MASTER_PORT=str(port), LOCAL_RANK=str(rank), PYTHONPATH=str(ROOT))
-        procs.append(subprocess.Popen([sys.executable, str(script), "60"], env=env,
-                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        env = dict(
+            os.environ,
+            RANK=str(rank),
+            WORLD_SIZE="2",
+            MASTER_ADDR="127.0.0.1",
+            MASTER_PORT=str(port),
+            LOCAL_RANK=str(rank),
+            PYTHONPATH=str(ROOT),
+        )
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, str(script), "60"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            )
+        )
     try:
         out, err = procs[0].communicate(timeout=120)
     finally:
@@ -117,8 +131,9 @@ def _module(*devices):
 
 
 def _binding(fake_cuda, monkeypatch, models, modules, tensors):
-    monkeypatch.setattr(binding, "_describe", lambda i: {
-        "index": i, "name": "NVIDIA A100-SXM4-80GB", "uuid": f"GPU-{i:08d}", "pci_bus_id": None})
+    monkeypatch.setattr(
+        binding, "_describe", lambda i: {"index": i, "name": "NVIDIA A100-SXM4-80GB", "uuid": f"GPU-{i:08d}", "pci_bus_id": None}
+    )
     return binding.binding_info(models, modules, tensors)
 
 
@@ -136,8 +151,7 @@ def test_binding_is_read_where_the_parameters_live_not_from_the_current_device(f
     # a DDP model decides over other modules; live CUDA tensors only when no module is on a GPU
     info = _binding(fake_cuda, monkeypatch, [_module(("cuda", 3))], [_module(("cuda", 0))], [])
     assert (info["basis"], info["gpu"]["index"]) == ("DDP model", 3)
-    tensors = [types.SimpleNamespace(device=torch.device("cuda", 2))] * 2 + \
-        [types.SimpleNamespace(device=torch.device("cpu"))]
+    tensors = [types.SimpleNamespace(device=torch.device("cuda", 2))] * 2 + [types.SimpleNamespace(device=torch.device("cpu"))]
     info = _binding(fake_cuda, monkeypatch, [], [_module(("cpu",))], tensors)
     assert (info["basis"], info["gpu"]["index"]) == ("CUDA tensors", 2)
     nothing = _binding(fake_cuda, monkeypatch, [], [], [])
@@ -145,38 +159,56 @@ def test_binding_is_read_where_the_parameters_live_not_from_the_current_device(f
 
 
 def test_ranks_really_sharing_a_gpu_still_fail(fake_cuda, monkeypatch):
-    records = [{"rank": r, "binding": _binding(fake_cuda, monkeypatch, [_module(("cuda", 0))], [], []),
-                "info": {"env": {"LOCAL_RANK": str(r)}}} for r in range(2)]
+    records = [
+        {
+            "rank": r,
+            "binding": _binding(fake_cuda, monkeypatch, [_module(("cuda", 0))], [], []),
+            "info": {"env": {"LOCAL_RANK": str(r)}},
+        }
+        for r in range(2)
+    ]
     r = distinct_check(records)
     assert r.status is Status.FAIL and r.rule == "DDP101"
     assert r.summary.startswith("ranks 0-1 share GPU cuda:0 GPU-00000000")
 
 
 def test_nccl_duplicate_gpu_in_ddp_construction_is_the_binding_failure():
-    records = [{"rank": 0, "status": "terminated", "binding": {}},
-               {"rank": 1, "status": "raised", "binding": {},
-                "error": {"message": "DistBackendError: NCCL error in: ...",
-                          "text": "Traceback (most recent call last):\n  ...\n"
-                                  "torch.distributed.DistBackendError: " + NCCL_DUPLICATE}}]
+    records = [
+        {"rank": 0, "status": "terminated", "binding": {}},
+        {
+            "rank": 1,
+            "status": "raised",
+            "binding": {},
+            "error": {
+                "message": "DistBackendError: NCCL error in: ...",
+                "text": "Traceback (most recent call last):\n  ...\ntorch.distributed.DistBackendError: " + NCCL_DUPLICATE,
+            },
+        },
+    ]
     r = distinct_check(records)
     assert r.status is Status.FAIL and r.rule == "DDP101"
-    assert r.summary == ("ranks 0-1 share the GPU at PCI 0000:1a:00.0: NCCL refused them "
-                         "(Duplicate GPU detected)")
+    assert r.summary == ("ranks 0-1 share the GPU at PCI 0000:1a:00.0: NCCL refused them (Duplicate GPU detected)")
     assert r.fix.startswith("bind each rank before building the model: torch.cuda.set_device(")
-    assert r.evidence[-1] == ("NCCL: Duplicate GPU detected : rank 1 and rank 0 both on CUDA "
-                              "device 1a000")
+    assert r.evidence[-1] == ("NCCL: Duplicate GPU detected : rank 1 and rank 0 both on CUDA device 1a000")
 
 
 def test_the_same_refusal_in_ddplints_own_nccl_test_is_recognised():
     line = error_line(RuntimeError(NCCL_DUPLICATE))
     assert line == "Duplicate GPU detected : rank 1 and rank 0 both on CUDA device 1a000"
     assert error_line(RuntimeError("Connection reset by peer\nmore")) == "Connection reset by peer"
-    records = [{"rank": r, "init_called": True, "binding": {},
-                "comm": {"allreduce": {"ok": False, "phase": "first collective", "seconds": 0.3,
-                                       "error": line}}} for r in range(2)]
+    records = [
+        {
+            "rank": r,
+            "init_called": True,
+            "binding": {},
+            "comm": {"allreduce": {"ok": False, "phase": "first collective", "seconds": 0.3, "error": line}},
+        }
+        for r in range(2)
+    ]
     assert distinct_check(records).status is Status.FAIL
     assert allreduce_check(records).summary.startswith(
-        "all_reduce failed in the first collective on rank 0 after 0.3 s: Duplicate GPU detected")
+        "all_reduce failed in the first collective on rank 0 after 0.3 s: Duplicate GPU detected"
+    )
 
 
 def test_a_torch_without_nccl_is_named_as_such(tmp_path):
@@ -189,27 +221,44 @@ def test_a_torch_without_nccl_is_named_as_such(tmp_path):
     with pytest.raises(RuntimeError) as raised:
         dist.init_process_group("nccl", store=store, rank=0, world_size=1)
     text = f"Traceback ...\n{type(raised.value).__name__}: {raised.value}"
-    record = {"rank": 0, "node": "node-a", "init_called": True, "status": "raised",
-              "backend": {"requested": "nccl", "forced": "nccl"}, "error": {"text": text},
-              "info": {"versions": {"torch": str(torch.__version__), "nccl_available": False}}}
+    record = {
+        "rank": 0,
+        "node": "node-a",
+        "init_called": True,
+        "status": "raised",
+        "backend": {"requested": "nccl", "forced": "nccl"},
+        "error": {"text": text},
+        "info": {"versions": {"torch": str(torch.__version__), "nccl_available": False}},
+    }
     r = allreduce_check([record])
     assert r.status is Status.FAIL
-    assert r.summary == ("rank 0 (node-a): this torch build has no NCCL (torch "
-                         f"{torch.__version__}), so the nccl backend cannot start")
+    assert r.summary == (
+        f"rank 0 (node-a): this torch build has no NCCL (torch {torch.__version__}), so the nccl backend cannot start"
+    )
     assert "Distributed package doesn't have NCCL built in" in text
     assert r.fix.startswith("use --backend gloo")
 
 
-@pytest.mark.parametrize("raw,name,cvd,label", [
-    ("c07e1d95-2a48-5f63-b9e0-3d7a1c5f8e24", "NVIDIA A100-SXM4-40GB MIG 1g.5gb", None,
-     "MIG-c07e1d95-2a48-5f63-b9e0-3d7a1c5f8e24"),
-    ("c07e1d95-2a48-5f63-b9e0-3d7a1c5f8e24", "NVIDIA A100-SXM4-40GB", "MIG-c07e1d95",
-     "MIG-c07e1d95-2a48-5f63-b9e0-3d7a1c5f8e24"),
-    ("5f6e7d8c-9b0a-1c2d-3e4f-50617283a4b5", "NVIDIA A100-SXM4-40GB", "0",
-     "GPU-5f6e7d8c-9b0a-1c2d-3e4f-50617283a4b5"),
-    ("GPU-5f6e7d8c", "x", None, "GPU-5f6e7d8c"),
-    ("", "x", None, ""),
-])
+@pytest.mark.parametrize(
+    "raw,name,cvd,label",
+    [
+        (
+            "c07e1d95-2a48-5f63-b9e0-3d7a1c5f8e24",
+            "NVIDIA A100-SXM4-40GB MIG 1g.5gb",
+            None,
+            "MIG-c07e1d95-2a48-5f63-b9e0-3d7a1c5f8e24",
+        ),
+        (
+            "c07e1d95-2a48-5f63-b9e0-3d7a1c5f8e24",
+            "NVIDIA A100-SXM4-40GB",
+            "MIG-c07e1d95",
+            "MIG-c07e1d95-2a48-5f63-b9e0-3d7a1c5f8e24",
+        ),
+        ("5f6e7d8c-9b0a-1c2d-3e4f-50617283a4b5", "NVIDIA A100-SXM4-40GB", "0", "GPU-5f6e7d8c-9b0a-1c2d-3e4f-50617283a4b5"),
+        ("GPU-5f6e7d8c", "x", None, "GPU-5f6e7d8c"),
+        ("", "x", None, ""),
+    ],
+)
 def test_a_mig_instance_uuid_is_labelled_mig(raw, name, cvd, label):
     assert uuid_label(raw, name, cvd) == label
 
@@ -239,10 +288,15 @@ def test_a_stalled_first_collective_stops_the_script_and_is_reported_in_a_real_a
     out = tmp_path / "report.json"
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     start = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "ddplint", "--runtime", "--timeout", "120",
-                           "--format", "json", "--output", str(out), "train.py"],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240,
-                          check=False)
+    proc = subprocess.run(
+        [sys.executable, "-m", "ddplint", "--runtime", "--timeout", "120", "--format", "json", "--output", str(out), "train.py"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
     wall = time.monotonic() - start
     assert proc.returncode == 1, proc.stderr
     report = json.loads(out.read_text())
@@ -253,8 +307,7 @@ def test_a_stalled_first_collective_stops_the_script_and_is_reported_in_a_real_a
     # rank 0's abandoned all_reduce still completes when rank 1 comes; rank 1 then stalls in
     # the sweep, which rank 0 has left
     bw = checks["comm.bandwidth"]
-    assert (bw["status"], bw["summary"]) == (
-        "FAIL", "the bandwidth sweep stalled (no result within the audit's limit) on rank 1")
+    assert (bw["status"], bw["summary"]) == ("FAIL", "the bandwidth sweep stalled (no result within the audit's limit) on rank 1")
     assert [r["status"] for r in report["ranks"]] == ["stopped", "stopped"]
     assert checks["run.hang"]["status"] == "PASS"  # stopped by the probe, not by --timeout
     assert wall < 90, wall  # not the 60 s limits, nor --timeout
@@ -282,16 +335,36 @@ def test_a_first_collective_that_never_completes_is_a_communicator_setup_stall(t
     out = tmp_path / "report.json"
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     start = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "ddplint", "--runtime", "--timeout", "200",
-                           "--rdzv-timeout", "20", "--format", "json", "--output", str(out),
-                           "train.py"], cwd=tmp_path, env=env, capture_output=True, text=True,
-                          timeout=400, check=False)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ddplint",
+            "--runtime",
+            "--timeout",
+            "200",
+            "--rdzv-timeout",
+            "20",
+            "--format",
+            "json",
+            "--output",
+            str(out),
+            "train.py",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=400,
+        check=False,
+    )
     wall = time.monotonic() - start
     assert proc.returncode == 1, proc.stderr
     hang = {c["check"]: c for c in json.loads(out.read_text())["checks"]}["run.hang"]
     assert hang["status"] == "FAIL"
-    assert hang["summary"] == ("stalled in communicator setup: the first collective after "
-                               "init_process_group did not complete within 20 s")
+    assert hang["summary"] == (
+        "stalled in communicator setup: the first collective after init_process_group did not complete within 20 s"
+    )
     assert hang["data"]["reason"] == "comm setup"
     assert any(e.startswith(("NCCL's last line", "NCCL said nothing")) for e in hang["evidence"])
     assert wall < 150, wall  # the rendezvous limit, not --timeout

@@ -21,40 +21,83 @@ from ddplint.runtime.verdict import Status
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "nvml"
 H100 = json.loads((FIXTURES / "h100_sxm_8x_nvswitch.json").read_text())
 PACKAGES = ["numpy==2.1.3", "torch==2.4.1", "triton==3.0.0"]
-VERSIONS = {"python": "3.11.9", "torch": "2.4.1+cu124", "cuda": "12.4", "cudnn": 90100,
-            "nccl": "2.20.5", "cuda_available": True, "device_count": 8, "packages": PACKAGES,
-            "packages_hash": "a1", "script": "/job/train.py", "script_sha256": "5e" * 32,
-            "git_commit": "c0ffee" * 6 + "abcd"}
+VERSIONS = {
+    "python": "3.11.9",
+    "torch": "2.4.1+cu124",
+    "cuda": "12.4",
+    "cudnn": 90100,
+    "nccl": "2.20.5",
+    "cuda_available": True,
+    "device_count": 8,
+    "packages": PACKAGES,
+    "packages_hash": "a1",
+    "script": "/job/train.py",
+    "script_sha256": "5e" * 32,
+    "git_commit": "c0ffee" * 6 + "abcd",
+}
 
 
 def gpu(index: int, machine=H100) -> dict:
     d = machine["devices"][index]
-    return {"index": index, "name": d["name"], "uuid": d["uuid"],
-            "total_memory": d["memory"]["total"], "pci_bus_id": d["pci_bus_id"]}
+    return {
+        "index": index,
+        "name": d["name"],
+        "uuid": d["uuid"],
+        "total_memory": d["memory"]["total"],
+        "pci_bus_id": d["pci_bus_id"],
+    }
 
 
-def record(rank: int, *, world: int = 2, per_node: int = 2, host: str | None = None,
-           versions: dict | None = None, binding: dict | None = None, comm: dict | None = None,
-           nvml: dict | None = None, **env) -> dict:
+def record(
+    rank: int,
+    *,
+    world: int = 2,
+    per_node: int = 2,
+    host: str | None = None,
+    versions: dict | None = None,
+    binding: dict | None = None,
+    comm: dict | None = None,
+    nvml: dict | None = None,
+    **env,
+) -> dict:
     group, local = divmod(rank, per_node)
-    identity = {"RANK": str(rank), "LOCAL_RANK": str(local), "WORLD_SIZE": str(world),
-                "LOCAL_WORLD_SIZE": str(per_node), "GROUP_RANK": str(group),
-                "MASTER_ADDR": "10.1.0.1", "MASTER_PORT": "29500"}
+    identity = {
+        "RANK": str(rank),
+        "LOCAL_RANK": str(local),
+        "WORLD_SIZE": str(world),
+        "LOCAL_WORLD_SIZE": str(per_node),
+        "GROUP_RANK": str(group),
+        "MASTER_ADDR": "10.1.0.1",
+        "MASTER_PORT": "29500",
+    }
     identity.update({k: str(v) for k, v in env.items()})
-    info = {"hostname": host or f"gpu-node-{group}", "env": identity,
-            "versions": copy.deepcopy(versions or VERSIONS)}
+    info = {"hostname": host or f"gpu-node-{group}", "env": identity, "versions": copy.deepcopy(versions or VERSIONS)}
     if nvml is not None and local == 0:
         info["nvml"] = nvml
-    return {"rank": rank, "local_rank": local, "world_size": world, "node": info["hostname"],
-            "init_called": True, "info": info, "comm": comm or {}, "binding": binding or {}}
+    return {
+        "rank": rank,
+        "local_rank": local,
+        "world_size": world,
+        "node": info["hostname"],
+        "init_called": True,
+        "info": info,
+        "comm": comm or {},
+        "binding": binding or {},
+    }
 
 
-NVML_OK = {"driver_version": "550.54.15", "cuda_driver_version": 12040, "visible": 8,
-           "uuids": [d["uuid"] for d in H100["devices"]], "expected_busbw_gbps": 450.0,
-           "basis": "NVLink 4.0 x18 (25 GB/s per link and direction)"}
+NVML_OK = {
+    "driver_version": "550.54.15",
+    "cuda_driver_version": 12040,
+    "visible": 8,
+    "uuids": [d["uuid"] for d in H100["devices"]],
+    "expected_busbw_gbps": 450.0,
+    "basis": "NVLink 4.0 x18 (25 GB/s per link and direction)",
+}
 
 
 # ---- stack.consistent -------------------------------------------------------------------
+
 
 def test_identical_ranks_are_consistent():
     r = consistent_check([record(i, world=4) for i in range(4)])
@@ -63,15 +106,18 @@ def test_identical_ranks_are_consistent():
 
 
 def test_a_node_with_other_script_and_packages_fails_with_a_table():
-    other = dict(VERSIONS, script_sha256="77" * 32, packages_hash="b2",
-                 packages=["numpy==1.26.4", "torch==2.4.1", "wandb==0.17.0"])
+    other = dict(
+        VERSIONS, script_sha256="77" * 32, packages_hash="b2", packages=["numpy==1.26.4", "torch==2.4.1", "wandb==0.17.0"]
+    )
     recs = [record(i, world=4, versions=other if i >= 2 else None) for i in range(4)]
     r = consistent_check(recs)
     assert r.status is Status.FAIL
     assert r.summary == "packages, script sha256 differ across 4 ranks on 2 nodes"
     table = "\n".join(r.evidence)
-    assert "script sha256  5e5e5e5e5e5e on ranks 0-1 (node 0 (gpu-node-0)) | 777777777777 on " \
-           "ranks 2-3 (node 1 (gpu-node-1))" in table
+    assert (
+        "script sha256  5e5e5e5e5e5e on ranks 0-1 (node 0 (gpu-node-0)) | 777777777777 on "
+        "ranks 2-3 (node 1 (gpu-node-1))" in table
+    )
     assert "numpy: 2.1.3 -> 1.26.4; +wandb==0.17.0; -triton==3.0.0" in table
 
 
@@ -84,6 +130,7 @@ def test_package_diff_is_bounded():
 
 # ---- stack.versions ---------------------------------------------------------------------
 
+
 def test_versions_pass_with_a_matching_driver():
     r = versions_check([record(i, nvml=NVML_OK, device_count=8) for i in range(2)])
     assert r.status is Status.PASS
@@ -95,8 +142,7 @@ def test_driver_too_old_fails_with_both_numbers():
     not_available = dict(VERSIONS, cuda_available=False, device_count=0)
     r = versions_check([record(i, nvml=old, versions=not_available) for i in range(2)])
     assert r.status is Status.FAIL
-    assert ("driver 470.256.02 supports CUDA 11.4; torch was built for CUDA 12.4: torch cannot "
-            "use the GPUs") in r.summary
+    assert ("driver 470.256.02 supports CUDA 11.4; torch was built for CUDA 12.4: torch cannot use the GPUs") in r.summary
     assert "torch.cuda.is_available() is False while NVML sees 8 GPUs" in r.summary
 
 
@@ -110,6 +156,7 @@ def test_cpu_build_on_gpu_host_and_count_mismatch():
 
 
 # ---- env.ranks --------------------------------------------------------------------------
+
 
 def test_consistent_identities_pass():
     assert ranks_check([record(i, world=4) for i in range(4)]).status is Status.PASS
@@ -153,11 +200,17 @@ def test_script_joining_with_its_own_rank_numbers_fails():
 
 # ---- bind.distinct ----------------------------------------------------------------------
 
+
 def bound(index: int, current: int | None = None, model: int | None = None) -> dict:
     used = model if model is not None else (current if current is not None else index)
-    return {"device_type": "cuda", "cuda_initialized": True,
-            "current_device": current if current is not None else index,
-            "model_device": model, "gpu": gpu(used), "basis": "current device"}
+    return {
+        "device_type": "cuda",
+        "cuda_initialized": True,
+        "current_device": current if current is not None else index,
+        "model_device": model,
+        "gpu": gpu(used),
+        "basis": "current device",
+    }
 
 
 def test_distinct_gpus_pass_and_print_the_table():
@@ -172,8 +225,7 @@ def test_every_rank_on_cuda_0_fails_and_points_to_the_rules():
     recs = [record(i, world=4, per_node=4, binding=bound(0)) for i in range(4)]
     r = distinct_check(recs)
     assert r.status is Status.FAIL
-    assert r.summary == (f"ranks 0-3 share GPU cuda:0 {H100['devices'][0]['uuid']} on "
-                         "node 0 (gpu-node-0)")
+    assert r.summary == (f"ranks 0-3 share GPU cuda:0 {H100['devices'][0]['uuid']} on node 0 (gpu-node-0)")
     assert "DDP101, DDP102, DDP103" in r.fix
 
 
@@ -194,12 +246,11 @@ def test_cpu_ranks_skip_with_the_table():
 
 # ---- comm.allreduce / comm.bandwidth ----------------------------------------------------
 
+
 def smoke(rank, world=8, value=None, **extra):
     expected = world * (world + 1) / 2
-    ar = {"ok": (value or expected) == expected, "value": value or expected, "expected": expected,
-          "seconds": 0.002}
-    return {"backend": "nccl", "rank": rank, "world_size": world, "device": f"cuda:{rank}",
-            "allreduce": ar, **extra}
+    ar = {"ok": (value or expected) == expected, "value": value or expected, "expected": expected, "seconds": 0.002}
+    return {"backend": "nccl", "rank": rank, "world_size": world, "device": f"cuda:{rank}", "allreduce": ar, **extra}
 
 
 def test_allreduce_wrong_sum_and_stall_fail():
@@ -209,16 +260,24 @@ def test_allreduce_wrong_sum_and_stall_fail():
     r = allreduce_check(recs)
     assert r.status is Status.FAIL
     assert "gave 30 on rank 5, expected W(W+1)/2 = 36" in r.summary
-    recs[5]["comm"] = {"backend": "nccl", "rank": 5, "world_size": 8, "device": "cuda:5",
-                       "allreduce": {"ok": False, "phase": "first collective", "seconds": 60.0,
-                                     "error": "the first all_reduce gave no result within the "
-                                              "audit's limit"}, "stalled": True}
+    recs[5]["comm"] = {
+        "backend": "nccl",
+        "rank": 5,
+        "world_size": 8,
+        "device": "cuda:5",
+        "allreduce": {
+            "ok": False,
+            "phase": "first collective",
+            "seconds": 60.0,
+            "error": "the first all_reduce gave no result within the audit's limit",
+        },
+        "stalled": True,
+    }
     log = "gpu-node-0:5:5 [5] NCCL INFO Channel 00/0 : 5[5] -> 6[6] via P2P/CUMEM\nother\n"
     r = allreduce_check(recs, log)
     assert r.summary.startswith("all_reduce stalled in the first collective on rank 5 after 60 s")
     assert "NCCL_DEBUG=INFO" in r.fix
-    assert r.evidence[-1] == "last NCCL line: gpu-node-0:5:5 [5] NCCL INFO Channel 00/0 : " \
-                             "5[5] -> 6[6] via P2P/CUMEM"
+    assert r.evidence[-1] == "last NCCL line: gpu-node-0:5:5 [5] NCCL INFO Channel 00/0 : 5[5] -> 6[6] via P2P/CUMEM"
 
 
 def test_no_record_at_all_still_quotes_the_last_nccl_line():
@@ -250,8 +309,7 @@ def nccl_sweep(world: int, peak_busbw: float) -> list[dict]:
 
 
 def test_h100_bandwidth_near_the_nvlink_limit_passes():
-    recs = [record(i, world=8, per_node=8, nvml=NVML_OK,
-                   comm=smoke(i, sweep=nccl_sweep(8, 470.0))) for i in range(8)]
+    recs = [record(i, world=8, per_node=8, nvml=NVML_OK, comm=smoke(i, sweep=nccl_sweep(8, 470.0))) for i in range(8)]
     r = bandwidth_check(recs)
     assert r.status is Status.PASS
     assert r.summary.startswith("all_reduce peak bus bandwidth 470.00 GB/s at 64.0 MiB over 8 ranks")
@@ -259,8 +317,7 @@ def test_h100_bandwidth_near_the_nvlink_limit_passes():
 
 
 def test_bandwidth_far_below_the_links_warns():
-    recs = [record(i, world=8, per_node=8, nvml=NVML_OK,
-                   comm=smoke(i, sweep=nccl_sweep(8, 60.0))) for i in range(8)]
+    recs = [record(i, world=8, per_node=8, nvml=NVML_OK, comm=smoke(i, sweep=nccl_sweep(8, 60.0))) for i in range(8)]
     r = bandwidth_check(recs)
     assert r.status is Status.WARN
     assert "13% of the 450 GB/s the links allow" in r.summary
@@ -268,21 +325,28 @@ def test_bandwidth_far_below_the_links_warns():
 
 
 def test_bandwidth_across_nodes_is_not_compared_with_nvlink():
-    recs = [record(i, world=16, per_node=8, nvml=NVML_OK,
-                   comm=smoke(i, world=16, sweep=nccl_sweep(16, 40.0))) for i in range(16)]
+    recs = [record(i, world=16, per_node=8, nvml=NVML_OK, comm=smoke(i, world=16, sweep=nccl_sweep(16, 40.0))) for i in range(16)]
     r = bandwidth_check(recs)
     assert r.status is Status.PASS and "network sets the limit" in r.evidence[-1]
 
 
 # ---- mem.fit ----------------------------------------------------------------------------
 
+
 def with_model(index: int, machine, total: int) -> dict:
     b = bound(index)
     b["gpu"] = gpu(index, machine)
-    b["model"] = {"parameters": 10, "param_bytes": total // 5, "buffer_bytes": 0,
-                  "grad_bytes": total // 5, "bucket_bytes": total // 5,
-                  "optimizer_bytes": 2 * total // 5, "optimizers": ["AdamW"],
-                  "total_bytes": total, "notes": []}
+    b["model"] = {
+        "parameters": 10,
+        "param_bytes": total // 5,
+        "buffer_bytes": 0,
+        "grad_bytes": total // 5,
+        "bucket_bytes": total // 5,
+        "optimizer_bytes": 2 * total // 5,
+        "optimizers": ["AdamW"],
+        "total_bytes": total,
+        "notes": [],
+    }
     return b
 
 
@@ -296,11 +360,9 @@ def test_model_state_against_the_smallest_gpu():
     assert "does not fit the 40536 MiB GPU" in r.summary
     assert "FSDP" in r.fix and "ZeRO" in r.fix
     small = 30 * 2**30
-    r = fit_check([record(i, world=4, per_node=4, binding=with_model(i, mixed, small))
-                   for i in range(4)])
+    r = fit_check([record(i, world=4, per_node=4, binding=with_model(i, mixed, small)) for i in range(4)])
     assert r.status is Status.WARN and "76% of the smallest GPU" in r.summary
-    r = fit_check([record(i, world=4, per_node=4, binding=with_model(i, mixed, 2**30))
-                   for i in range(4)])
+    r = fit_check([record(i, world=4, per_node=4, binding=with_model(i, mixed, 2**30)) for i in range(4)])
     assert r.status is Status.PASS
 
 
@@ -309,12 +371,18 @@ def test_no_ddp_model_skips():
 
 
 def test_rank_checks_returns_every_verdict_as_json():
-    recs = [record(i, nvml=NVML_OK, binding=bound(i), comm=smoke(i, world=2,
-                   sweep=nccl_sweep(2, 400.0))) for i in range(2)]
+    recs = [record(i, nvml=NVML_OK, binding=bound(i), comm=smoke(i, world=2, sweep=nccl_sweep(2, 400.0))) for i in range(2)]
     results = rank_checks(recs)
-    assert [r.check for r in results] == ["stack.versions", "stack.consistent", "env.ranks",
-                                          "bind.distinct", "comm.allreduce", "comm.bandwidth",
-                                          "mem.fit", "mem.peak"]
+    assert [r.check for r in results] == [
+        "stack.versions",
+        "stack.consistent",
+        "env.ranks",
+        "bind.distinct",
+        "comm.allreduce",
+        "comm.bandwidth",
+        "mem.fit",
+        "mem.peak",
+    ]
     for r in results:
         json.dumps(r.to_json())
 

@@ -47,23 +47,34 @@ for epoch in range(2):
 
 # ---- layout -------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("nodelist,host", [
-    ("gpu[07-09,12],login1", "gpu07"), ("node1,node2", "node1"), ("a-[3-5]", "a-3"),
-    ("dgx001", "dgx001"),
-])
+
+@pytest.mark.parametrize(
+    "nodelist,host",
+    [
+        ("gpu[07-09,12],login1", "gpu07"),
+        ("node1,node2", "node1"),
+        ("a-[3-5]", "a-3"),
+        ("dgx001", "dgx001"),
+    ],
+)
 def test_first_host_of_a_slurm_node_list(nodelist, host):
     assert first_host(nodelist) == host
 
 
-SRUN = {"SLURM_NNODES": "4", "SLURM_NTASKS": "4", "SLURM_NODEID": "2", "SLURM_STEP_ID": "0",
-        "SLURM_JOB_NODELIST": "gpu[07-10]", "SLURM_JOB_ID": "123456"}
+SRUN = {
+    "SLURM_NNODES": "4",
+    "SLURM_NTASKS": "4",
+    "SLURM_NODEID": "2",
+    "SLURM_STEP_ID": "0",
+    "SLURM_JOB_NODELIST": "gpu[07-10]",
+    "SLURM_JOB_ID": "123456",
+}
 
 
 def test_srun_task_reads_its_layout_from_slurm():
     o = resolve_layout(RuntimeOptions(script=Path("t.py")), SRUN)
     assert (o.nnodes, o.node_rank, o.master_addr, o.master_port) == (4, 2, "gpu07", 23456)
-    explicit = RuntimeOptions(script=Path("t.py"), nnodes=2, node_rank=1, master_addr="10.0.0.5",
-                              master_port=29500)
+    explicit = RuntimeOptions(script=Path("t.py"), nnodes=2, node_rank=1, master_addr="10.0.0.5", master_port=29500)
     assert resolve_layout(explicit, SRUN) == explicit  # flags win
     batch_shell = {k: v for k, v in SRUN.items() if k != "SLURM_STEP_ID"}
     assert resolve_layout(RuntimeOptions(script=Path("t.py")), batch_shell).nnodes == 1
@@ -74,9 +85,12 @@ def test_bad_layouts_are_one_line_errors():
         resolve_layout(RuntimeOptions(script=Path("t.py")), dict(SRUN, SLURM_NTASKS="32"))
     # eight tasks on one node would start eight torchruns, each with every rank
     one_node = dict(SRUN, SLURM_NNODES="1", SLURM_NTASKS="8", SLURM_NODEID="0")
-    with pytest.raises(LayoutError, match=r"^srun started 8 tasks on 1 node; ddplint starts "
-                                          r"torchrun, which starts the ranks, so run one ddplint "
-                                          r"per node: srun --nodes 1 --ntasks-per-node=1 "):
+    with pytest.raises(
+        LayoutError,
+        match=r"^srun started 8 tasks on 1 node; ddplint starts "
+        r"torchrun, which starts the ranks, so run one ddplint "
+        r"per node: srun --nodes 1 --ntasks-per-node=1 ",
+    ):
         resolve_layout(RuntimeOptions(script=Path("t.py")), one_node)
     # one task on one node, and a batch script (no step) with 8 tasks allotted, are fine
     alone = resolve_layout(RuntimeOptions(script=Path("t.py")), dict(one_node, SLURM_NTASKS="1"))
@@ -86,15 +100,14 @@ def test_bad_layouts_are_one_line_errors():
     with pytest.raises(LayoutError, match="--master-port is required with --nnodes > 1"):
         resolve_layout(RuntimeOptions(script=Path("t.py"), nnodes=2), {})
     with pytest.raises(LayoutError, match=r"--node-rank 2 is outside 0\.\.1"):
-        resolve_layout(RuntimeOptions(script=Path("t.py"), nnodes=2, node_rank=2,
-                                      master_port=29500), {})
-    c10d = RuntimeOptions(script=Path("t.py"), nnodes=2, rdzv_backend="c10d",
-                          rdzv_endpoint="head:29400")
+        resolve_layout(RuntimeOptions(script=Path("t.py"), nnodes=2, node_rank=2, master_port=29500), {})
+    c10d = RuntimeOptions(script=Path("t.py"), nnodes=2, rdzv_backend="c10d", rdzv_endpoint="head:29400")
     assert resolve_layout(c10d, {}) == c10d
     assert Nodes.of(c10d, 0) == Nodes(2, 0, "head", 29401)
 
 
 # ---- record exchange over real sockets ----------------------------------------------------
+
 
 def test_exchange_merges_three_nodes_and_returns_the_union_to_each():
     port = free_port()
@@ -145,13 +158,19 @@ def test_node_0_alone_reports_its_own_records_after_the_wait():
 
 # ---- two real nodes on one machine --------------------------------------------------------
 
+
 def _launch(args: list[str], cwd: Path, env_extra: dict | None = None) -> subprocess.Popen:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     env.update(env_extra or {})
-    return subprocess.Popen([sys.executable, "-m", "ddplint", "--runtime", "--format", "json",
-                             "--steps", "3", *args], cwd=cwd, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "ddplint", "--runtime", "--format", "json", "--steps", "3", *args],
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def _reports(procs: list[subprocess.Popen]) -> list[tuple[int, dict, str]]:
@@ -185,10 +204,12 @@ def test_node_0_prints_the_merged_report_of_both_nodes(two_nodes_different_scrip
     assert checks["env.ranks"]["status"] == "PASS"
     assert checks["env.ranks"]["summary"].startswith("ranks 0-3 of 4")
     assert [e.split(",")[0] for e in checks["env.ranks"]["evidence"]] == [
-        f"rank 0: node 0 ({socket.gethostname()})", f"rank 1: node 0 ({socket.gethostname()})",
-        f"rank 2: node 1 ({socket.gethostname()})", f"rank 3: node 1 ({socket.gethostname()})"]
-    assert checks["comm.allreduce"]["summary"].startswith("all_reduce of rank+1 = 10 = W(W+1)/2 "
-                                                          "on ranks 0-3")
+        f"rank 0: node 0 ({socket.gethostname()})",
+        f"rank 1: node 0 ({socket.gethostname()})",
+        f"rank 2: node 1 ({socket.gethostname()})",
+        f"rank 3: node 1 ({socket.gethostname()})",
+    ]
+    assert checks["comm.allreduce"]["summary"].startswith("all_reduce of rank+1 = 10 = W(W+1)/2 on ranks 0-3")
     assert checks["run.failure"]["status"] == "PASS"
     assert rc0 == 1  # stack.consistent fails
 
@@ -222,12 +243,16 @@ def _free_slurm_job_id() -> int:
 def test_srun_style_nodes_with_c10d_rendezvous(tmp_path):
     (tmp_path / "train.py").write_text(SCRIPT)
     job = _free_slurm_job_id()
-    slurm = {"SLURM_NNODES": "2", "SLURM_NTASKS": "2", "SLURM_STEP_ID": "0",
-             "SLURM_JOB_NODELIST": "localhost", "SLURM_JOB_ID": str(job)}
+    slurm = {
+        "SLURM_NNODES": "2",
+        "SLURM_NTASKS": "2",
+        "SLURM_STEP_ID": "0",
+        "SLURM_JOB_NODELIST": "localhost",
+        "SLURM_JOB_ID": str(job),
+    }
     procs = []
     for node in (0, 1):
-        procs.append(_launch(["--rdzv-backend", "c10d", "train.py"], tmp_path,
-                             dict(slurm, SLURM_NODEID=str(node))))
+        procs.append(_launch(["--rdzv-backend", "c10d", "train.py"], tmp_path, dict(slurm, SLURM_NODEID=str(node))))
         time.sleep(1.0)
     for rc, checks, stderr in _reports(procs):
         assert f"port {20000 + job % 20000}" in stderr
@@ -241,13 +266,22 @@ def test_cli_layout_errors_are_one_line_and_exit_2(tmp_path):
     (tmp_path / "train.py").write_text(SCRIPT)
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     for args, line in (
-        (["--nnodes", "2", "train.py"],
-         "ddplint: error: --master-port is required with --nnodes > 1: every node must use the "
-         "same port"),
-        (["--nnodes", "2", "--node-rank", "3", "--master-port", "29500", "train.py"],
-         "ddplint: error: --node-rank 3 is outside 0..1"),
+        (
+            ["--nnodes", "2", "train.py"],
+            "ddplint: error: --master-port is required with --nnodes > 1: every node must use the same port",
+        ),
+        (
+            ["--nnodes", "2", "--node-rank", "3", "--master-port", "29500", "train.py"],
+            "ddplint: error: --node-rank 3 is outside 0..1",
+        ),
     ):
-        proc = subprocess.run([sys.executable, "-m", "ddplint", "--runtime", *args], cwd=tmp_path,
-                              env=env, capture_output=True, text=True, timeout=60)
+        proc = subprocess.run(
+            [sys.executable, "-m", "ddplint", "--runtime", *args],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert proc.returncode == 2
         assert proc.stderr.strip().splitlines() == [line]

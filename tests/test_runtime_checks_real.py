@@ -54,17 +54,16 @@ def leftover(tmp_path_factory):
     """A torchrun agent and rank left over from an earlier job (not a child of this process)."""
     sleeper = tmp_path_factory.mktemp("leftover") / "earlier_job.py"
     sleeper.write_text("import time\ntime.sleep(120)\n")
-    cmd = [sys.executable, str(Path(sys.executable).parent / "torchrun"), "--standalone",
-           "--nproc-per-node", "1", str(sleeper)]
-    out = subprocess.run(["sh", "-c", f"setsid {shlex.join(cmd)} >/dev/null 2>&1 & echo $!"],
-                         capture_output=True, text=True, check=True)
+    cmd = [sys.executable, str(Path(sys.executable).parent / "torchrun"), "--standalone", "--nproc-per-node", "1", str(sleeper)]
+    out = subprocess.run(
+        ["sh", "-c", f"setsid {shlex.join(cmd)} >/dev/null 2>&1 & echo $!"], capture_output=True, text=True, check=True
+    )
     agent = int(out.stdout)
     rank = None
     deadline = time.monotonic() + 60
     while rank is None and time.monotonic() < deadline:
         time.sleep(0.3)
-        rank = next((p.pid for p, role in find_stale() if role.startswith("rank")
-                     and str(sleeper) in p.command), None)
+        rank = next((p.pid for p, role in find_stale() if role.startswith("rank") and str(sleeper) in p.command), None)
     try:
         assert rank is not None, "the leftover torchrun did not start its rank"
         yield agent, rank
@@ -78,9 +77,15 @@ def leftover(tmp_path_factory):
 def audit(tmp_path_factory, leftover):
     script = tmp_path_factory.mktemp("job") / "train_ddp.py"
     script.write_text(SCRIPT)
-    proc = subprocess.run([sys.executable, "-m", "ddplint", "--runtime", "--format", "json",
-                           "--steps", "4", str(script)], capture_output=True, text=True,
-                          env=_env(), timeout=240, cwd=script.parent, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-m", "ddplint", "--runtime", "--format", "json", "--steps", "4", str(script)],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        timeout=240,
+        cwd=script.parent,
+        check=False,
+    )
     assert proc.stdout, proc.stderr
     report = json.loads(proc.stdout)
     return {c["check"]: c for c in report["checks"]}, report, proc
@@ -88,9 +93,24 @@ def audit(tmp_path_factory, leftover):
 
 def test_every_machine_check_reports(audit):
     checks, _, _ = audit
-    for name in ("gpu.inventory", "gpu.topology", "gpu.health", "stack.nvml", "env.port", "env.stale",
-                 "env.launch", "net.interconnect", "stack.versions", "stack.consistent", "env.ranks",
-                 "bind.distinct", "comm.allreduce", "comm.bandwidth", "mem.fit", "mem.peak"):
+    for name in (
+        "gpu.inventory",
+        "gpu.topology",
+        "gpu.health",
+        "stack.nvml",
+        "env.port",
+        "env.stale",
+        "env.launch",
+        "net.interconnect",
+        "stack.versions",
+        "stack.consistent",
+        "env.ranks",
+        "bind.distinct",
+        "comm.allreduce",
+        "comm.bandwidth",
+        "mem.fit",
+        "mem.peak",
+    ):
         assert name in checks, name
 
 
@@ -187,15 +207,20 @@ HARDCODED_WORLD = textwrap.dedent("""
 def test_script_that_hard_codes_rank_and_world_size_fails_env_ranks(tmp_path):
     script = tmp_path / "notebook_port.py"
     script.write_text(HARDCODED_WORLD)
-    proc = subprocess.run([sys.executable, "-m", "ddplint", "--runtime", "--format", "json",
-                           "--steps", "2", "--timeout", "90", str(script)], capture_output=True,
-                          text=True, env=_env(), timeout=180, cwd=tmp_path, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-m", "ddplint", "--runtime", "--format", "json", "--steps", "2", "--timeout", "90", str(script)],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        timeout=180,
+        cwd=tmp_path,
+        check=False,
+    )
     checks = {c["check"]: c for c in json.loads(proc.stdout)["checks"]}
     ranks = checks["env.ranks"]
     assert ranks["status"] == "FAIL"
     assert "rank 1 joined the process group as rank 0 of 1" in ranks["summary"]
     assert ranks["fix"].startswith("call init_process_group() without rank/world_size")
     assert checks["comm.bandwidth"]["status"] == "SKIP"
-    assert "rank 0's process group has 1 rank(s) but torchrun started 2" in \
-        checks["comm.allreduce"]["summary"]
+    assert "rank 0's process group has 1 rank(s) but torchrun started 2" in checks["comm.allreduce"]["summary"]
     assert proc.returncode == 1

@@ -18,23 +18,37 @@ from ddplint.cli import runtime_argv
 WAIT_S = 300
 
 
-@pytest.mark.parametrize(("argv", "expected"), [
-    (["--runtime", "--nproc-per-node", "4", "train.py", "--epochs", "3"],
-     ["--runtime", "--nproc-per-node", "4", "--", "train.py", "--epochs", "3"]),
-    (["--runtime", "train.py", "--", "--epochs", "3"], ["--runtime", "--", "train.py", "--epochs", "3"]),
-    (["--runtime", "-o", "r.json", "--format=json", "-q", "train.py", "-q"],
-     ["--runtime", "-o", "r.json", "--format=json", "-q", "--", "train.py", "-q"]),
-    (["--runtime", "--", "train.py", "--x"], ["--runtime", "--", "train.py", "--x"]),
-    (["src/", "--select", "DDP1"], ["src/", "--select", "DDP1"]),  # lint: unchanged
-    (["--runtime"], ["--runtime"]),
-])
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (
+            ["--runtime", "--nproc-per-node", "4", "train.py", "--epochs", "3"],
+            ["--runtime", "--nproc-per-node", "4", "--", "train.py", "--epochs", "3"],
+        ),
+        (["--runtime", "train.py", "--", "--epochs", "3"], ["--runtime", "--", "train.py", "--epochs", "3"]),
+        (
+            ["--runtime", "-o", "r.json", "--format=json", "-q", "train.py", "-q"],
+            ["--runtime", "-o", "r.json", "--format=json", "-q", "--", "train.py", "-q"],
+        ),
+        (["--runtime", "--", "train.py", "--x"], ["--runtime", "--", "train.py", "--x"]),
+        (["src/", "--select", "DDP1"], ["src/", "--select", "DDP1"]),  # lint: unchanged
+        (["--runtime"], ["--runtime"]),
+    ],
+)
 def test_options_before_the_script_are_ddplints_and_the_rest_the_scripts(argv, expected):
     assert runtime_argv(argv) == expected
 
 
 def run(tmp_path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "ddplint", "--runtime", *args], cwd=tmp_path, env=env(),
-                          capture_output=True, text=True, timeout=WAIT_S, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "ddplint", "--runtime", *args],
+        cwd=tmp_path,
+        env=env(),
+        capture_output=True,
+        text=True,
+        timeout=WAIT_S,
+        check=False,
+    )
 
 
 def test_verbose_quiet_text_report_of_a_failing_rank(tmp_path):

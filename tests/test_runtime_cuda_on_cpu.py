@@ -41,8 +41,16 @@ def test_a_gpu_script_is_audited_on_the_cpu(runs):
     fails = [c["check"] for c in run.report["checks"] if c["status"] == "FAIL"]
     assert fails == [], fails
     status = {c["check"]: c["status"] for c in run.report["checks"]}
-    for check in ("run.reached", "data.disjoint", "data.coverage", "data.set_epoch", "io.single_writer",
-                  "ckpt.resume", "run.failure", "bind.distinct"):
+    for check in (
+        "run.reached",
+        "data.disjoint",
+        "data.coverage",
+        "data.set_epoch",
+        "io.single_writer",
+        "ckpt.resume",
+        "run.failure",
+        "bind.distinct",
+    ):
         assert status[check] == "PASS", (check, run.check(check))
     assert run.check("bind.distinct")["summary"] == "2 ranks asked for 2 different GPUs (CUDA mapped to the CPU)"
 

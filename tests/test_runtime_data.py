@@ -60,8 +60,10 @@ def test_subset_per_rank_is_disjoint_by_root_index(runs):
     run = runs("data_subset_by_rank.py")
     assert data_status(run) == dict.fromkeys(DATA, "PASS")
     disjoint = run.check("data.disjoint")
-    assert "ranks read disjoint samples (by root index: same TensorDataset of 256 on every rank, " \
-           "through per-rank Subset(TensorDataset))" in disjoint["summary"]
+    assert (
+        "ranks read disjoint samples (by root index: same TensorDataset of 256 on every rank, "
+        "through per-rank Subset(TensorDataset))" in disjoint["summary"]
+    )
     assert loader_data(run, "data.disjoint")["level"] == "roots"
     assert loader_data(run, "data.coverage")["covered"] == 256
     assert run.proc.returncode == 0
@@ -80,8 +82,9 @@ def test_the_same_subset_on_every_rank_fails(runs):
 def test_concat_of_per_rank_subsets_is_disjoint_by_root_index(runs):
     run = runs("data_subset_by_rank.py", "--concat")
     assert data_status(run) == dict.fromkeys(DATA, "PASS")
-    assert "(by root index: same TensorDataset of 256 + TensorDataset of 64 on every rank" \
-           in run.check("data.disjoint")["summary"]
+    assert (
+        "(by root index: same TensorDataset of 256 + TensorDataset of 64 on every rank" in run.check("data.disjoint")["summary"]
+    )
     assert loader_data(run, "data.coverage")["covered"] == 320  # both roots, through the offsets
 
 
@@ -106,8 +109,10 @@ def test_random_split_seeded_by_rank_fails_by_root_index(runs):
     status = data_status(run)
     assert status["data.disjoint"] == "FAIL" and status["data.coverage"] == "FAIL"
     disjoint = run.check("data.disjoint")
-    assert "by root index: same TensorDataset of 400 on every rank, through per-rank " \
-           "Subset(Subset(TensorDataset))" in disjoint["summary"]
+    assert (
+        "by root index: same TensorDataset of 400 on every rank, through per-rank "
+        "Subset(Subset(TensorDataset))" in disjoint["summary"]
+    )
     assert "same dataset on every rank" in disjoint["fix"]
     item = loader_data(run, "data.disjoint")
     assert item["level"] == "roots" and item["duplicates"] > item["padding"] == 0
@@ -119,15 +124,23 @@ def test_random_split_seeded_by_rank_fails_by_root_index(runs):
 # -- a DistributedSampler inside a batch sampler -----------------------------------------------
 
 
-@pytest.mark.parametrize("shape,sampler,batch_sampler", [
-    ("batch_sampler", "DistributedSampler", "BatchSampler"),
-    ("lists", "DistributedSampler", "BatchSampler"),
-    ("subclass", "EpochSampler", "GroupedBatches"),
-])
+@pytest.mark.parametrize(
+    "shape,sampler,batch_sampler",
+    [
+        ("batch_sampler", "DistributedSampler", "BatchSampler"),
+        ("lists", "DistributedSampler", "BatchSampler"),
+        ("subclass", "EpochSampler", "GroupedBatches"),
+    ],
+)
 def test_distributed_sampler_in_a_batch_sampler_pads_and_is_reshuffled(runs, shape, sampler, batch_sampler):
     run = runs("data_batch_sampler.py", "--shape", shape)
-    assert data_status(run) == {"data.disjoint": "WARN", "data.duplicates": "PASS", "data.coverage": "PASS",
-                                "data.content": "PASS", "data.set_epoch": "PASS"}
+    assert data_status(run) == {
+        "data.disjoint": "WARN",
+        "data.duplicates": "PASS",
+        "data.coverage": "PASS",
+        "data.content": "PASS",
+        "data.set_epoch": "PASS",
+    }
     assert "1 padding duplicate(s) per epoch (len 101 % 2 ranks" in run.check("data.disjoint")["summary"]
     [loader] = run.report["loaders"]
     assert (loader["sampler"], loader["batch_sampler"]) == (sampler, batch_sampler)
@@ -161,8 +174,13 @@ def test_iterable_dataset_split_across_workers_passes(runs):
     run = runs("data_iterable_workers.py", "--split-workers")
     assert data_status(run) == {**dict.fromkeys(DATA, "PASS"), "data.set_epoch": "SKIP"}
     assert loader_data(run, "data.coverage") == {
-        "site": f"{run.script}:36", "level": "fingerprints", "dataset_len": 48, "covered": 48, "missing": 0,
-        "documented_drops": 0}
+        "site": f"{run.script}:36",
+        "level": "fingerprints",
+        "dataset_len": 48,
+        "covered": 48,
+        "missing": 0,
+        "documented_drops": 0,
+    }
 
 
 def test_iterable_dataset_without_length_coverage_is_not_measurable(runs):
@@ -278,7 +296,8 @@ def test_a_loader_the_probe_cannot_read_still_runs(tmp_path):
         "    def __len__(self):\n"
         "        return 2\n"
         "loader = DataLoader(TensorDataset(torch.arange(4)), batch_sampler=Batches())\n"
-        "print([b[0].tolist() for b in loader])\n")
+        "print([b[0].tolist() for b in loader])\n"
+    )
     proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env(), timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[[0, 1], [2, 3]]"

@@ -33,9 +33,26 @@ def test_deadlock_is_reported_within_timeout_and_leaves_no_process(tmp_path):
     out = tmp_path / "report.json"
     assert processes_naming(str(script)) == []
     start = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "ddplint", "--runtime", "--timeout", str(TIMEOUT),
-                           "--format", "json", "--output", str(out), str(script)],
-                          cwd=tmp_path, env=env(), capture_output=True, text=True, timeout=TIMEOUT + 2 * MARGIN)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ddplint",
+            "--runtime",
+            "--timeout",
+            str(TIMEOUT),
+            "--format",
+            "json",
+            "--output",
+            str(out),
+            str(script),
+        ],
+        cwd=tmp_path,
+        env=env(),
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT + 2 * MARGIN,
+    )
     wall = time.monotonic() - start
     assert wall < TIMEOUT + MARGIN, wall
     assert processes_naming(str(script)) == []
@@ -50,8 +67,9 @@ def test_deadlock_is_reported_within_timeout_and_leaves_no_process(tmp_path):
     assert (ranks[0]["call"], ranks[0]["location"]) == ("recv", "deadlock.py:26")
     assert (ranks[1]["call"], ranks[1]["location"]) == ("barrier", "deadlock.py:28")
     assert ranks[0]["phase"] == ranks[1]["phase"] == "step" and ranks[0]["step"] == 3
-    assert hang["evidence"][0] == ("rank 0: step 3 (epoch 0), waiting in recv() at deadlock.py:26: "
-                                   "dist.recv(torch.zeros(1), src=1)")
+    assert hang["evidence"][0] == (
+        "rank 0: step 3 (epoch 0), waiting in recv() at deadlock.py:26: dist.recv(torch.zeros(1), src=1)"
+    )
     assert checks["run.failure"]["status"] == "SKIP"
     assert [r["status"] for r in report["ranks"]] == ["hung", "hung"]
 
@@ -59,8 +77,14 @@ def test_deadlock_is_reported_within_timeout_and_leaves_no_process(tmp_path):
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_signal_to_ddplint_stops_every_rank(tmp_path, sig):
     script = copy_fixture(tmp_path)
-    proc = subprocess.Popen([sys.executable, "-m", "ddplint", "--runtime", "--timeout", "120", str(script)],
-                            cwd=tmp_path, env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ddplint", "--runtime", "--timeout", "120", str(script)],
+        cwd=tmp_path,
+        env=env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 60
         while len(processes_naming(str(script))) < 4 and time.monotonic() < deadline:  # + torchrun, 2 ranks
@@ -87,17 +111,40 @@ def test_missing_node_is_a_rendezvous_hang_after_rdzv_timeout(tmp_path):
     shutil.copy(FIXTURES / "correct.py", script)
     out = tmp_path / "report.json"
     start = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "ddplint", "--runtime", "--nnodes", "2", "--node-rank", "0",
-                           "--nproc-per-node", "1", "--master-port", str(free_port()), "--rdzv-timeout", "4",
-                           "--format", "json", "--output", str(out), str(script)],
-                          cwd=tmp_path, env=env(), capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ddplint",
+            "--runtime",
+            "--nnodes",
+            "2",
+            "--node-rank",
+            "0",
+            "--nproc-per-node",
+            "1",
+            "--master-port",
+            str(free_port()),
+            "--rdzv-timeout",
+            "4",
+            "--format",
+            "json",
+            "--output",
+            str(out),
+            str(script),
+        ],
+        cwd=tmp_path,
+        env=env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert time.monotonic() - start < 4 + MARGIN
     assert proc.returncode == 1, proc.stderr
     checks = {c["check"]: c for c in json.loads(out.read_text())["checks"]}
     assert checks["run.hang"]["status"] == "FAIL"
     assert checks["run.hang"]["summary"] == "rendezvous did not complete within 4 s"
-    assert checks["run.hang"]["evidence"] == ["rank 0: never started (rendezvous)",
-                                              "rank 1: never started (rendezvous)"]
+    assert checks["run.hang"]["evidence"] == ["rank 0: never started (rendezvous)", "rank 1: never started (rendezvous)"]
     assert processes_naming(str(script)) == []
 
 
@@ -106,9 +153,28 @@ def test_rank_that_never_reaches_init_is_an_init_hang(tmp_path):
     shutil.copy(FIXTURES / "late_init.py", script)
     out = tmp_path / "report.json"
     start = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "ddplint", "--runtime", "--rdzv-timeout", "20", "--timeout", "120",
-                           "--format", "json", "--output", str(out), str(script)],
-                          cwd=tmp_path, env=env(), capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ddplint",
+            "--runtime",
+            "--rdzv-timeout",
+            "20",
+            "--timeout",
+            "120",
+            "--format",
+            "json",
+            "--output",
+            str(out),
+            str(script),
+        ],
+        cwd=tmp_path,
+        env=env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert time.monotonic() - start < 20 + MARGIN  # rank start-up (torch import) comes first
     assert proc.returncode == 1, proc.stderr
     hang = next(c for c in json.loads(out.read_text())["checks"] if c["check"] == "run.hang")
@@ -122,8 +188,13 @@ def test_rank_that_never_reaches_init_is_an_init_hang(tmp_path):
 def test_sigkill_of_ddplint_leaves_no_process(tmp_path):
     """SIGKILL cannot be handled: torchrun dies with ddplint and the ranks follow their parent."""
     script = copy_fixture(tmp_path)
-    proc = subprocess.Popen([sys.executable, "-m", "ddplint", "--runtime", "--timeout", "120", str(script)],
-                            cwd=tmp_path, env=env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ddplint", "--runtime", "--timeout", "120", str(script)],
+        cwd=tmp_path,
+        env=env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.monotonic() + 60
     while len(processes_naming(str(script))) < 4 and time.monotonic() < deadline:  # ddplint, torchrun, 2 ranks
         time.sleep(0.2)
@@ -142,15 +213,31 @@ def test_a_stuck_dataloader_worker_is_named_with_its_line(tmp_path):
     script = tmp_path / "stuck_worker.py"
     shutil.copy(FIXTURES / "stuck_worker.py", script)
     out = tmp_path / "report.json"
-    proc = subprocess.run([sys.executable, "-m", "ddplint", "--runtime", "--timeout", str(TIMEOUT),
-                           "--format", "json", "--output", str(out), str(script)],
-                          cwd=tmp_path, env=env(), capture_output=True, text=True, timeout=TIMEOUT + 2 * MARGIN)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ddplint",
+            "--runtime",
+            "--timeout",
+            str(TIMEOUT),
+            "--format",
+            "json",
+            "--output",
+            str(out),
+            str(script),
+        ],
+        cwd=tmp_path,
+        env=env(),
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT + 2 * MARGIN,
+    )
     assert proc.returncode == 1, proc.stderr
     assert processes_naming(str(script)) == []
     hang = next(c for c in json.loads(out.read_text())["checks"] if c["check"] == "run.hang")
     evidence = "\n".join(hang["evidence"])
     assert "rank 0: finished its script, waiting for the other ranks" in evidence
     assert "rank 1: first batch at stuck_worker.py:24: for x in loader:" in evidence
-    assert ("rank 1's DataLoader worker is fetching, in __getitem__() at stuck_worker.py:15: "
-            "time.sleep(1000)") in evidence
+    assert ("rank 1's DataLoader worker is fetching, in __getitem__() at stuck_worker.py:15: time.sleep(1000)") in evidence
     assert "ddplint/runtime" not in evidence and "no DataLoader was iterated" not in evidence

@@ -70,19 +70,21 @@ def test_too_few_gpus_fails_and_names_the_count():
     m = machine("h100_sxm_8x_nvswitch")
     r = inventory_check(m, 8, {"CUDA_VISIBLE_DEVICES": "0,1,2,3"}, CU124)
     assert r.status is Status.FAIL
-    assert r.summary.startswith("4 GPUs visible (CUDA_VISIBLE_DEVICES=0,1,2,3), "
-                                "--nproc-per-node asks for 8")
+    assert r.summary.startswith("4 GPUs visible (CUDA_VISIBLE_DEVICES=0,1,2,3), --nproc-per-node asks for 8")
     assert r.fix == "use --nproc-per-node 4 or make 8 GPUs visible"
 
 
-@pytest.mark.parametrize("value,expected", [
-    ("3,1", [3, 1]),
-    ("GPU-17b05e3c,GPU-5a3b7c92-6f1e-9d4c-a036-7e8d1f2a4b78", [3, 7]),
-    ("0,9,1", [0]),          # CUDA stops at the first entry that names no GPU
-    ("1,1,2", [1]),          # and at a repeated one
-    ("GPU-ffff", []),
-    ("", []),
-])
+@pytest.mark.parametrize(
+    "value,expected",
+    [
+        ("3,1", [3, 1]),
+        ("GPU-17b05e3c,GPU-5a3b7c92-6f1e-9d4c-a036-7e8d1f2a4b78", [3, 7]),
+        ("0,9,1", [0]),  # CUDA stops at the first entry that names no GPU
+        ("1,1,2", [1]),  # and at a repeated one
+        ("GPU-ffff", []),
+        ("", []),
+    ],
+)
 def test_cuda_visible_devices_by_index_and_uuid(value, expected):
     m = machine("h100_sxm_8x_nvswitch")
     assert visible_gpus(m, value).indices == expected
@@ -91,8 +93,7 @@ def test_cuda_visible_devices_by_index_and_uuid(value, expected):
 def test_no_visible_gpu_skips_to_cpu_unless_nccl_asked():
     m = machine("h100_sxm_8x_nvswitch")
     assert inventory_check(m, 2, {"CUDA_VISIBLE_DEVICES": ""}, CU124).status is Status.SKIP
-    assert inventory_check(m, 2, {"CUDA_VISIBLE_DEVICES": ""}, CU124,
-                           backend="nccl").status is Status.FAIL
+    assert inventory_check(m, 2, {"CUDA_VISIBLE_DEVICES": ""}, CU124, backend="nccl").status is Status.FAIL
 
 
 def test_mixed_a100_40_and_80_warns_that_the_smallest_sets_the_limit():
@@ -134,8 +135,7 @@ def test_driver_too_old_for_cuda_12_4_fails_with_both_numbers():
     m = machine("v100_sxm2_4x_driver_470")
     r = inventory_check(m, 4, {}, CU124)
     assert r.status is Status.FAIL
-    assert ("driver 470.256.02 supports CUDA 11.4; torch was built for CUDA 12.4: "
-            "torch cannot use the GPUs") in r.summary
+    assert ("driver 470.256.02 supports CUDA 11.4; torch was built for CUDA 12.4: torch cannot use the GPUs") in r.summary
     assert r.fix == "upgrade the NVIDIA driver to 550.54.14 or newer, or install a torch build for CUDA 11.x"
     assert "GPU3 reports 2 uncorrected ECC errors" in r.summary
 
@@ -177,6 +177,7 @@ def test_h100_pair_across_sockets_suggests_one_socket_only_without_nvlink():
     def drop_nvlink(inv):
         for d in inv["devices"]:
             d["nvlinks"] = []
+
     m = machine("h100_sxm_8x_nvswitch", drop_nvlink)
     r = topology_check(m, [0, 4])
     assert r.status is Status.WARN
@@ -187,12 +188,12 @@ def test_h100_pair_across_sockets_suggests_one_socket_only_without_nvlink():
 def test_degraded_nvlink_warns():
     def one_link_down(inv):
         inv["devices"][3]["nvlinks"][5]["state"] = 0
+
     m = machine("h100_sxm_8x_nvswitch", one_link_down)
     r = topology_check(m, list(range(8)))
     assert r.status is Status.WARN
     assert "GPU3 has 17 active NVLinks where its peers have 18" in r.summary
-    assert any(e.startswith("GPU3: 17/18 NVLinks active") and "inactive: [5]" in e
-               for e in r.evidence)
+    assert any(e.startswith("GPU3: 17/18 NVLinks active") and "inactive: [5]" in e for e in r.evidence)
 
 
 def test_direct_nvlink_meshes_count_links_per_pair():
@@ -211,28 +212,47 @@ def test_single_gpu_topology_skips():
 
 def test_launch_env_flags_settings_that_break_or_slow():
     names = ["lo", "eth0", "ib0"]
-    bad = launch_env_check({"NCCL_P2P_DISABLE": "1", "NCCL_IB_DISABLE": "1",
-                            "CUDA_LAUNCH_BLOCKING": "1", "NCCL_SOCKET_IFNAME": "enp",
-                            "OMP_NUM_THREADS": "16"}, nproc=8, nnodes=2, ifnames=names, cpus=64)
+    bad = launch_env_check(
+        {
+            "NCCL_P2P_DISABLE": "1",
+            "NCCL_IB_DISABLE": "1",
+            "CUDA_LAUNCH_BLOCKING": "1",
+            "NCCL_SOCKET_IFNAME": "enp",
+            "OMP_NUM_THREADS": "16",
+        },
+        nproc=8,
+        nnodes=2,
+        ifnames=names,
+        cpus=64,
+    )
     assert bad.status is Status.FAIL
-    assert bad.summary.startswith("NCCL_SOCKET_IFNAME=enp selects no interface of this host "
-                                  "(it has lo, eth0, ib0)")
-    for text in ("NCCL_P2P_DISABLE=1", "NCCL_IB_DISABLE=1 on a multi-node job",
-                 "CUDA_LAUNCH_BLOCKING=1", "OMP_NUM_THREADS=16 x 8 processes = 128 threads"):
+    assert bad.summary.startswith("NCCL_SOCKET_IFNAME=enp selects no interface of this host (it has lo, eth0, ib0)")
+    for text in (
+        "NCCL_P2P_DISABLE=1",
+        "NCCL_IB_DISABLE=1 on a multi-node job",
+        "CUDA_LAUNCH_BLOCKING=1",
+        "OMP_NUM_THREADS=16 x 8 processes = 128 threads",
+    ):
         assert text in bad.summary
     single = launch_env_check({"NCCL_IB_DISABLE": "1"}, 2, 1, names, 8)
-    assert single.status is Status.PASS and any("no effect on a single node" in e
-                                                for e in single.evidence)
+    assert single.status is Status.PASS and any("no effect on a single node" in e for e in single.evidence)
     clean = launch_env_check({"NCCL_SOCKET_IFNAME": "eth", "NCCL_DEBUG": "INFO"}, 2, 1, names, 8)
     assert clean.status is Status.PASS
     unset = launch_env_check({}, 2, 1, names, 8)
     assert any("NCCL_DEBUG is unset" in e for e in unset.evidence)
 
 
-@pytest.mark.parametrize("spec,picked", [
-    ("eth", ["eth0"]), ("=eth", []), ("=eth0", ["eth0"]), ("^lo,docker", ["eth0", "ib0"]),
-    ("ib,eth", ["eth0", "ib0"]), ("^=eth0", ["lo", "ib0"]),
-])
+@pytest.mark.parametrize(
+    "spec,picked",
+    [
+        ("eth", ["eth0"]),
+        ("=eth", []),
+        ("=eth0", ["eth0"]),
+        ("^lo,docker", ["eth0", "ib0"]),
+        ("ib,eth", ["eth0", "ib0"]),
+        ("^=eth0", ["lo", "ib0"]),
+    ],
+)
 def test_nccl_socket_ifname_syntax(spec, picked):
     assert nccl_ifname_matches(spec, ["lo", "eth0", "ib0"]) == picked
 
@@ -253,8 +273,16 @@ def test_run_host_checks_on_a_replayed_machine_returns_every_check():
     opts = RuntimeOptions(script=Path("t.py"))
     reads = ReplayReads(copy.deepcopy(inventory("rtx4090_2x_pcie_cross_socket")))
     results = run_host_checks(opts, 2, 0, nvml=reads, environ={})
-    assert [r.check for r in results] == ["gpu.inventory", "gpu.topology", "gpu.health", "stack.nvml",
-                                          "env.port", "env.stale", "env.launch", "net.interconnect"]
+    assert [r.check for r in results] == [
+        "gpu.inventory",
+        "gpu.topology",
+        "gpu.health",
+        "stack.nvml",
+        "env.port",
+        "env.stale",
+        "env.launch",
+        "net.interconnect",
+    ]
     assert results[1].status is Status.WARN
     for r in results:
         json.dumps(r.to_json())
@@ -264,28 +292,28 @@ def _render(results) -> str:
     from ddplint.runtime import report
 
     launch = {"nnodes": 1, "world_size": 2, "backend": "nccl", "epochs": 2, "steps": 8}
-    built = report.build(results, script="train.py", script_args=(), launch=launch,
-                         elapsed_s=0.0, ranks=[], loaders=[], writes=[])
+    built = report.build(
+        results, script="train.py", script_args=(), launch=launch, elapsed_s=0.0, ranks=[], loaders=[], writes=[]
+    )
     json.loads(report.to_json(built))
     return report.to_text(built)
 
 
 def test_text_report_of_a_cross_socket_workstation():
     reads = ReplayReads(inventory("rtx4090_2x_pcie_cross_socket"))
-    results = run_host_checks(RuntimeOptions(script=Path("t.py")), 2, 0, nvml=reads,
-                              environ={"NCCL_P2P_DISABLE": "1"})
+    results = run_host_checks(RuntimeOptions(script=Path("t.py")), 2, 0, nvml=reads, environ={"NCCL_P2P_DISABLE": "1"})
     text = _render(results).splitlines()
     topo = next(i for i, line in enumerate(text) if line.startswith("WARN  gpu.topology"))
-    assert text[topo].endswith("GPU0-GPU1 connect through SYS (across CPU sockets): NCCL "
-                               "traffic crosses the inter-socket link")
-    pad = text[topo + 2][:text[topo + 2].index("GPU0")]
-    assert text[topo + 1:topo + 4] == [pad + "       GPU0   GPU1   CPU Affinity      NUMA Affinity",
-                                       pad + "GPU0   X      SYS    0-15,32-47        0",
-                                       pad + "GPU1   SYS    X      16-31,48-63       1"]
+    assert text[topo].endswith("GPU0-GPU1 connect through SYS (across CPU sockets): NCCL traffic crosses the inter-socket link")
+    pad = text[topo + 2][: text[topo + 2].index("GPU0")]
+    assert text[topo + 1 : topo + 4] == [
+        pad + "       GPU0   GPU1   CPU Affinity      NUMA Affinity",
+        pad + "GPU0   X      SYS    0-15,32-47        0",
+        pad + "GPU1   SYS    X      16-31,48-63       1",
+    ]
     launch_line = next(line for line in text if line.startswith("WARN  env.launch"))
     assert "NCCL_P2P_DISABLE=1 sends GPU-to-GPU traffic through host memory" in launch_line
-    assert any(line.strip() == "fix: unset NCCL_P2P_DISABLE unless a broken P2P path was measured"
-               for line in text)
+    assert any(line.strip() == "fix: unset NCCL_P2P_DISABLE unless a broken P2P path was measured" for line in text)
 
 
 def test_text_report_of_a_gpu_held_by_a_foreign_process():
@@ -299,13 +327,16 @@ def test_text_report_of_a_gpu_held_by_a_foreign_process():
     assert "GPU0   X      NV4    NV4    NV4    0-63,128-191      0" in topology.evidence
 
 
-@pytest.mark.parametrize("argv,named", [
-    (["torchrun", "--master-port", "29500", "t.py"], True),
-    (["torchrun", "--master_port=29500", "t.py"], True),
-    (["torchrun", "--rdzv-endpoint", "node0:29500", "t.py"], True),
-    (["torchrun", "--rdzv-endpoint", "node0:295000", "t.py"], False),
-    (["torchrun", "--master-port", "2950", "t.py"], False),
-])
+@pytest.mark.parametrize(
+    "argv,named",
+    [
+        (["torchrun", "--master-port", "29500", "t.py"], True),
+        (["torchrun", "--master_port=29500", "t.py"], True),
+        (["torchrun", "--rdzv-endpoint", "node0:29500", "t.py"], True),
+        (["torchrun", "--rdzv-endpoint", "node0:295000", "t.py"], False),
+        (["torchrun", "--master-port", "2950", "t.py"], False),
+    ],
+)
 def test_a_peer_node_is_recognised_by_the_port_it_names(argv, named):
     from ddplint.runtime.checks.stale import _names_port
 
@@ -328,8 +359,10 @@ def test_nvlink_rate_follows_the_gpu_generation_where_the_version_is_ambiguous()
     def ga102(inv):  # two RTX A6000 with an NVLink bridge: NVLink 3 x4 at about 14 GB/s
         for d, peer in zip(inv["devices"], reversed(inv["devices"]), strict=True):
             d["compute_capability"] = [8, 6]
-            d["nvlinks"] = [{"link": k, "state": 1, "version": 5, "remote_type": 0,
-                             "remote_bus_id": peer["pci_bus_id"]} for k in range(4)]
+            d["nvlinks"] = [
+                {"link": k, "state": 1, "version": 5, "remote_type": 0, "remote_bus_id": peer["pci_bus_id"]} for k in range(4)
+            ]
+
     m = machine("rtx4090_2x_pcie_cross_socket", ga102)
     assert expected_busbw(m, [0, 1]) == (56.25, "NVLink 3.1 x4 (14.0625 GB/s per link and direction)")
     from ddplint.runtime.nvml import nvlink_rate
@@ -339,14 +372,17 @@ def test_nvlink_rate_follows_the_gpu_generation_where_the_version_is_ambiguous()
     assert nvlink_rate(9, [10, 0]) is None
 
 
-@pytest.mark.parametrize("value,expected,mig", [
-    ("MIG-c07e1d95-2a48-5f63-b9e0-3d7a1c5f8e24", [0], True),
-    ("MIG-c07e1d95", [0], True),                          # a unique prefix, as CUDA accepts
-    ("MIG-GPU-5f6e7d8c-9b0a-1c2d-3e4f-50617283a4b5/1/0", [0], True),  # the pre-R470 form
-    ("GPU-6a7b", [1], False),
-    ("MIG-ffff", [], False),
-    ("MIG-c07e1d95,MIG-c07e1d95", [0], True),             # named twice: CUDA stops there
-])
+@pytest.mark.parametrize(
+    "value,expected,mig",
+    [
+        ("MIG-c07e1d95-2a48-5f63-b9e0-3d7a1c5f8e24", [0], True),
+        ("MIG-c07e1d95", [0], True),  # a unique prefix, as CUDA accepts
+        ("MIG-GPU-5f6e7d8c-9b0a-1c2d-3e4f-50617283a4b5/1/0", [0], True),  # the pre-R470 form
+        ("GPU-6a7b", [1], False),
+        ("MIG-ffff", [], False),
+        ("MIG-c07e1d95,MIG-c07e1d95", [0], True),  # named twice: CUDA stops there
+    ],
+)
 def test_cuda_visible_devices_names_mig_instances(value, expected, mig):
     m = machine("a100_sxm_2x_mig")
     visible = visible_gpus(m, value)
@@ -358,8 +394,7 @@ def test_one_process_on_a_mig_instance_passes_and_is_named():
     m = machine("a100_sxm_2x_mig")
     r = inventory_check(m, 1, {"CUDA_VISIBLE_DEVICES": "MIG-4b2f8a61"}, CU124)
     assert r.status is Status.PASS, r.summary
-    assert ("CUDA_VISIBLE_DEVICES names MIG-4b2f8a61-93d7-5c0e-a1f4-6e8d2c7b9a30, a MIG "
-            "instance of GPU0") in r.evidence
+    assert ("CUDA_VISIBLE_DEVICES names MIG-4b2f8a61-93d7-5c0e-a1f4-6e8d2c7b9a30, a MIG instance of GPU0") in r.evidence
 
 
 def test_fixture_shapes_follow_what_nvml_answers_there():

@@ -44,17 +44,25 @@ def test_real_pynvml_without_driver_skips_gpu_checks_and_the_rest_runs():
         assert by[check].summary == "NVML not available (no NVIDIA driver loaded)"
     assert by["env.port"].status is Status.PASS
     assert by["stack.nvml"].status is Status.PASS
-    assert set(by) == {"gpu.inventory", "gpu.topology", "gpu.health", "stack.nvml", "env.port", "env.stale",
-                       "env.launch", "net.interconnect"}
+    assert set(by) == {
+        "gpu.inventory",
+        "gpu.topology",
+        "gpu.health",
+        "stack.nvml",
+        "env.port",
+        "env.stale",
+        "env.launch",
+        "net.interconnect",
+    }
 
 
 def _nvml_check_in(pythonpath: str | None) -> dict:
-    code = ("import json; from ddplint.runtime.checks.gpu import nvml_module_check; "
-            "print(json.dumps(nvml_module_check().to_json()))")
+    code = (
+        "import json; from ddplint.runtime.checks.gpu import nvml_module_check; print(json.dumps(nvml_module_check().to_json()))"
+    )
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (pythonpath, str(ROOT)) if p)
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                         check=True)
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     return json.loads(out.stdout)
 
 
@@ -67,12 +75,10 @@ def test_stale_pynvml_distribution_shadowing_nvidia_ml_py_warns(tmp_path):
     info = tmp_path / "pynvml-11.5.0.dist-info"
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: pynvml\nVersion: 11.5.0\n")
-    (info / "RECORD").write_text("pynvml/__init__.py,,\npynvml/nvml.py,,\n"
-                                 "pynvml-11.5.0.dist-info/METADATA,,\n")
+    (info / "RECORD").write_text("pynvml/__init__.py,,\npynvml/nvml.py,,\npynvml-11.5.0.dist-info/METADATA,,\n")
     stale = _nvml_check_in(str(tmp_path))
     assert stale["status"] == "WARN"
-    assert stale["summary"].startswith("`import pynvml` loads the stale `pynvml` 11.5.0 "
-                                       "distribution, not nvidia-ml-py")
+    assert stale["summary"].startswith("`import pynvml` loads the stale `pynvml` 11.5.0 distribution, not nvidia-ml-py")
     assert stale["fix"] == "pip uninstall -y pynvml && pip install --force-reinstall nvidia-ml-py"
     good = _nvml_check_in(None)
     assert good["status"] == "PASS" and good["summary"].startswith("pynvml comes from nvidia-ml-py")
@@ -83,25 +89,38 @@ def leftover_torchrun(tmp_path_factory):
     """A real torchrun agent (static rendezvous: it hosts the store on the port) and its rank,
     left running as after an interrupted job."""
     script = tmp_path_factory.mktemp("stale") / "sleeper.py"
-    script.write_text(textwrap.dedent("""
+    script.write_text(
+        textwrap.dedent("""
         import time
         time.sleep(120)
-    """))
+    """)
+    )
     port = free_port()
     torchrun = Path(sys.executable).parent / "torchrun"
-    cmd = [sys.executable, str(torchrun), "--nnodes", "1", "--nproc-per-node", "1",
-           "--master-addr", "127.0.0.1", "--master-port", str(port), str(script)]
+    cmd = [
+        sys.executable,
+        str(torchrun),
+        "--nnodes",
+        "1",
+        "--nproc-per-node",
+        "1",
+        "--master-addr",
+        "127.0.0.1",
+        "--master-port",
+        str(port),
+        str(script),
+    ]
     # started through a shell that exits at once, so it is no child of this test process
     # (the checks never count their own process tree as stale)
-    out = subprocess.run(["sh", "-c", f"setsid {shlex.join(cmd)} >/dev/null 2>&1 & echo $!"],
-                         capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        ["sh", "-c", f"setsid {shlex.join(cmd)} >/dev/null 2>&1 & echo $!"], capture_output=True, text=True, check=True
+    )
     agent = int(out.stdout)
     rank_pid = None
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and rank_pid is None:
         time.sleep(0.3)
-        rank_pid = next((p.pid for p, role in find_stale() if role == "rank 0"
-                         and str(script) in p.command), None)
+        rank_pid = next((p.pid for p, role in find_stale() if role == "rank 0" and str(script) in p.command), None)
     try:
         assert rank_pid is not None, "torchrun did not start its rank"
         yield agent, rank_pid, port
@@ -156,7 +175,8 @@ def test_leftover_rank_holding_gpu_memory_fails(leftover_torchrun):
 
 @pytest.mark.skipif(_driver_loaded(), reason="an NVIDIA driver is loaded on this machine")
 def test_recording_an_inventory_without_driver_is_a_one_line_error():
-    proc = subprocess.run([sys.executable, "-m", "ddplint.runtime.nvml"], capture_output=True,
-                          text=True, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    proc = subprocess.run(
+        [sys.executable, "-m", "ddplint.runtime.nvml"], capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(ROOT))
+    )
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr == "ddplint: NVML not available (no NVIDIA driver loaded)\n"

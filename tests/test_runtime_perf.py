@@ -35,7 +35,9 @@ rank = dist.get_rank()
 torch.manual_seed(0)
 """
 
-INPUT_BOUND = HEAD + """
+INPUT_BOUND = (
+    HEAD
+    + """
 class Decoded(Dataset):  # every sample "decoded" in the training loop's own process
     def __len__(self):
         return 64
@@ -58,8 +60,11 @@ for epoch in range(5):
     if rank == 0:
         torch.save(model.state_dict(), "weights.pt")  # the model only: momentum is lost
 """
+)
 
-COMPUTE_BOUND = HEAD + """
+COMPUTE_BOUND = (
+    HEAD
+    + """
 data = TensorDataset(torch.randn(256, 256), torch.randn(256, 256))
 sampler = DistributedSampler(data)
 loader = DataLoader(data, batch_size=16, sampler=sampler)
@@ -81,8 +86,11 @@ for epoch in range(5):
         torch.save({"model": model.module.state_dict(), "optimizer": opt.state_dict(),
                     "scheduler": sched.state_dict(), "epoch": epoch}, "checkpoint.pt")
 """
+)
 
-SLEEPY = HEAD + """
+SLEEPY = (
+    HEAD
+    + """
 data = TensorDataset(torch.randn(128, 16), torch.randn(128, 4))
 sampler = DistributedSampler(data)
 loader = DataLoader(data, batch_size=8, sampler=sampler)
@@ -96,6 +104,7 @@ for epoch in range(5):
         torch.nn.functional.mse_loss(model(x), y).backward()
         opt.step()
 """
+)
 STRAGGLER = SLEEPY.replace("{sleep}", "0.5 if rank == 1 else 0.0")
 BALANCED = SLEEPY.replace("{sleep}", "0.1")
 
@@ -105,9 +114,29 @@ def audit(tmp_path: Path, name: str, source: str) -> dict[str, dict]:
     script.write_text(textwrap.dedent(source))
     out = tmp_path / "report.json"
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    proc = subprocess.run([sys.executable, "-m", "ddplint", "--runtime", "--format", "json", "--output", str(out),
-                           "--steps", "5", "--epochs", "2", str(script)],
-                          capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path, check=False)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ddplint",
+            "--runtime",
+            "--format",
+            "json",
+            "--output",
+            str(out),
+            "--steps",
+            "5",
+            "--epochs",
+            "2",
+            str(script),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        cwd=tmp_path,
+        check=False,
+    )
     assert out.exists(), proc.stderr
     report = json.loads(out.read_text())
     jsonschema.validate(report, report_schema())
@@ -116,8 +145,9 @@ def audit(tmp_path: Path, name: str, source: str) -> dict[str, dict]:
 
 
 def order(checks: dict[str, dict]) -> list[str]:
-    return [name for name in checks if name in ("mem.fit", "mem.peak", "io.single_writer", "ckpt.resume",
-                                                 "perf.steps", "run.failure")]
+    return [
+        name for name in checks if name in ("mem.fit", "mem.peak", "io.single_writer", "ckpt.resume", "perf.steps", "run.failure")
+    ]
 
 
 def test_input_bound_loader_and_a_model_only_checkpoint(tmp_path):
@@ -139,8 +169,7 @@ def test_input_bound_loader_and_a_model_only_checkpoint(tmp_path):
     assert ckpt["rank"] == 0 and ckpt["model"] == "checkpoint" and ckpt["model_tensors"] == 2
     assert ckpt["module_prefix"] and ckpt["optimizer"] is None
     assert resume["data"]["live"]["optimizers"] == [{"kind": "SGD", "stateful": True}]
-    assert order(checks) == ["mem.fit", "mem.peak", "io.single_writer", "ckpt.resume", "perf.steps",
-                             "run.failure"]
+    assert order(checks) == ["mem.fit", "mem.peak", "io.single_writer", "ckpt.resume", "perf.steps", "run.failure"]
 
 
 def test_compute_bound_steps_and_a_full_checkpoint(tmp_path):
@@ -154,14 +183,19 @@ def test_compute_bound_steps_and_a_full_checkpoint(tmp_path):
         assert steps["summary"].startswith("median step ") and "waiting for data " in steps["summary"]
     resume = checks["ckpt.resume"]
     assert resume["status"] == "PASS", resume
-    assert resume["summary"] == ("checkpoint.pt holds what a resume needs: model, optimizer, scheduler, "
-                                 "checkpoint['epoch'] (no RNG state: a resume draws different random numbers)")
+    assert resume["summary"] == (
+        "checkpoint.pt holds what a resume needs: model, optimizer, scheduler, "
+        "checkpoint['epoch'] (no RNG state: a resume draws different random numbers)"
+    )
     [ckpt] = resume["data"]["checkpoints"]
     assert ckpt["counters"] == {"checkpoint['epoch']": 1}  # saved after epochs 0 and 1
     assert ckpt["optimizer_state_entries"] == 2 and not ckpt["module_prefix"]
     peak = checks["mem.peak"]
-    assert peak["status"] == "PASS" and peak["summary"].endswith("per rank (rank 0), on CPU") or \
-        peak["summary"].endswith("per rank (rank 1), on CPU")
+    assert (
+        peak["status"] == "PASS"
+        and peak["summary"].endswith("per rank (rank 0), on CPU")
+        or peak["summary"].endswith("per rank (rank 1), on CPU")
+    )
     for r in peak["data"]["ranks"]:
         assert r["rss_peak_bytes"] >= r["rss_at_first_batch_bytes"] > 50 * 2**20  # torch is loaded
         assert r["device"] is None
@@ -190,7 +224,9 @@ def test_balanced_ranks_pass(tmp_path):
     assert "straggler" not in steps["data"]
 
 
-ATOMIC_SAVE = HEAD + """
+ATOMIC_SAVE = (
+    HEAD
+    + """
 import dataclasses
 import os
 import pickle
@@ -218,6 +254,7 @@ for epoch in range(5):
         with open("out/metrics.pkl", "wb") as f:
             pickle.dump({"epoch": epoch, "loss": 0.5}, f)  # named like a checkpoint, but is not one
 """
+)
 
 
 def test_atomic_save_read_back_without_the_sandbox(tmp_path):
@@ -227,14 +264,37 @@ def test_atomic_save_read_back_without_the_sandbox(tmp_path):
     script.write_text(textwrap.dedent(ATOMIC_SAVE))
     out = tmp_path / "report.json"
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    proc = subprocess.run([sys.executable, "-m", "ddplint", "--runtime", "--no-sandbox", "--format", "json",
-                           "--output", str(out), "--steps", "3", "--epochs", "2", str(script)],
-                          capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path, check=False)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ddplint",
+            "--runtime",
+            "--no-sandbox",
+            "--format",
+            "json",
+            "--output",
+            str(out),
+            "--steps",
+            "3",
+            "--epochs",
+            "2",
+            str(script),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        cwd=tmp_path,
+        check=False,
+    )
     assert out.exists(), proc.stderr
     resume = next(c for c in json.loads(out.read_text())["checks"] if c["check"] == "ckpt.resume")
     assert resume["status"] == "PASS", resume
-    assert resume["summary"] == ("out/last.pt holds what a resume needs: model, optimizer, "
-                                 "checkpoint['global_step'] (no RNG state: a resume draws different random numbers)")
+    assert resume["summary"] == (
+        "out/last.pt holds what a resume needs: model, optimizer, "
+        "checkpoint['global_step'] (no RNG state: a resume draws different random numbers)"
+    )
     [ckpt] = resume["data"]["checkpoints"]
     assert ckpt["path"] == str(tmp_path / "out" / "last.pt") and ckpt["error"] is None
     assert ckpt["counters"] == {"checkpoint['global_step']": 8}  # 2 epochs x 4 batches

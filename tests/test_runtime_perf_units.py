@@ -35,8 +35,11 @@ GIB = 2**30
 
 def steps(wait: float, rest: float, n: int = 8, epochs: int = 2) -> list[StepSample]:
     """n steps per epoch; the first of each epoch 10x slower (start-up), to be left out."""
-    return [StepSample(e, s, wait * (10 if s == 1 else 1), rest * (10 if s == 1 else 1))
-            for e in range(epochs) for s in range(1, n + 1)]
+    return [
+        StepSample(e, s, wait * (10 if s == 1 else 1), rest * (10 if s == 1 else 1))
+        for e in range(epochs)
+        for s in range(1, n + 1)
+    ]
 
 
 def comm(exposed: float, n: int = 16) -> list[CommSample]:
@@ -51,10 +54,13 @@ def rec(rank: int, perf: PerfRecord | None = None, binding: dict | None = None, 
 
 # ---- mem.peak -------------------------------------------------------------------------------
 
+
 def test_cpu_peak_passes_with_each_ranks_rss_next_to_the_estimate():
     mem = [MemPeak(900 * 2**20, 700 * 2**20, 16 * GIB), MemPeak(800 * 2**20, 650 * 2**20, 16 * GIB)]
-    recs = [rec(i, PerfRecord(mem=mem[i], times=StepTimes(steps(0.001, 0.01))),
-                binding={"model": {"total_bytes": 5 * 2**20}}) for i in range(2)]
+    recs = [
+        rec(i, PerfRecord(mem=mem[i], times=StepTimes(steps(0.001, 0.01))), binding={"model": {"total_bytes": 5 * 2**20}})
+        for i in range(2)
+    ]
     r = peak_check(recs)
     assert r.status is Status.PASS
     assert r.summary == "peak RSS 900.0 MiB per rank (rank 0), on CPU"
@@ -65,8 +71,11 @@ def test_cpu_peak_passes_with_each_ranks_rss_next_to_the_estimate():
 
 def gpu_rec(rank: int, reserved: int, total: int) -> dict:
     mem = MemPeak(GIB, GIB, 64 * GIB, [DevicePeak(rank, reserved - GIB, reserved)])
-    return rec(rank, PerfRecord(mem=mem, times=StepTimes(steps(0.001, 0.1))),
-               binding={"gpu": {"index": rank, "name": "A100", "total_memory": total}})
+    return rec(
+        rank,
+        PerfRecord(mem=mem, times=StepTimes(steps(0.001, 0.1))),
+        binding={"gpu": {"index": rank, "name": "A100", "total_memory": total}},
+    )
 
 
 def test_gpu_peak_above_90_percent_of_the_smallest_gpu_warns():
@@ -92,10 +101,18 @@ def test_no_step_skips_mem_peak():
 
 # ---- perf.steps ------------------------------------------------------------------------------
 
+
 def test_input_bound_loader_warns_with_the_dataloader_fix():
     loader = {"site": "/job/train.py:14", "num_workers": 0}
-    recs = {i: rec(i, PerfRecord(times=StepTimes(steps(0.400, 0.010), comm(0.001))),
-                   training_site="/job/train.py:14", loaders={"/job/train.py:14": loader}) for i in range(2)}
+    recs = {
+        i: rec(
+            i,
+            PerfRecord(times=StepTimes(steps(0.400, 0.010), comm(0.001))),
+            training_site="/job/train.py:14",
+            loaders={"/job/train.py:14": loader},
+        )
+        for i in range(2)
+    }
     r = check_steps(recs, "/job")
     assert r.status is Status.WARN
     assert r.summary.startswith("input-bound: rank ")
@@ -110,16 +127,18 @@ def test_compute_bound_steps_pass_with_the_split():
     recs = {i: rec(i, PerfRecord(times=StepTimes(steps(0.0005, 0.0495), comm(0.010)))) for i in range(2)}
     r = check_steps(recs, "/")
     assert r.status is Status.PASS
-    assert r.summary == ("median step 50 ms over 14 steps per rank: waiting for data 1%, "
-                         "waiting in gradient all_reduce 20%, the rest 79%; slowest rank 0 1.00x the median")
-    assert r.evidence[0].startswith("rank 0: step 50 ms (median of 14): data wait 0.5 ms (1%), "
-                                    "gradient sync wait 10 ms, own work 40 ms")
+    assert r.summary == (
+        "median step 50 ms over 14 steps per rank: waiting for data 1%, "
+        "waiting in gradient all_reduce 20%, the rest 79%; slowest rank 0 1.00x the median"
+    )
+    assert r.evidence[0].startswith(
+        "rank 0: step 50 ms (median of 14): data wait 0.5 ms (1%), gradient sync wait 10 ms, own work 40 ms"
+    )
 
 
 def test_straggler_is_the_rank_the_others_wait_for_in_all_reduce():
     # synchronous steps: all 0.52 s; ranks 0, 2, 3 wait 0.5 s in all_reduce, rank 1 does not
-    recs = {i: rec(i, PerfRecord(times=StepTimes(steps(0.001, 0.519), comm(0.005 if i == 1 else 0.5))))
-            for i in range(4)}
+    recs = {i: rec(i, PerfRecord(times=StepTimes(steps(0.001, 0.519), comm(0.005 if i == 1 else 0.5)))) for i in range(4)}
     r = check_steps(recs, "/")
     assert r.status is Status.WARN
     assert r.summary.startswith("straggler: rank 1 works 515 ms per step, 25.7x the 20 ms of the others, who wait for it")
@@ -128,8 +147,10 @@ def test_straggler_is_the_rank_the_others_wait_for_in_all_reduce():
 
 def test_small_differences_between_ranks_are_not_a_straggler():
     # 1.6x, but the others wait only 3 ms per step: a busy host's noise
-    recs = {0: rec(0, PerfRecord(times=StepTimes(steps(0.0002, 0.008), comm(0.003)))),
-            1: rec(1, PerfRecord(times=StepTimes(steps(0.0002, 0.008), comm(0.0061))))}
+    recs = {
+        0: rec(0, PerfRecord(times=StepTimes(steps(0.0002, 0.008), comm(0.003)))),
+        1: rec(1, PerfRecord(times=StepTimes(steps(0.0002, 0.008), comm(0.0061)))),
+    }
     assert check_steps(recs, "/").status is Status.PASS
 
 
@@ -158,6 +179,7 @@ def test_step_clock_times_from_one_next_to_the_next_without_the_probes_own_work(
 
 
 # ---- ckpt.resume -----------------------------------------------------------------------------
+
 
 class Net(torch.nn.Module):
     def __init__(self):
@@ -193,8 +215,10 @@ def test_model_only_checkpoint_of_a_momentum_optimizer_warns(tmp_path):
     assert live.optimizers == [OptimizerInfo("SGD", True)]
     r = check_resume({0: rec(0, PerfRecord(checkpoints=[c], live=live))}, str(tmp_path))
     assert r.status is Status.WARN
-    assert r.summary == ("a resume from ckpt.pt would miss: no optimizer state: SGD keeps per-parameter "
-                         "state (momentum, moments) that a resume restarts from zero (+1 more)")
+    assert r.summary == (
+        "a resume from ckpt.pt would miss: no optimizer state: SGD keeps per-parameter "
+        "state (momentum, moments) that a resume restarts from zero (+1 more)"
+    )
     assert "missing: no epoch/step counter: a resume starts again at epoch 0" in r.evidence
     assert any("'module.' prefix" in e for e in r.evidence)
     assert "optimizer.state_dict()" in r.fix
@@ -205,11 +229,18 @@ def test_full_checkpoint_passes(tmp_path):
     model, opt = trained(torch.optim.SGD, momentum=0.9)
     sched = torch.optim.lr_scheduler.StepLR(opt, 1)
     path = tmp_path / "full.pt"
-    torch.save({"model": model.state_dict(), "optimizer": opt.state_dict(), "scheduler": sched.state_dict(),
-                "epoch": 3, "rng": torch.get_rng_state()}, path)
+    torch.save(
+        {
+            "model": model.state_dict(),
+            "optimizer": opt.state_dict(),
+            "scheduler": sched.state_dict(),
+            "epoch": 3,
+            "rng": torch.get_rng_state(),
+        },
+        path,
+    )
     c = load_checkpoint(str(path), str(path))
-    assert (c.model, c.optimizer, c.scheduler) == ("checkpoint['model']", "checkpoint['optimizer']",
-                                                    "checkpoint['scheduler']")
+    assert (c.model, c.optimizer, c.scheduler) == ("checkpoint['model']", "checkpoint['optimizer']", "checkpoint['scheduler']")
     assert c.optimizer_state_entries == 2 and c.optimizer_groups == ["momentum=0.9"]
     assert c.counters == {"checkpoint['epoch']": 3} and c.rng == ["checkpoint['rng']"] and not c.module_prefix
     r = check_resume({0: rec(0, PerfRecord(checkpoints=[c], live=live_of(opt, sched)))}, str(tmp_path))
@@ -253,15 +284,23 @@ def test_unreadable_checkpoint_and_no_checkpoint(tmp_path):
 
 
 def test_checkpoint_candidates_are_saves_and_checkpoint_names_latest_last():
-    writes = [{"path": "/o/a.pt.tmp", "op": "torch.save"}, {"path": "/o/a.pt", "op": "os.replace"},
-              {"path": "/o/log.txt", "op": "open:w"}, {"path": "/o/d", "op": "makedirs", "dir": True},
-              {"path": "/o/b.pth", "op": "open:wb"}, {"path": "/o/a.pt.tmp", "op": "torch.save"}]
+    writes = [
+        {"path": "/o/a.pt.tmp", "op": "torch.save"},
+        {"path": "/o/a.pt", "op": "os.replace"},
+        {"path": "/o/log.txt", "op": "open:w"},
+        {"path": "/o/d", "op": "makedirs", "dir": True},
+        {"path": "/o/b.pth", "op": "open:wb"},
+        {"path": "/o/a.pt.tmp", "op": "torch.save"},
+    ]
     assert checkpoint_candidates(writes) == ["/o/a.pt", "/o/b.pth", "/o/a.pt.tmp"]
 
 
 def test_perf_record_round_trips_through_plain_data():
-    perf = PerfRecord(mem=MemPeak(1, 2, 3, [DevicePeak(0, 4, 5)]), times=StepTimes(steps(0.1, 0.2), comm(0.1)),
-                      live=LiveTraining([OptimizerInfo("Adam", True)], ["StepLR"], True))
+    perf = PerfRecord(
+        mem=MemPeak(1, 2, 3, [DevicePeak(0, 4, 5)]),
+        times=StepTimes(steps(0.1, 0.2), comm(0.1)),
+        live=LiveTraining([OptimizerInfo("Adam", True)], ["StepLR"], True),
+    )
     assert PerfRecord.from_plain(asdict(perf)) == perf
     assert PerfRecord.from_plain(None) == PerfRecord()
 
@@ -272,8 +311,18 @@ def test_grad_scaler_nested_states_and_counters_are_found(tmp_path):
     model, opt = trained(torch.optim.AdamW)
     scaler = torch.amp.GradScaler("cpu")
     path = tmp_path / "amp.pt"
-    torch.save({"state": {"net": model.state_dict(), "opts": [opt.state_dict()], "scaler": scaler.state_dict(),
-                          "train_step": np.int64(40)}, "torch_rng_state": torch.get_rng_state()}, path)
+    torch.save(
+        {
+            "state": {
+                "net": model.state_dict(),
+                "opts": [opt.state_dict()],
+                "scaler": scaler.state_dict(),
+                "train_step": np.int64(40),
+            },
+            "torch_rng_state": torch.get_rng_state(),
+        },
+        path,
+    )
     c = load_checkpoint(str(path), str(path))
     assert c.model == "checkpoint['state']['net']" and c.optimizer == "checkpoint['state']['opts'][0]"
     assert c.scaler == "checkpoint['state']['scaler']" and c.counters == {"checkpoint['state']['train_step']": 40}

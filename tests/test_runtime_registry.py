@@ -33,8 +33,9 @@ def table_rows(doc: str) -> list[tuple[str, int]]:
             in_checks = False
             continue
         first = line.split("|")[1].strip()
-        assert in_checks or first == "check" or not ID.match(first.strip("`")), \
+        assert in_checks or first == "check" or not ID.match(first.strip("`")), (
             f"{doc}:{number}: a check row outside a table with a header"
+        )
         if first == "check":
             in_checks = True
         elif in_checks and not set(first) <= set("-: "):
@@ -48,15 +49,16 @@ def json_doc_checks() -> tuple[list[str], list[str]]:
     """The ids of docs/runtime-json.md's per-check `data` list, and the ids and `group.*`
     named in its closing "Machine checks (...)" sentence."""
     text = (ROOT / "docs" / "runtime-json.md").read_text()
-    section = text[text.index("## `checks[]`"):]
-    section = section[:section.index("\n## ", 1)]
+    section = text[text.index("## `checks[]`") :]
+    section = section[: section.index("\n## ", 1)]
     listed = re.findall(r"^- `([^`]+)` — ", section, re.M)
-    machine = section[section.index("Machine checks ("):]
-    machine = machine[:machine.index(")")]
+    machine = section[section.index("Machine checks (") :]
+    machine = machine[: machine.index(")")]
     return listed, re.findall(r"`([^`]+)`", machine)
 
 
 # -- the registry ------------------------------------------------------------------------------
+
 
 def test_registry_entries_are_well_formed():
     assert CHECKS
@@ -71,8 +73,9 @@ def test_registry_entries_are_well_formed():
 
 
 def test_every_constant_names_its_registered_check():
-    constants = {name: value for name, value in vars(registry).items()
-                 if name.isupper() and isinstance(value, str) and ID.match(value)}
+    constants = {
+        name: value for name, value in vars(registry).items() if name.isupper() and isinstance(value, str) and ID.match(value)
+    }
     assert sorted(constants.values()) == sorted(CHECKS)
     for name, value in constants.items():
         assert name == value.replace(".", "_").upper(), name
@@ -104,10 +107,14 @@ def test_no_module_spells_a_check_id_itself():
         if path.name == "registry.py" and path.parent.name == "runtime":
             continue
         tree = ast.parse(path.read_text())
-        docstrings = {id(node.body[0].value) for node in ast.walk(tree)
-                      if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
-                      and node.body and isinstance(node.body[0], ast.Expr)
-                      and isinstance(node.body[0].value, ast.Constant)}
+        docstrings = {
+            id(node.body[0].value)
+            for node in ast.walk(tree)
+            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+            and node.body
+            and isinstance(node.body[0], ast.Expr)
+            and isinstance(node.body[0].value, ast.Constant)
+        }
         for node in ast.walk(tree):
             if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
                 found += [f"{path.relative_to(ROOT)}:{node.lineno}: {m}" for m in word.findall(node.value)]
@@ -115,6 +122,7 @@ def test_no_module_spells_a_check_id_itself():
 
 
 # -- the docs ----------------------------------------------------------------------------------
+
 
 def test_every_registered_check_has_a_row_in_its_doc_and_every_row_is_registered():
     for doc in (AUDIT_DOC, CHECKS_DOC):
@@ -155,6 +163,7 @@ def test_the_json_schema_accepts_every_registered_id():
 
 # -- one Status order ----------------------------------------------------------------------------
 
+
 def test_status_severity_is_one_total_order():
     assert [s.value for s in BY_SEVERITY] == ["FAIL", "WARN", "INFO", "PASS", "SKIP"]
     assert worst([Status.PASS, Status.INFO]) is Status.INFO
@@ -166,20 +175,32 @@ def test_status_severity_is_one_total_order():
 
 
 def test_text_report_shows_fail_then_warn_then_the_rest_in_check_order():
-    statuses = [(registry.DATA_DISJOINT, Status.PASS), (registry.DATA_DUPLICATES, Status.WARN),
-                (registry.DATA_COVERAGE, Status.INFO), (registry.DATA_CONTENT, Status.FAIL),
-                (registry.DATA_SET_EPOCH, Status.SKIP), (registry.IO_SINGLE_WRITER, Status.WARN),
-                (registry.RUN_FAILURE, Status.PASS), (registry.RUN_HANG, Status.FAIL)]
+    statuses = [
+        (registry.DATA_DISJOINT, Status.PASS),
+        (registry.DATA_DUPLICATES, Status.WARN),
+        (registry.DATA_COVERAGE, Status.INFO),
+        (registry.DATA_CONTENT, Status.FAIL),
+        (registry.DATA_SET_EPOCH, Status.SKIP),
+        (registry.IO_SINGLE_WRITER, Status.WARN),
+        (registry.RUN_FAILURE, Status.PASS),
+        (registry.RUN_HANG, Status.FAIL),
+    ]
     checks = [CheckResult(c, s, f"{c} says {s.value}", [f"evidence of {c}"], fix=f"fix {c}") for c, s in statuses]
     launch = {"nnodes": 1, "world_size": 2, "backend": "gloo", "epochs": 2, "steps": 3}
-    built = report.build(checks, script="train.py", script_args=(), launch=launch, elapsed_s=1.0,
-                         ranks=[], loaders=[], writes=[])
+    built = report.build(checks, script="train.py", script_args=(), launch=launch, elapsed_s=1.0, ranks=[], loaders=[], writes=[])
     assert list(built["counts"]) == ["PASS", "WARN", "FAIL", "SKIP", "INFO"]
     lines = report.to_text(built).splitlines()
     heads = [line.split()[:2] for line in lines[2:] if line[:4] in ("PASS", "WARN", "FAIL", "SKIP", "INFO")]
-    assert heads == [["FAIL", "data.content"], ["FAIL", "run.hang"], ["WARN", "data.duplicates"],
-                     ["WARN", "io.single_writer"], ["PASS", "data.disjoint"], ["INFO", "data.coverage"],
-                     ["SKIP", "data.set_epoch"], ["PASS", "run.failure"]]
+    assert heads == [
+        ["FAIL", "data.content"],
+        ["FAIL", "run.hang"],
+        ["WARN", "data.duplicates"],
+        ["WARN", "io.single_writer"],
+        ["PASS", "data.disjoint"],
+        ["INFO", "data.coverage"],
+        ["SKIP", "data.set_epoch"],
+        ["PASS", "run.failure"],
+    ]
     shown = [line.strip() for line in lines]
     assert "evidence of data.content" in shown and "fix: fix io.single_writer" in shown
     assert "evidence of data.disjoint" not in shown and "fix: fix data.coverage" not in shown
@@ -196,7 +217,10 @@ def test_a_group_of_checks_that_raises_becomes_one_warn_line_of_its_own():
 
     [line] = _checks_of(registry.HOST_CHECKS, boom, 1, 2)
     assert (line.check, line.status, line.summary) == (
-        "host.checks", Status.WARN, "the host checks could not run: RuntimeError: no NVML today")
+        "host.checks",
+        Status.WARN,
+        "the host checks could not run: RuntimeError: no NVML today",
+    )
     [line] = _checks_of(registry.RANK_CHECKS, boom)
     assert line.summary.startswith("the rank checks could not run")
     ok = CheckResult(registry.ENV_PORT, Status.PASS, "free")

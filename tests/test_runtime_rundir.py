@@ -71,11 +71,9 @@ def test_the_run_directory_of_a_killed_audit_is_removed_by_the_next(tmp_path):
     tmp.mkdir()
     script = tmp_path / "sleeper.py"
     script.write_text(SLEEPER)
-    env = dict(os.environ, TMPDIR=str(tmp),
-               PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p))
+    env = dict(os.environ, TMPDIR=str(tmp), PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p))
     cmd = [sys.executable, "-m", "ddplint", "--runtime", "--allow-no-data", "--timeout", "300", str(script)]
-    first = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                             text=True)
+    first = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     assert first.stderr is not None
     try:
         for line in first.stderr:  # wait on the event, not on a clock: both ranks are past init
@@ -89,8 +87,9 @@ def test_the_run_directory_of_a_killed_audit_is_removed_by_the_next(tmp_path):
     assert left[0].exists()  # nobody cleaned up
     # the next audit, with the same temp directory, removes it before it starts
     (tmp_path / "ok.py").write_text("import torch.distributed as dist\ndist.init_process_group('gloo')\n")
-    second = subprocess.run(cmd[:-1] + [str(tmp_path / "ok.py")], cwd=tmp_path, env=env,
-                            capture_output=True, text=True, timeout=300)
+    second = subprocess.run(
+        cmd[:-1] + [str(tmp_path / "ok.py")], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+    )
     assert second.returncode == 0, second.stderr
     assert not left[0].exists()
     assert [p for p in tmp.iterdir() if p.name.startswith(PREFIX)] == []

@@ -26,8 +26,7 @@ from test_runtime_audit import FIXTURES, ROOT, env, processes_naming, report_sch
 from ddplint.runtime.sandbox import unavailable_reason
 
 pytest.importorskip("torch")
-pytestmark = pytest.mark.skipif(unavailable_reason() is not None,
-                                reason=f"namespaces not available here: {unavailable_reason()}")
+pytestmark = pytest.mark.skipif(unavailable_reason() is not None, reason=f"namespaces not available here: {unavailable_reason()}")
 
 WAIT_S = 180  # a loaded 2-core machine: wait on events, with room to spare
 
@@ -66,8 +65,16 @@ def make_project(base: Path) -> tuple[Path, Path, Path]:
     project, home, out = base / "project", base / "home", base / "out"
     for d in (project / "outputs" / "sub", project / "emptydir", home, out):
         d.mkdir(parents=True)
-    files = {"outputs/a.txt": "a", "outputs/sub/b.txt": "b", "data.txt": "data", "mode.txt": "mode",
-             "times.txt": "times", "keep.txt": "keep", "copied_onto.txt": "other", "renamed_from.txt": "r"}
+    files = {
+        "outputs/a.txt": "a",
+        "outputs/sub/b.txt": "b",
+        "data.txt": "data",
+        "mode.txt": "mode",
+        "times.txt": "times",
+        "keep.txt": "keep",
+        "copied_onto.txt": "other",
+        "renamed_from.txt": "r",
+    }
     for name, text in files.items():
         (project / name).write_text(text)
     (project / "copied_onto.txt").chmod(0o600)
@@ -104,9 +111,29 @@ def test_every_write_is_contained_listed_and_no_process_survives(base):
     e = env()
     e["HOME"] = str(home)
     e["DDPLINT_TEST_JOB"] = marker  # inherited by every process of the job
-    proc = subprocess.run([sys.executable, "-m", "ddplint", "--runtime", "--format", "json", "--output",
-                           str(report_path), "writes_everywhere.py", "--out", str(out), "--marker", marker],
-                          cwd=project, env=e, capture_output=True, text=True, timeout=WAIT_S, check=False)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ddplint",
+            "--runtime",
+            "--format",
+            "json",
+            "--output",
+            str(report_path),
+            "writes_everywhere.py",
+            "--out",
+            str(out),
+            "--marker",
+            marker,
+        ],
+        cwd=project,
+        env=e,
+        capture_output=True,
+        text=True,
+        timeout=WAIT_S,
+        check=False,
+    )
     assert {d: snapshot(d) for d in (project, home, out)} == before, "a file of the user's changed"
     assert processes_naming(f"sleep {marker}") == []
     assert processes_with_env(f"DDPLINT_TEST_JOB={marker}") == []
@@ -154,8 +181,10 @@ def test_every_write_is_contained_listed_and_no_process_survives(base):
     source = (project / "writes_everywhere.py").read_text().splitlines()
     line = next(i for i, text in enumerate(source, 1) if 'open("checkpoint.pt"' in text)
     assert writes["checkpoint.pt"]["sites"] == [f"{project / 'writes_everywhere.py'}:{line}"]
-    assert any(line.endswith("from_system.txt: written outside Python's file calls, rank unknown")
-               for line in checks["io.sandbox"]["evidence"])
+    assert any(
+        line.endswith("from_system.txt: written outside Python's file calls, rank unknown")
+        for line in checks["io.sandbox"]["evidence"]
+    )
 
     leftover = checks["run.leftover"]
     assert leftover["status"] == "FAIL" and proc.returncode == 1
@@ -183,8 +212,14 @@ def test_signal_at_any_moment_leaves_no_process_and_no_scratch(tmp_path, sig, mo
     shutil.copy(FIXTURES / "deadlock.py", script)
     e = env()
     e["TMPDIR"] = str(scratch)  # where ddplint keeps its run directory and layers
-    proc = subprocess.Popen([sys.executable, "-m", "ddplint", "--runtime", "--timeout", "300", str(script)],
-                            cwd=tmp_path, env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ddplint", "--runtime", "--timeout", "300", str(script)],
+        cwd=tmp_path,
+        env=e,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     guard = threading.Timer(WAIT_S, proc.kill)
     guard.start()
     lines: list[str] = []
@@ -210,9 +245,15 @@ def test_no_sandbox_says_what_is_not_contained(tmp_path):
     shutil.copy(FIXTURES / "correct.py", script)
     before = snapshot(tmp_path)
     out = tmp_path.parent / f"{tmp_path.name}-report.json"
-    proc = subprocess.run([sys.executable, "-m", "ddplint", "--runtime", "--no-sandbox", "--format", "json",
-                           "--output", str(out), "correct.py"],
-                          cwd=tmp_path, env=env(), capture_output=True, text=True, timeout=WAIT_S, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-m", "ddplint", "--runtime", "--no-sandbox", "--format", "json", "--output", str(out), "correct.py"],
+        cwd=tmp_path,
+        env=env(),
+        capture_output=True,
+        text=True,
+        timeout=WAIT_S,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr
     assert "not sandboxed (see io.sandbox)" in proc.stderr
     assert snapshot(tmp_path) == before  # Python's own file calls are still redirected
@@ -224,12 +265,12 @@ def test_no_sandbox_says_what_is_not_contained(tmp_path):
     assert any("subprocesses" in line for line in sandbox["evidence"])
     assert checks["run.leftover"]["status"] == "SKIP"
     assert checks["io.single_writer"]["summary"].endswith("(Python's file calls redirected)")
-    assert [(w["path"], w["change"], w["ranks"]) for w in report["writes"]] == [
-        (str(script.parent / "checkpoint.pt"), None, [0])]
+    assert [(w["path"], w["change"], w["ranks"]) for w in report["writes"]] == [(str(script.parent / "checkpoint.pt"), None, [0])]
 
 
-@pytest.mark.skipif(os.getuid() != 0 or shutil.which("setpriv") is None,
-                    reason="becoming an unprivileged user needs root and setpriv")
+@pytest.mark.skipif(
+    os.getuid() != 0 or shutil.which("setpriv") is None, reason="becoming an unprivileged user needs root and setpriv"
+)
 def test_the_sandbox_needs_no_privilege():
     """The keeper and its init as `nobody`: namespaces, overlay, whiteouts and the process
     sweep work without any privilege (the sandbox module needs only the standard library)."""
@@ -250,21 +291,43 @@ def test_the_sandbox_needs_no_privilege():
         shutil.copy(ROOT / "ddplint" / "runtime" / "sandbox.py", base / "sandbox.py")
         marker = f"{uuid.uuid4().int % 10**6}.75"
         spec = base / "spec.json"
-        spec.write_text(json.dumps({
-            "roots": [str(project)], "rundir": str(rundir), "cwd": str(project), "grace_s": 1,
-            "command": ["sh", "-c", f"echo new > new.txt; echo changed > old.txt; rm gone.txt; setsid sleep {marker} &"]}))
+        spec.write_text(
+            json.dumps(
+                {
+                    "roots": [str(project)],
+                    "rundir": str(rundir),
+                    "cwd": str(project),
+                    "grace_s": 1,
+                    "command": ["sh", "-c", f"echo new > new.txt; echo changed > old.txt; rm gone.txt; setsid sleep {marker} &"],
+                }
+            )
+        )
         before = snapshot(project)
-        proc = subprocess.run(["setpriv", "--reuid", "nobody", "--regid", "nogroup", "--clear-groups",
-                               os.path.realpath(sys.executable), str(base / "sandbox.py"), str(spec)],
-                              cwd=base, capture_output=True, text=True, timeout=WAIT_S, check=False)
+        proc = subprocess.run(
+            [
+                "setpriv",
+                "--reuid",
+                "nobody",
+                "--regid",
+                "nogroup",
+                "--clear-groups",
+                os.path.realpath(sys.executable),
+                str(base / "sandbox.py"),
+                str(spec),
+            ],
+            cwd=base,
+            capture_output=True,
+            text=True,
+            timeout=WAIT_S,
+            check=False,
+        )
         assert proc.returncode == 0, proc.stderr
         assert snapshot(project) == before
         assert processes_naming(f"sleep {marker}") == []
         outcome = Outcome.read(rundir)
         assert outcome is not None and [x.command for x in outcome.leftovers] == [f"sleep {marker}"]
         changes = {(Path(c.path).name, c.kind) for c in layer_changes(rundir / "layers", "/nowhere")}
-        assert changes == {("new.txt", ChangeKind.CREATED), ("old.txt", ChangeKind.MODIFIED),
-                           ("gone.txt", ChangeKind.DELETED)}
+        assert changes == {("new.txt", ChangeKind.CREATED), ("old.txt", ChangeKind.MODIFIED), ("gone.txt", ChangeKind.DELETED)}
     finally:
         from ddplint.runtime.sandbox import remove_tree
 
@@ -276,26 +339,53 @@ def test_a_daemonic_worker_ends_with_its_rank(tmp_path):
     would report as left running what plain torchrun would not leave."""
     shutil.copy(FIXTURES / "daemonic_worker.py", tmp_path)
     out = tmp_path.parent / f"{tmp_path.name}-report.json"
-    proc = subprocess.run([sys.executable, "-m", "ddplint", "--runtime", "--format", "json", "--output",
-                           str(out), "--allow-no-data", "daemonic_worker.py"],
-                          cwd=tmp_path, env=env(), capture_output=True, text=True, timeout=WAIT_S, check=False)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ddplint",
+            "--runtime",
+            "--format",
+            "json",
+            "--output",
+            str(out),
+            "--allow-no-data",
+            "daemonic_worker.py",
+        ],
+        cwd=tmp_path,
+        env=env(),
+        capture_output=True,
+        text=True,
+        timeout=WAIT_S,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr
     checks = {c["check"]: c for c in json.loads(out.read_text())["checks"]}
     assert checks["run.leftover"]["status"] == "PASS", checks["run.leftover"]
 
 
-@pytest.mark.skipif(os.getuid() != 0 or shutil.which("unshare") is None,
-                    reason="mounting a file system of its own needs root and unshare")
+@pytest.mark.skipif(
+    os.getuid() != 0 or shutil.which("unshare") is None, reason="mounting a file system of its own needs root and unshare"
+)
 def test_a_mount_below_the_project_stays_visible_and_contained(tmp_path):
     """An overlay does not cross mount points: a data directory mounted inside the project must
     be put back, under a copy-on-write layer of its own."""
     project, report, listing = tmp_path / "project", tmp_path / "report.json", tmp_path / "listing"
     (project / "data").mkdir(parents=True)
     shutil.copy(FIXTURES / "reads_mounted_data.py", project)
-    shell = (f"mount -t tmpfs none data && echo hello > data/in.txt && {sys.executable} -m ddplint --runtime "
-             f"--format json --output {report} --allow-no-data reads_mounted_data.py; rc=$?; ls data > {listing}; exit $rc")
-    proc = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c", shell], cwd=project,
-                          env=env(), capture_output=True, text=True, timeout=WAIT_S, check=False)
+    shell = (
+        f"mount -t tmpfs none data && echo hello > data/in.txt && {sys.executable} -m ddplint --runtime "
+        f"--format json --output {report} --allow-no-data reads_mounted_data.py; rc=$?; ls data > {listing}; exit $rc"
+    )
+    proc = subprocess.run(
+        ["unshare", "--mount", "--propagation", "private", "sh", "-c", shell],
+        cwd=project,
+        env=env(),
+        capture_output=True,
+        text=True,
+        timeout=WAIT_S,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr
     assert listing.read_text() == "in.txt\n"  # the mounted file system is untouched
     checks = {c["check"]: c for c in json.loads(report.read_text())["checks"]}
@@ -329,15 +419,40 @@ def test_shared_memory_var_tmp_xdg_symlinked_and_relative_outputs_are_contained(
         e["HOME"] = str(tmp_path)
         e["XDG_CACHE_HOME"] = str(xdg)
         report_path = tmp_path / "report.json"
-        proc = subprocess.run([sys.executable, "-m", "ddplint", "--runtime", "--allow-no-data", "--format", "json",
-                               "--output", str(report_path), "writes_to_scratch.py", "--out", "../runs",
-                               "--marker", marker],
-                              cwd=project, env=e, capture_output=True, text=True, timeout=WAIT_S, check=False)
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "ddplint",
+                "--runtime",
+                "--allow-no-data",
+                "--format",
+                "json",
+                "--output",
+                str(report_path),
+                "writes_to_scratch.py",
+                "--out",
+                "../runs",
+                "--marker",
+                marker,
+            ],
+            cwd=project,
+            env=e,
+            capture_output=True,
+            text=True,
+            timeout=WAIT_S,
+            check=False,
+        )
         report = json.loads(report_path.read_text())
         checks = {c["check"]: c for c in report["checks"]}
         assert checks["run.failure"]["status"] == "PASS", checks["run.failure"]
-        for leaked in (Path(f"/dev/shm/ddplint-test-{marker}"), Path(f"/var/tmp/ddplint-test-{marker}"),
-                       xdg / "cache.bin", disk / "ckpt.pt", runs / "result.txt"):
+        for leaked in (
+            Path(f"/dev/shm/ddplint-test-{marker}"),
+            Path(f"/var/tmp/ddplint-test-{marker}"),
+            xdg / "cache.bin",
+            disk / "ckpt.pt",
+            runs / "result.txt",
+        ):
             assert not leaked.exists(), f"{leaked} reached the disk"
         sandbox = checks["io.sandbox"]
         assert sandbox["status"] == "PASS", sandbox

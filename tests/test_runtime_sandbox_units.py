@@ -37,8 +37,13 @@ def test_roots_cover_project_cwd_home_temp_and_absolute_outputs(tmp_path):
     script.write_text("")
     out = tmp_path / "elsewhere" / "runs"
     out.mkdir(parents=True)
-    roots, skipped = plan_roots(script, ("--out", str(out / "new" / "x.pt"), f"--log={out}", "--null", "/dev/null"),
-                                str(project / "src"), str(tmp_path / "home"), str(tmp_path / "tmp"))
+    roots, skipped = plan_roots(
+        script,
+        ("--out", str(out / "new" / "x.pt"), f"--log={out}", "--null", "/dev/null"),
+        str(project / "src"),
+        str(tmp_path / "home"),
+        str(tmp_path / "tmp"),
+    )
     # the project root (pyproject.toml), the nearest existing directory of each output path;
     # the working directory is inside the project; /dev is never overlaid
     assert roots == sorted([str(project), str(out), str(tmp_path / "home"), str(tmp_path / "tmp")])
@@ -48,7 +53,16 @@ def test_roots_cover_project_cwd_home_temp_and_absolute_outputs(tmp_path):
 def test_an_output_under_a_missing_top_directory_is_not_contained(tmp_path):
     script = tmp_path / "train.py"
     script.write_text("")
-    roots, skipped = plan_roots(script, ("--out", "/no-such-top-dir/run1",), str(tmp_path), None, str(tmp_path))
+    roots, skipped = plan_roots(
+        script,
+        (
+            "--out",
+            "/no-such-top-dir/run1",
+        ),
+        str(tmp_path),
+        None,
+        str(tmp_path),
+    )
     assert roots == [str(tmp_path)] and skipped == ["/"]
 
 
@@ -110,8 +124,10 @@ def test_torchs_scratch_in_the_temp_directory_is_left_out(layer):
 
 def test_writes_name_the_ranks_the_probe_saw_and_the_rest_unknown(layer):
     real, layers = layer
-    records = {0: {"writes": [{"path": str(real / "newdir" / "new.bin"), "op": "open:wb", "site": "t.py:3"}]},
-               1: {"writes": [{"path": str(real / "tmpfile"), "op": "open:w", "site": "t.py:9"}]}}
+    records = {
+        0: {"writes": [{"path": str(real / "newdir" / "new.bin"), "op": "open:wb", "site": "t.py:3"}]},
+        1: {"writes": [{"path": str(real / "tmpfile"), "op": "open:w", "site": "t.py:9"}]},
+    }
     writes = {os.path.relpath(w["path"], real): w for w in writes_report(layer_changes(layers, "/nowhere"), records)}
     assert (writes["newdir/new.bin"]["ranks"], writes["newdir/new.bin"]["seen_by_probe"]) == ([0], True)
     assert (writes["edited.txt"]["ranks"], writes["edited.txt"]["seen_by_probe"]) == ([], False)
@@ -143,8 +159,7 @@ def test_leftovers_fail_only_when_every_script_had_ended_by_itself():
 
 
 def test_relative_outputs_symlink_targets_and_shared_scratch_are_roots(tmp_path):
-    project, runs, disk, cache = (tmp_path / "w" / "project", tmp_path / "w" / "runs", tmp_path / "disk",
-                                  tmp_path / "cache")
+    project, runs, disk, cache = (tmp_path / "w" / "project", tmp_path / "w" / "runs", tmp_path / "disk", tmp_path / "cache")
     for d in (project, runs, disk, cache):
         d.mkdir(parents=True)
     (project / "setup.py").write_text("")
@@ -152,15 +167,22 @@ def test_relative_outputs_symlink_targets_and_shared_scratch_are_roots(tmp_path)
     (project / "python").symlink_to(sys.executable)  # a file link (a venv's interpreter): not a root
     script = project / "train.py"
     script.write_text("")
-    roots, skipped = plan_roots(script, ("--out", "../runs", "--log=../runs/log.txt", "--lr", "0.1"),
-                                str(project), None, str(project), shared=(str(cache),))
+    roots, skipped = plan_roots(
+        script,
+        ("--out", "../runs", "--log=../runs/log.txt", "--lr", "0.1"),
+        str(project),
+        None,
+        str(project),
+        shared=(str(cache),),
+    )
     assert roots == sorted([str(project), str(runs), str(disk), str(cache)]) and skipped == []
 
 
 def test_shared_scratch_is_var_tmp_and_moved_xdg_directories(tmp_path):
     (tmp_path / "c").mkdir()
-    found = shared_scratch({"XDG_CACHE_HOME": str(tmp_path / "c"), "XDG_DATA_HOME": "relative/ignored",
-                            "XDG_STATE_HOME": str(tmp_path / "absent")})
+    found = shared_scratch(
+        {"XDG_CACHE_HOME": str(tmp_path / "c"), "XDG_DATA_HOME": "relative/ignored", "XDG_STATE_HOME": str(tmp_path / "absent")}
+    )
     assert str(tmp_path / "c") in found and "relative/ignored" not in found
     assert str(tmp_path / "absent") not in found
     assert ("/var/tmp" in found) == os.path.isdir("/var/tmp")

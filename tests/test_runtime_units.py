@@ -21,8 +21,7 @@ from ddplint.runtime.options import RuntimeOptions  # noqa: E402
 def distributed_lists(n: int, world: int, **kw) -> dict[int, np.ndarray]:
     from torch.utils.data.distributed import DistributedSampler
 
-    return {r: np.array(list(DistributedSampler(range(n), num_replicas=world, rank=r, **kw)))
-            for r in range(world)}
+    return {r: np.array(list(DistributedSampler(range(n), num_replicas=world, rank=r, **kw))) for r in range(world)}
 
 
 def test_index_audit_counts_padding_and_drops_of_a_real_distributed_sampler():
@@ -75,8 +74,13 @@ def test_write_redirection_leaves_the_user_tree_untouched(tmp_path):
     assert sorted(p.name for p in user.iterdir()) == ["log.txt"]
     assert (user / "log.txt").read_text() == "old\n"
     ops = [(Path(x["path"]).name, x["op"]) for x in w.writes]
-    assert ops == [("ckpt", "makedirs"), ("model.pt", "torch.save"), ("log.txt", "open:a"),
-                   ("final.pt", "os.replace"), ("log.txt", "remove")]
+    assert ops == [
+        ("ckpt", "makedirs"),
+        ("model.pt", "torch.save"),
+        ("log.txt", "open:a"),
+        ("final.pt", "os.replace"),
+        ("log.txt", "remove"),
+    ]
     assert all(x["site"] == f"{__file__}:{x['site'].rsplit(':', 1)[1]}" for x in w.writes)
 
 
@@ -86,12 +90,15 @@ def options(tmp_path, **kw) -> RuntimeOptions:
     return RuntimeOptions(script=kw.pop("script", script), **kw)
 
 
-@pytest.mark.parametrize("kw, message", [
-    ({"script": Path("/nonexistent/train.py")}, "script not found: /nonexistent/train.py"),
-    ({"steps": 0}, "--steps must be at least 1"),
-    ({"backend": "mpi"}, "unknown backend 'mpi'"),
-    ({"backend": "nccl"}, "--backend nccl needs GPUs and none is visible"),
-])
+@pytest.mark.parametrize(
+    "kw, message",
+    [
+        ({"script": Path("/nonexistent/train.py")}, "script not found: /nonexistent/train.py"),
+        ({"steps": 0}, "--steps must be at least 1"),
+        ({"backend": "mpi"}, "unknown backend 'mpi'"),
+        ({"backend": "nccl"}, "--backend nccl needs GPUs and none is visible"),
+    ],
+)
 def test_bad_arguments_exit_2_with_one_line(tmp_path, capsys, kw, message):
     assert run_audit(options(tmp_path, **kw)) == 2
     err = capsys.readouterr().err
@@ -119,16 +126,17 @@ def test_single_writer_names_log_races_ddp302_and_checkpoint_races_ddp301():
     from ddplint.runtime.io_checks import check_single_writer
 
     def records(*writes):
-        return {r: {"writes": [{"path": p, "op": op, "site": "/job/train.py:7"} for p, op in writes]}
-                for r in (0, 1)}
+        return {r: {"writes": [{"path": p, "op": op, "site": "/job/train.py:7"} for p, op in writes]} for r in (0, 1)}
 
     log = check_single_writer(records(("/job/train.log", "open:a")), "/job")
     assert (log.status.value, log.rule) == ("FAIL", "DDP302")
     assert log.evidence == ["train.log: ranks 0, 1 (open at train.py:7)"]
     ckpt = check_single_writer(records(("/job/model.pt", "open:wb")), "/job")
     assert (ckpt.status.value, ckpt.rule) == ("FAIL", "DDP301")
-    dirs = {0: {"writes": [{"path": "/job/out", "op": "makedirs", "site": None, "dir": True}]},
-            1: {"writes": [{"path": "/job/out", "op": "makedirs", "site": None, "dir": True}]}}
+    dirs = {
+        0: {"writes": [{"path": "/job/out", "op": "makedirs", "site": None, "dir": True}]},
+        1: {"writes": [{"path": "/job/out", "op": "makedirs", "site": None, "dir": True}]},
+    }
     assert check_single_writer(dirs, "/job").status.value == "PASS"  # makedirs(exist_ok) everywhere is fine
 
 

@@ -26,7 +26,7 @@ from ddplint.report import FORMATS, sarif
 SARIF_CLI = shutil.which("sarif", path=str(Path(sys.executable).parent)) or "sarif"  # sarif-tools
 
 # Tests that track one finding select DDP101 alone, so rules added later cannot move them.
-BAD = '''\
+BAD = """\
 import os
 import torch
 import torch.distributed as dist
@@ -34,7 +34,7 @@ import torch.distributed as dist
 torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
 dist.init_process_group("nccl")
 model = torch.nn.Linear(10, 10).to("cuda:0")
-'''
+"""
 CLEAN = "print('no distributed training here')\n"
 
 
@@ -69,8 +69,7 @@ def test_fixture_run_is_valid_and_carries_the_rule_docs(fixture_run, validator):
     assert (driver["name"], driver["semanticVersion"]) == ("ddplint", __version__)
     assert driver["informationUri"].startswith("https://")
     # every rule of the default selection is listed (the info rules are opt-in); syntax errors are notifications
-    assert [r["id"] for r in driver["rules"]] == [r.code for r in CATALOG
-                                                  if r.code != "DDP001" and r.severity.on_by_default]
+    assert [r["id"] for r in driver["rules"]] == [r.code for r in CATALOG if r.code != "DDP001" and r.severity.on_by_default]
     for descriptor in driver["rules"]:
         rule, rule_doc = RULES_BY_CODE[descriptor["id"]], catalog.doc(descriptor["id"])
         assert descriptor["name"] == rule.name
@@ -87,8 +86,11 @@ def test_fixture_run_is_valid_and_carries_the_rule_docs(fixture_run, validator):
 def test_a_finding_through_a_helper_carries_the_place_inside_it(fixture_run):
     _, log, _ = fixture_run
     call = "fixtures/lint/projects/unguarded_save_helper/train.py"
-    (result,) = [r for r in log["runs"][0]["results"] if r["ruleId"] == "DDP301"
-                 and r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] == call]
+    (result,) = [
+        r
+        for r in log["runs"][0]["results"]
+        if r["ruleId"] == "DDP301" and r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] == call
+    ]
     (inside,) = result["relatedLocations"]
     where = inside["physicalLocation"]
     assert where["artifactLocation"]["uri"] == "fixtures/lint/projects/unguarded_save_helper/checkpointing.py"
@@ -110,11 +112,16 @@ def test_results_match_the_json_report(fixture_run):
         assert artifact == {"uri": d["path"], "uriBaseId": "%SRCROOT%"}
         assert (ROOT / artifact["uri"]).is_file()
         assert location["physicalLocation"]["region"] == {
-            "startLine": d["line"], "startColumn": d["column"], "endLine": d["end_line"], "endColumn": d["end_column"],
+            "startLine": d["line"],
+            "startColumn": d["column"],
+            "endLine": d["end_line"],
+            "endColumn": d["end_column"],
         }
         assert set(result["partialFingerprints"]) == {"ddplint/v1"}
-    fingerprints = [(r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"],
-                     r["partialFingerprints"]["ddplint/v1"]) for r in run["results"]]
+    fingerprints = [
+        (r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"], r["partialFingerprints"]["ddplint/v1"])
+        for r in run["results"]
+    ]
     assert len(set(fingerprints)) == len(fingerprints)
 
 
@@ -151,8 +158,9 @@ def test_unparsable_and_unreadable_files_are_notifications(tmp_path, validator):
     assert [r["ruleId"] for r in run["results"]] == ["DDP101"]
     (invocation,) = run["invocations"]
     assert invocation["executionSuccessful"] is False
-    notes = {n["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]: n
-             for n in invocation["toolExecutionNotifications"]}
+    notes = {
+        n["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]: n for n in invocation["toolExecutionNotifications"]
+    }
     assert set(notes) == {"broken.py", "latin.py"}
     assert all(n["level"] == "error" for n in notes.values())
     assert "syntax error" in notes["broken.py"]["message"]["text"]
@@ -171,8 +179,9 @@ def test_a_syntax_error_alone_is_a_successful_run(tmp_path, validator):
 
 
 def test_noqa_findings_are_left_out(tmp_path):
-    (tmp_path / "train.py").write_text(BAD.replace('"cuda:0")', '"cuda:0")  # noqa: DDP101')
-                                       + 'other = torch.zeros(1).to("cuda:1")\n', encoding="utf-8")
+    (tmp_path / "train.py").write_text(
+        BAD.replace('"cuda:0")', '"cuda:0")  # noqa: DDP101') + 'other = torch.zeros(1).to("cuda:1")\n', encoding="utf-8"
+    )
     results = sarif_of("--select", "DDP101", "train.py", cwd=tmp_path)["runs"][0]["results"]
     assert [r["locations"][0]["physicalLocation"]["region"]["startLine"] for r in results] == [8]
 
@@ -191,8 +200,10 @@ def fingerprint_map(tmp_path: Path, source: str) -> dict[int, str]:
     (tmp_path / "train.py").write_text(source, encoding="utf-8")
     config = config_mod.Config(root=tmp_path, rules=KNOWN_RULES, select=("DDP101",))
     log = json.loads(FORMATS["sarif"](lint_paths([tmp_path / "train.py"], config, jobs=1), config))
-    return {r["locations"][0]["physicalLocation"]["region"]["startLine"]: r["partialFingerprints"]["ddplint/v1"]
-            for r in log["runs"][0]["results"]}
+    return {
+        r["locations"][0]["physicalLocation"]["region"]["startLine"]: r["partialFingerprints"]["ddplint/v1"]
+        for r in log["runs"][0]["results"]
+    }
 
 
 def test_fingerprints_survive_code_inserted_above_and_change_with_the_line(tmp_path):
@@ -254,8 +265,18 @@ def test_uris_are_relative_to_the_working_directory_outside_git(tmp_path):
 
 
 def diagnostic(path: str, line: int, severity: Severity, fix: Fix | None = None) -> Diagnostic:
-    return Diagnostic(path=path, line=line, col=1, end_line=line, end_col=5, code="DDP101",
-                      message="m", severity=severity, fix=fix, source_line=f"line {line}")
+    return Diagnostic(
+        path=path,
+        line=line,
+        col=1,
+        end_line=line,
+        end_col=5,
+        code="DDP101",
+        message="m",
+        severity=severity,
+        fix=fix,
+        source_line=f"line {line}",
+    )
 
 
 def test_fixes_become_replacements(tmp_path, monkeypatch, validator):
@@ -268,10 +289,12 @@ def test_fixes_become_replacements(tmp_path, monkeypatch, validator):
     assert result_fix["description"] == {"text": "use the local rank"}
     (change,) = result_fix["artifactChanges"]
     assert change["artifactLocation"] == {"uri": "t.py", "uriBaseId": "%SRCROOT%"}
-    assert change["replacements"] == [{
-        "deletedRegion": {"startLine": 3, "startColumn": 5, "endLine": 3, "endColumn": 13},
-        "insertedContent": {"text": "f'cuda:{local_rank}'"},
-    }]
+    assert change["replacements"] == [
+        {
+            "deletedRegion": {"startLine": 3, "startColumn": 5, "endLine": 3, "endColumn": 13},
+            "insertedContent": {"text": "f'cuda:{local_rank}'"},
+        }
+    ]
 
 
 def test_past_the_result_limit_the_most_severe_are_kept(tmp_path, monkeypatch, capsys, validator):
@@ -291,10 +314,22 @@ def test_past_the_size_limit_results_are_dropped_until_it_fits(tmp_path, monkeyp
     config = config_mod.Config(root=tmp_path, select=("ALL",))
     empty = len(gzip.compress(FORMATS["sarif"](LintResult(files=1), config).encode()))
     monkeypatch.setattr(sarif, "MAX_COMPRESSED_BYTES", empty + 1500)
-    result = LintResult(diagnostics=[
-        Diagnostic(path=f"m{i}.py", line=i + 1, col=1, end_line=i + 1, end_col=2, code="DDP101",
-                   message=f"finding {i} " + "x" * (i % 97), source_line=str(i)) for i in range(400)
-    ], files=400)
+    result = LintResult(
+        diagnostics=[
+            Diagnostic(
+                path=f"m{i}.py",
+                line=i + 1,
+                col=1,
+                end_line=i + 1,
+                end_col=2,
+                code="DDP101",
+                message=f"finding {i} " + "x" * (i % 97),
+                source_line=str(i),
+            )
+            for i in range(400)
+        ],
+        files=400,
+    )
     text = FORMATS["sarif"](result, config)
     assert len(gzip.compress(text.encode())) <= empty + 1500
     assert 0 < len(json.loads(text)["runs"][0]["results"]) < 400

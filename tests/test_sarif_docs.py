@@ -22,8 +22,9 @@ def yaml_blocks() -> list:
 def run_step(command: str, cwd) -> subprocess.CompletedProcess:
     program, *args = shlex.split(command)
     assert program == "ddplint"
-    return subprocess.run([sys.executable, "-m", "ddplint", *args], cwd=cwd, capture_output=True, text=True, timeout=120,
-                          check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "ddplint", *args], cwd=cwd, capture_output=True, text=True, timeout=120, check=False
+    )
 
 
 def test_the_workflow_checks_out_ddplint_and_runs_its_action():
@@ -31,7 +32,11 @@ def test_the_workflow_checks_out_ddplint_and_runs_its_action():
     assert workflow["permissions"]["security-events"] == "write"
     steps = workflow["jobs"]["ddplint"]["steps"]
     assert [s["uses"].split("@")[0] for s in steps] == [
-        "actions/checkout", "actions/setup-python", "actions/checkout", "./.ddplint"]
+        "actions/checkout",
+        "actions/setup-python",
+        "actions/checkout",
+        "./.ddplint",
+    ]
     assert steps[2]["with"]["path"] == ".ddplint" and steps[2]["with"]["repository"] == "ddplint/ddplint"
     action = yaml.safe_load((ROOT / "action.yml").read_text(encoding="utf-8"))
     assert set(steps[3]["with"]) <= set(action["inputs"])
@@ -40,7 +45,8 @@ def test_the_workflow_checks_out_ddplint_and_runs_its_action():
 def test_the_steps_without_the_action_lint_then_upload_the_file_they_wrote(tmp_path):
     _, steps, annotate, _ = yaml_blocks()
     assert [s.get("uses", s.get("run")).split("@")[0] for s in steps] == [
-        'pip install "ddplint ', "ddplint --output-format sarif --output ddplint.sarif --exit-zero .",
+        'pip install "ddplint ',
+        "ddplint --output-format sarif --output ddplint.sarif --exit-zero .",
         "github/codeql-action/upload-sarif",
     ]
     subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
@@ -64,15 +70,18 @@ def test_the_pre_commit_snippet_is_a_local_hook_like_the_shipped_one():
     (repo,) = precommit["repos"]
     (hook,) = repo["hooks"]
     assert repo["repo"] == "local"
-    assert {k: hook[k] for k in ("id", "entry", "language", "types_or")} == \
-        {k: shipped[k] for k in ("id", "entry", "language", "types_or")}
+    assert {k: hook[k] for k in ("id", "entry", "language", "types_or")} == {
+        k: shipped[k] for k in ("id", "entry", "language", "types_or")
+    }
     assert hook["additional_dependencies"][0].startswith("ddplint @ git+https://")
 
 
 def test_the_readme_snippets_are_the_tested_ones():
     """README.md repeats the pre-commit hook and the workflow; they must say what the doc's tested copies say."""
-    readme = [yaml.safe_load(block) for block in
-              re.findall(r"```yaml\n(.*?)```", (ROOT / "README.md").read_text(encoding="utf-8"), re.DOTALL)]
+    readme = [
+        yaml.safe_load(block)
+        for block in re.findall(r"```yaml\n(.*?)```", (ROOT / "README.md").read_text(encoding="utf-8"), re.DOTALL)
+    ]
     workflow, _, _, precommit = yaml_blocks()
     readme_precommit = next(block for block in readme if "repos" in block)
     readme_workflow = next(block for block in readme if "jobs" in block)

@@ -40,8 +40,7 @@ def installed(tmp_path_factory):
     venv = base / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     python = venv / "bin" / "python"
-    install = run(sys.executable, "-m", "pip", "--python", python, "install", "-q", "--no-deps", "--no-index",
-                  wheel, cwd=base)
+    install = run(sys.executable, "-m", "pip", "--python", python, "install", "-q", "--no-deps", "--no-index", wheel, cwd=base)
     assert install.returncode == 0, install.stderr
     site = run(python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])", cwd=base).stdout.strip()
     Path(site, "zz_dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n", encoding="utf-8")

@@ -74,8 +74,7 @@ def add_noqa_paths(paths: list[Path], config: Config) -> NoqaReport:
         if not changed:
             continue
         if python_syntax_error(new_text, str(path)) is not None:
-            report.errors.append(FileError(str(path), "internal error: the noqa comments would not parse; "
-                                                      "left unchanged"))
+            report.errors.append(FileError(str(path), "internal error: the noqa comments would not parse; left unchanged"))
             continue
         try:
             replace_file(path, new_text, encoding_of(data), data)

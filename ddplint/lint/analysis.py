@@ -27,7 +27,6 @@ def enabled_rules(config: Config) -> list[Rule]:
     return [rule() for rule in ALL_RULES if config.enabled(rule.code)]
 
 
-
 class RecordingIndex(ProjectIndex):
     """The project index, noting which helper modules each file's analysis read, and which
     module files its imports looked for and did not find (for the cache)."""
@@ -93,9 +92,7 @@ def analyse(path, text, lines, config, rules, project, result: LintResult, modul
         except (RecursionError, MemoryError):
             raise
         except Exception as exc:  # one rule's bug must not stop the run
-            result.internal_errors.append(
-                FileError(str(path), f"internal error in {rule.code}: {type(exc).__name__}: {exc}")
-            )
+            result.internal_errors.append(FileError(str(path), f"internal error in {rule.code}: {type(exc).__name__}: {exc}"))
     if found:
         positions = positions_mod.ranges(module, _located(found))
         seen = set()  # one node can match a rule twice (`device=torch.device("cuda")`)
@@ -153,8 +150,11 @@ def _related(path: Path, inside: Inside, project: ProjectIndex) -> Related:
 def _edit(edit: Replace | InsertBefore, positions, module: cst.Module, lines: list[str]) -> Edit:
     if isinstance(edit, Replace):
         where = positions[id(edit.node)]
-        return Edit((where.start.line, where.start.column + 1), (where.end.line, where.end.column + 1),
-                    module.code_for_node(edit.replacement))
+        return Edit(
+            (where.start.line, where.start.column + 1),
+            (where.end.line, where.end.column + 1),
+            module.code_for_node(edit.replacement),
+        )
     decorators = getattr(edit.before, "decorators", ())
     line = positions[id(decorators[0] if decorators else edit.before)].start.line  # a decorated def: its first `@`
     own = lines[line - 1] if 0 < line <= len(lines) else ""

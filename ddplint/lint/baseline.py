@@ -97,8 +97,9 @@ def read(path: Path) -> frozenset[Entry]:
     except NotRegular as exc:
         raise BaselineError(f"cannot read baseline {path}: {exc}, not a regular file") from None
     except TooLarge as exc:
-        raise BaselineError(f"baseline {path} is {exc.args[0] // 2**20} MiB, larger than the "
-                            f"{MAX_BYTES // 2**20} MiB ddplint reads") from None
+        raise BaselineError(
+            f"baseline {path} is {exc.args[0] // 2**20} MiB, larger than the {MAX_BYTES // 2**20} MiB ddplint reads"
+        ) from None
     except (ValueError, RecursionError) as exc:
         raise BaselineError(f"baseline {path} is not valid JSON: {exc}") from None
     if not isinstance(data, dict) or data.get("ddplint_baseline") != FORMAT or not isinstance(data.get("findings"), list):

@@ -59,7 +59,8 @@ def known_rules(root: Path) -> tuple[RuleInfo, ...]:
     path = Path(root) / DIRECTORY / f"rules-{code_hash()[:32]}.json"
     rows = _read_json(path)
     if isinstance(rows, list) and all(
-            isinstance(row, list) and len(row) == 3 and all(isinstance(x, str) for x in row) for row in rows):
+        isinstance(row, list) and len(row) == 3 and all(isinstance(x, str) for x in row) for row in rows
+    ):
         try:
             return tuple(RuleInfo(code, name, Severity(level)) for code, name, level in rows)
         except ValueError:
@@ -105,8 +106,12 @@ def _write_atomically(path: Path, text: str) -> None:
 def config_fingerprint(config: Config) -> str:
     """What of the configuration changes a file's findings (not excludes: they pick the files)."""
     relevant = (
-        sorted(config.enabled_codes()), config.per_file_ignores, str(os.path.realpath(config.root)),
-        config.main_process_predicates, config.main_process_helpers, sorted(config.codes),
+        sorted(config.enabled_codes()),
+        config.per_file_ignores,
+        str(os.path.realpath(config.root)),
+        config.main_process_predicates,
+        config.main_process_helpers,
+        sorted(config.codes),
     )
     return hashlib.sha256(repr(relevant).encode()).hexdigest()
 
@@ -199,26 +204,46 @@ class ResultCache:
 def _diagnostic(data: dict, path: str) -> Diagnostic:
     """A cached finding, every field of the type it is written with (TypeError otherwise)."""
     fix = data["fix"]
-    d = Diagnostic(**{
-        **data,
-        "path": path,
-        "severity": Severity(data["severity"]),
-        "related": tuple(Related(**r) for r in data["related"]),
-        "fix": None if fix is None else Fix(
-            fix["description"],
-            tuple(Edit(tuple(e["start"]), tuple(e["end"]), e["text"]) for e in fix["edits"]),
-            fix["safe"],
-        ),
-    })
+    d = Diagnostic(
+        **{
+            **data,
+            "path": path,
+            "severity": Severity(data["severity"]),
+            "related": tuple(Related(**r) for r in data["related"]),
+            "fix": None
+            if fix is None
+            else Fix(
+                fix["description"],
+                tuple(Edit(tuple(e["start"]), tuple(e["end"]), e["text"]) for e in fix["edits"]),
+                fix["safe"],
+            ),
+        }
+    )
     fixes = [d.fix] if d.fix is not None else []
     edits = [e for f in fixes for e in f.edits]
-    numbers = [d.line, d.col, d.end_line, d.end_col, *[d.cell] * (d.cell is not None),
-               *(n for r in d.related for n in (r.line, r.col)), *(n for e in edits for n in (*e.start, *e.end))]
-    texts = [d.code, d.message, d.source_line, *(t for r in d.related for t in (r.path, r.message)),
-             *(e.text for e in edits), *(f.description for f in fixes)]
-    if (any(type(n) is not int for n in numbers) or any(not isinstance(t, str) for t in texts)
-            or any(len(e.start) != 2 or len(e.end) != 2 for e in edits)
-            or any(not isinstance(f.safe, bool) for f in fixes)):
+    numbers = [
+        d.line,
+        d.col,
+        d.end_line,
+        d.end_col,
+        *[d.cell] * (d.cell is not None),
+        *(n for r in d.related for n in (r.line, r.col)),
+        *(n for e in edits for n in (*e.start, *e.end)),
+    ]
+    texts = [
+        d.code,
+        d.message,
+        d.source_line,
+        *(t for r in d.related for t in (r.path, r.message)),
+        *(e.text for e in edits),
+        *(f.description for f in fixes),
+    ]
+    if (
+        any(type(n) is not int for n in numbers)
+        or any(not isinstance(t, str) for t in texts)
+        or any(len(e.start) != 2 or len(e.end) != 2 for e in edits)
+        or any(not isinstance(f.safe, bool) for f in fixes)
+    ):
         raise TypeError("a cached finding of another shape")
     return d
 

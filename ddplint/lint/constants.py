@@ -19,10 +19,16 @@ from ddplint.lint.names import call_parameters
 Bindings = dict[str, object]
 UNKNOWN = object()
 _OPERATORS = {
-    cst.Equal: operator.eq, cst.NotEqual: operator.ne, cst.LessThan: operator.lt,
-    cst.LessThanEqual: operator.le, cst.GreaterThan: operator.gt, cst.GreaterThanEqual: operator.ge,
-    cst.In: lambda a, b: a in b, cst.NotIn: lambda a, b: a not in b,
-    cst.Is: operator.is_, cst.IsNot: operator.is_not,
+    cst.Equal: operator.eq,
+    cst.NotEqual: operator.ne,
+    cst.LessThan: operator.lt,
+    cst.LessThanEqual: operator.le,
+    cst.GreaterThan: operator.gt,
+    cst.GreaterThanEqual: operator.ge,
+    cst.In: lambda a, b: a in b,
+    cst.NotIn: lambda a, b: a not in b,
+    cst.Is: operator.is_,
+    cst.IsNot: operator.is_not,
 }
 _EMPTY = cst.Module(body=[])
 
@@ -59,8 +65,7 @@ def bind_arguments(call: cst.Call, definition: cst.FunctionDef, outer: Bindings)
     for name, param in by_name.items():
         if name in given:
             value = given[name]
-            found = outer.get(value.value, UNKNOWN) if type(value) is cst.Name and value.value in outer \
-                else literal(value)
+            found = outer.get(value.value, UNKNOWN) if type(value) is cst.Name and value.value in outer else literal(value)
         else:
             found = literal(param.default)
         if found is not UNKNOWN:

@@ -61,8 +61,9 @@ class DeviceUse:
     placement: bool = True  # moves data or binds a device (not just builds a torch.device)
 
 
-def classify(ctx: LintContext, expr: cst.BaseExpression | None, site: CallSite, int_is_index: bool,
-             depth: int = FOLLOW) -> Device:
+def classify(
+    ctx: LintContext, expr: cst.BaseExpression | None, site: CallSite, int_is_index: bool, depth: int = FOLLOW
+) -> Device:
     """What device an expression names at `site`."""
     facts, function = ctx.facts, site.function
     if expr is None:
@@ -104,9 +105,10 @@ def _device_built(ctx: LintContext, expr: cst.BaseExpression, site: CallSite) ->
     if name is None:
         return None
     built = [
-        b.value for b in ctx.facts.reaching(name, site.function, site.order, site.blocks)
-        if not b.element and (type(b.value) is cst.FormattedString or (
-            type(b.value) is cst.Call and ctx.facts.callee(b.value) == "torch.device"))
+        b.value
+        for b in ctx.facts.reaching(name, site.function, site.order, site.blocks)
+        if not b.element
+        and (type(b.value) is cst.FormattedString or (type(b.value) is cst.Call and ctx.facts.callee(b.value) == "torch.device"))
         and ctx.facts.role_of(b.value, b.function) is Role.GLOBAL_RANK
     ]
     return built[0] if len(built) == 1 else None
@@ -123,8 +125,7 @@ def _classify_name(ctx: LintContext, name: str, site: CallSite, int_is_index: bo
     everywhere = [a for a in reaching if not ctx.guards.one_process(a)]
     if reaching and not everywhere:
         return Device(DeviceKind.OTHER)
-    values = [Device(DeviceKind.OTHER) if a.element else classify(ctx, a.value, site, int_is_index, depth)
-              for a in everywhere]
+    values = [Device(DeviceKind.OTHER) if a.element else classify(ctx, a.value, site, int_is_index, depth) for a in everywhere]
     head, _, rest = name.partition(".")
     info = facts.functions.get(site.function)
     if not values and info is not None and head in parameter_names(info.node) and depth > 0:
@@ -143,12 +144,14 @@ def parameter_names(definition: cst.FunctionDef) -> set[str]:
     return {p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)}
 
 
-def _arguments_for(ctx: LintContext, definition: cst.FunctionDef, function: str,
-                   parameter: str) -> Iterator[tuple[CallSite, cst.BaseExpression]]:
+def _arguments_for(
+    ctx: LintContext, definition: cst.FunctionDef, function: str, parameter: str
+) -> Iterator[tuple[CallSite, cst.BaseExpression]]:
     """(call, the expression it passes for `parameter`, else the parameter's default) per call."""
     params = definition.params
-    default = next((p.default for p in (*params.posonly_params, *params.params, *params.kwonly_params)
-                    if p.name.value == parameter), None)
+    default = next(
+        (p.default for p in (*params.posonly_params, *params.params, *params.kwonly_params) if p.name.value == parameter), None
+    )
     for caller in ctx.guards.callers(ctx.facts).get(function, []):
         call = caller.node
         if any(a.star for a in call.args):
@@ -170,10 +173,13 @@ def parsed_arguments(ctx: LintContext, name: str, site: Event) -> bool:
         bindings = [b for b in bindings if b.function == site.function]
     if any(holds_parsed_arguments(ctx, b.value) for b in bindings):
         return True
-    return info is not None and parameter and any(
-        _parses_arguments(argument)
-        or (outer := reference(argument)) is not None and parsed_arguments(ctx, outer, caller)
-        for caller, argument in _arguments_for(ctx, info.node, site.function, name)
+    return (
+        info is not None
+        and parameter
+        and any(
+            _parses_arguments(argument) or (outer := reference(argument)) is not None and parsed_arguments(ctx, outer, caller)
+            for caller, argument in _arguments_for(ctx, info.node, site.function, name)
+        )
     )
 
 
@@ -189,8 +195,9 @@ def _returns_parsed_arguments(ctx: LintContext, value: cst.BaseExpression) -> bo
 
 
 def _parses_arguments(expr: cst.BaseExpression) -> bool:
-    return type(expr) is cst.Call and type(expr.func) is cst.Attribute and \
-        expr.func.attr.value in {"parse_args", "parse_known_args"}
+    return (
+        type(expr) is cst.Call and type(expr.func) is cst.Attribute and expr.func.attr.value in {"parse_args", "parse_known_args"}
+    )
 
 
 def _torch_device(ctx: LintContext, call: cst.Call, site: CallSite, depth: int) -> Device:
@@ -311,8 +318,9 @@ def bound_before(ctx: LintContext, use: CallSite, bindings: list[CallSite]) -> b
     return _bound_before(ctx, use, by_function, uncalled, frozenset())
 
 
-def _bound_before(ctx: LintContext, use: CallSite, by_function: dict[str, list[CallSite]], uncalled: set[str],
-                  chain: frozenset[str]) -> bool:
+def _bound_before(
+    ctx: LintContext, use: CallSite, by_function: dict[str, list[CallSite]], uncalled: set[str], chain: frozenset[str]
+) -> bool:
     here = by_function.get(use.function, [])
     if joined(here, use, ctx.facts) or any(_dominates_when_distributed(ctx, b, use) for b in here):
         return True

@@ -71,7 +71,8 @@ def _walk(root: Path, config: Config, errors: list[FileError]) -> Iterable[Sourc
         base = Path(directory)
         rel_base = config.relative(directory)  # one realpath per directory
         dirnames[:] = sorted(
-            d for d in dirnames
+            d
+            for d in dirnames
             if not d.startswith(".") and not _excluded(config, directory, rel_base, d) and (base / d) not in ignored
         )
         for name in sorted(filenames):
@@ -105,14 +106,16 @@ def git_ignored(root: Path) -> frozenset[Path]:
     try:
         proc = subprocess.run(
             [git, "ls-files", "-z", "--others", "--ignored", "--exclude-standard", "--directory"],
-            cwd=root, capture_output=True, timeout=GIT_TIMEOUT, check=False,
+            cwd=root,
+            capture_output=True,
+            timeout=GIT_TIMEOUT,
+            check=False,
         )
     except (OSError, subprocess.SubprocessError):
         return frozenset()
     if proc.returncode != 0:  # not a git work tree
         return frozenset()
-    return frozenset(root / name.rstrip("/") for name in proc.stdout.decode("utf-8", "surrogateescape").split("\0")
-                     if name)
+    return frozenset(root / name.rstrip("/") for name in proc.stdout.decode("utf-8", "surrogateescape").split("\0") if name)
 
 
 def discover(paths: Sequence[Path], config: Config) -> tuple[list[Path], list[FileError]]:

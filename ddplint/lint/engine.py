@@ -234,8 +234,7 @@ def lint_text(path: Path, text: str, config: Config, rules: list[Rule], project:
     except RecursionError:
         result.errors.append(FileError(str(path), "nested too deeply to lint; skipped"))
     except limits.OutOfTime:
-        result.errors.append(FileError(
-            str(path), f"took more than {limits.CPU_SECONDS:g} s of CPU time to lint; skipped"))
+        result.errors.append(FileError(str(path), f"took more than {limits.CPU_SECONDS:g} s of CPU time to lint; skipped"))
     except MemoryError:
         result.errors.append(FileError(str(path), "ran out of memory while linting; skipped"))
     except Exception as exc:  # a bug in the analysis: this file's error, not the run's end
@@ -261,7 +260,13 @@ def python_syntax_error(text: str, filename: str) -> tuple[int, int, str] | None
 def _syntax_diagnostic(path: Path, syntax: tuple[int, int, str], lines: list[str]) -> Diagnostic:
     line, col, message = syntax
     return Diagnostic(
-        path=str(path), line=line, col=col, end_line=line, end_col=col, code=SYNTAX_ERROR,
-        message=f"syntax error: {message}", severity=Severity.ERROR,
+        path=str(path),
+        line=line,
+        col=col,
+        end_line=line,
+        end_col=col,
+        code=SYNTAX_ERROR,
+        message=f"syntax error: {message}",
+        severity=Severity.ERROR,
         source_line=lines[line - 1] if 0 < line <= len(lines) else "",
     )

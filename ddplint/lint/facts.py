@@ -48,10 +48,28 @@ SET_DEVICE = "torch.cuda.set_device"
 COLLECTIVES = frozenset(
     f"{DIST}.{name}"
     for name in (
-        "barrier", "monitored_barrier", "all_reduce", "broadcast", "all_gather", "all_gather_into_tensor",
-        "reduce", "reduce_scatter", "reduce_scatter_tensor", "gather", "scatter", "all_to_all",
-        "all_to_all_single", "all_gather_object", "broadcast_object_list", "gather_object",
-        "scatter_object_list", "send", "recv", "isend", "irecv", "new_group",
+        "barrier",
+        "monitored_barrier",
+        "all_reduce",
+        "broadcast",
+        "all_gather",
+        "all_gather_into_tensor",
+        "reduce",
+        "reduce_scatter",
+        "reduce_scatter_tensor",
+        "gather",
+        "scatter",
+        "all_to_all",
+        "all_to_all_single",
+        "all_gather_object",
+        "broadcast_object_list",
+        "gather_object",
+        "scatter_object_list",
+        "send",
+        "recv",
+        "isend",
+        "irecv",
+        "new_group",
     )
 ) | {DDP}
 
@@ -69,8 +87,11 @@ FRAMEWORK_IMPORTS = {
 }
 # PyTorch's own distributed test harness spawns the processes, builds the group and binds
 # each process to its device before a test method runs.
-FRAMEWORK_MODULES = ("torch.testing._internal.common_distributed", "torch.testing._internal.common_fsdp",
-                     "torch.testing._internal.distributed")
+FRAMEWORK_MODULES = (
+    "torch.testing._internal.common_distributed",
+    "torch.testing._internal.common_fsdp",
+    "torch.testing._internal.distributed",
+)
 TRAINER = "transformers"
 FRAMEWORK_CALLS = {
     "transformers.Trainer": TRAINER,
@@ -472,8 +493,8 @@ class _Collector(Walker):
                 for name in _target_names(item.asname.name):
                     self._record(name, item.item)
         body = node.body.body
-        idle = len(body) == 1 and type(body[0]) is cst.SimpleStatementLine and all(
-            type(small) is cst.Pass for small in body[0].body
+        idle = (
+            len(body) == 1 and type(body[0]) is cst.SimpleStatementLine and all(type(small) is cst.Pass for small in body[0].body)
         )
         if idle:
             self.facts.idle_with_calls.update(id(item.item) for item in node.items)
@@ -574,9 +595,22 @@ class _Collector(Walker):
         name = self.facts.qualify(dotted(node.func))
         method = node.func.attr.value if type(node.func) is cst.Attribute else None
         self.facts.calls.append(
-            CallSite(node, name, method, self.scope, self._next(), tuple(self.conditions), tuple(self.loops),
-                     self.caught, self.locks > 0, tuple(self.blocks), self.in_default, self.handlers > 0,
-                     frozenset().union(*self.inner_names), tuple(self.open_calls))
+            CallSite(
+                node,
+                name,
+                method,
+                self.scope,
+                self._next(),
+                tuple(self.conditions),
+                tuple(self.loops),
+                self.caught,
+                self.locks > 0,
+                tuple(self.blocks),
+                self.in_default,
+                self.handlers > 0,
+                frozenset().union(*self.inner_names),
+                tuple(self.open_calls),
+            )
         )
         self.open_calls.append(id(node))
 
@@ -587,8 +621,7 @@ class _Collector(Walker):
 
     def visit_Lambda(self, node: cst.Lambda) -> None:
         params = node.params
-        self.inner_names.append(frozenset(p.name.value for p in (
-            *params.posonly_params, *params.params, *params.kwonly_params)))
+        self.inner_names.append(frozenset(p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)))
         self.lambda_calls.append(self.open_calls)
         self.open_calls = []  # a lambda's body runs later, not before the call it is passed to
 
@@ -628,8 +661,9 @@ class _Collector(Walker):
 
     def _record(self, target: str, value: cst.BaseExpression, element: bool = False) -> None:
         self.facts.assignments.append(
-            Assignment(target, value, self.scope, self._next(), tuple(self.conditions), tuple(self.loops),
-                       tuple(self.blocks), element)
+            Assignment(
+                target, value, self.scope, self._next(), tuple(self.conditions), tuple(self.loops), tuple(self.blocks), element
+            )
         )
         if self.in_class and self.in_class[-1] and "." not in target:
             self._record(f"{self.scope}.{target}", value)  # `class Config: device = "cuda:0"`: Config.device
@@ -646,9 +680,9 @@ class _Collector(Walker):
         env = self.facts.env_read(target) if type(target) is cst.Subscript else None
         if env is not None:
             self.env_targets.add(id(target))  # `os.environ["RANK"] = "0"` sets it, reads nothing
-            self.facts.env_writes.setdefault(env, []).append(Assignment(
-                env, value, self.scope, self._next(), tuple(self.conditions), tuple(self.loops), tuple(self.blocks)
-            ))
+            self.facts.env_writes.setdefault(env, []).append(
+                Assignment(env, value, self.scope, self._next(), tuple(self.conditions), tuple(self.loops), tuple(self.blocks))
+            )
             return
         name = reference(target)
         if name is None:
@@ -703,8 +737,12 @@ def _is_main_block(test: cst.BaseExpression) -> bool:
     """`__name__ == "__main__"`, either way round."""
     if type(test) is not cst.Comparison or len(test.comparisons) != 1:
         return False
-    sides = {dotted(test.left), string_value(test.comparisons[0].comparator),
-             dotted(test.comparisons[0].comparator), string_value(test.left)}
+    sides = {
+        dotted(test.left),
+        string_value(test.comparisons[0].comparator),
+        dotted(test.comparisons[0].comparator),
+        string_value(test.left),
+    }
     return "__name__" in sides and "__main__" in sides
 
 
@@ -745,8 +783,7 @@ def starts_own_workers(facts: ModuleFacts) -> bool:
     """The script starts its worker processes itself (`mp.spawn(...)`, `Process(target=...)`):
     it owns their rendezvous and their options, no launcher passes them."""
     return any(
-        site.name in SPAWN or site.name in PROCESS_CLASSES and arg(site.node, None, "target") is not None
-        for site in facts.calls
+        site.name in SPAWN or site.name in PROCESS_CLASSES and arg(site.node, None, "target") is not None for site in facts.calls
     )
 
 
@@ -871,8 +908,12 @@ def _environment_dict(facts: ModuleFacts, comp: cst.DictComp) -> list[tuple[str,
         reads = type(index) is cst.Index and type(index.value) is cst.Name and index.value.value == variable
     else:
         first = arg(value, 0, None) if type(value) is cst.Call else None
-        reads = type(value) is cst.Call and facts.callee(value) in {"os.environ.get", "os.getenv"} \
-            and type(first) is cst.Name and first.value == variable
+        reads = (
+            type(value) is cst.Call
+            and facts.callee(value) in {"os.environ.get", "os.getenv"}
+            and type(first) is cst.Name
+            and first.value == variable
+        )
     if not reads:
         return []
     keys = (string_value(e.value) for e in loop.iter.elements)
@@ -887,8 +928,7 @@ def _requalify(facts: ModuleFacts) -> None:
     bound = [a.target for a in facts.assignments if a.function == "" and a.target in facts.aliases]
     facts.aliases = {name: value for name, value in facts.aliases.items() if bound.count(name) == 1}
     facts.calls = [
-        replace(site, name=facts.qualify(site.name)) if site.name and site.name.split(".")[0] in facts.aliases
-        else site
+        replace(site, name=facts.qualify(site.name)) if site.name and site.name.split(".")[0] in facts.aliases else site
         for site in facts.calls
     ]
 
@@ -912,7 +952,7 @@ def _index(facts: ModuleFacts) -> None:
 
 
 def _enclosing_scopes(function: str) -> list[str]:
-    """"Trainer.fit.step" -> ["Trainer", "Trainer.fit", "Trainer.fit.step"]; none at module level."""
+    """ "Trainer.fit.step" -> ["Trainer", "Trainer.fit", "Trainer.fit.step"]; none at module level."""
     parts = function.split(".") if function else []
     return [".".join(parts[: i + 1]) for i in range(len(parts))]
 
@@ -958,8 +998,7 @@ def single_process_init(init: cst.Call) -> bool:
 def _rpc_only(facts: ModuleFacts) -> bool:
     names = [call.name or "" for call in facts.calls]
     distributed = [n for n in names if _distributed_call(n)]
-    return any(n.startswith(RPC) for n in distributed) and all(n.startswith(RPC) for n in distributed) \
-        and DDP not in names
+    return any(n.startswith(RPC) for n in distributed) and all(n.startswith(RPC) for n in distributed) and DDP not in names
 
 
 def collect(module: cst.Module) -> ModuleFacts:

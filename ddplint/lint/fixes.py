@@ -90,15 +90,23 @@ def fix_paths(paths: list[Path], config: Config, write: bool, unsafe: bool = Fal
 
 
 def _fixed_text(
-    path: Path, text: str, config: Config, rules, project: ProjectIndex, unsafe: bool,
+    path: Path,
+    text: str,
+    config: Config,
+    rules,
+    project: ProjectIndex,
+    unsafe: bool,
 ) -> tuple[str, Counter[str], str | None]:
     """Lint and fix until nothing fixable is left. A fix that would leave the file unparseable
     is left out (and named in the error), not the other fixes of the file."""
     fixed: Counter[str] = Counter()
     broken: dict[tuple[str, str, int, str], Diagnostic] = {}
     for _ in range(MAX_PASSES):
-        fixable = [d for d in lint_text(path, text, config, rules, project).diagnostics
-                   if d.fix is not None and (d.fix.safe or unsafe) and _identity(d) not in broken]
+        fixable = [
+            d
+            for d in lint_text(path, text, config, rules, project).diagnostics
+            if d.fix is not None and (d.fix.safe or unsafe) and _identity(d) not in broken
+        ]
         if not fixable:
             break
         new_text, applied = _apply(text, fixable)
@@ -209,7 +217,7 @@ def _current(path: Path) -> bytes | None:
 def remove_stale_temporaries(target: Path) -> None:
     """Remove `target`'s temporary files left by a run that was killed (its process is gone)."""
     for stale in target.parent.glob(f".{glob_escape(target.name)}.*{TEMP_SUFFIX}"):
-        pid = stale.name[len(target.name) + 2:].split(".", 1)[0]
+        pid = stale.name[len(target.name) + 2 :].split(".", 1)[0]
         if pid.isdigit() and not _alive(int(pid)):
             try:
                 stale.unlink()

@@ -86,13 +86,13 @@ class Guards:
 
     # -- tests -------------------------------------------------------------------------
 
-    def test_kind(self, expr: cst.BaseExpression, facts: ModuleFacts, path: Path, function: str,
-                  depth: int = 3) -> str | None:
+    def test_kind(self, expr: cst.BaseExpression, facts: ModuleFacts, path: Path, function: str, depth: int = 3) -> str | None:
         """What passing the test `expr` says about the process: MAIN, NOTMAIN, SINGLE, DIST or None."""
         return _kind_of_worlds(self.worlds(expr, facts, path, function, depth)[0])
 
-    def worlds(self, expr: cst.BaseExpression, facts: ModuleFacts, path: Path, function: str,
-               depth: int = 3) -> tuple[frozenset[str], frozenset[str]]:
+    def worlds(
+        self, expr: cst.BaseExpression, facts: ModuleFacts, path: Path, function: str, depth: int = 3
+    ) -> tuple[frozenset[str], frozenset[str]]:
         """Where the test can be true and where it can be false, among S, M and N.
 
         S: a run without distribution; M: the main rank of a distributed run; N: any other rank.
@@ -106,8 +106,9 @@ class Guards:
             return self.launch.worlds(expr, facts, path) or answer
         return answer
 
-    def _read(self, expr: cst.BaseExpression, facts: ModuleFacts, path: Path, function: str,
-              depth: int) -> tuple[frozenset[str], frozenset[str]]:
+    def _read(
+        self, expr: cst.BaseExpression, facts: ModuleFacts, path: Path, function: str, depth: int
+    ) -> tuple[frozenset[str], frozenset[str]]:
         if type(expr) is cst.UnaryOperation and type(expr.operator) is cst.Not:
             true, false = self.worlds(expr.expression, facts, path, function, depth)
             return false, true
@@ -190,8 +191,7 @@ class Guards:
                 s for s in self.ctx.summaries.sites_with(Effect.INIT_GROUP) if facts is self.ctx.facts
             ]
             self._group_flags[key] = frozenset(
-                name for site in starts for c in site.conditions
-                if not c.negated and (name := reference(c.test)) is not None
+                name for site in starts for c in site.conditions if not c.negated and (name := reference(c.test)) is not None
             )
         return self._group_flags[key]
 
@@ -202,8 +202,10 @@ class Guards:
         if key not in self._refused:
             self._refused[key] = frozenset()  # recursion guard
             self._refused[key] = frozenset(
-                name for a in facts.asserts
-                if type(a.test) is cst.UnaryOperation and type(a.test.operator) is cst.Not
+                name
+                for a in facts.asserts
+                if type(a.test) is cst.UnaryOperation
+                and type(a.test.operator) is cst.Not
                 and (name := dotted(a.test.expression)) is not None
                 and any(self.condition_kind(c, facts, path, a.function, 1) == DIST for c in a.conditions)
             )
@@ -216,8 +218,7 @@ class Guards:
         if key not in self._single_branches:
             self._single_branches[key] = []  # recursion guard
             self._single_branches[key] = [
-                a for a in facts.asserts
-                if a.conditions and self.test_kind(a.test, facts, path, a.function, 1) == SINGLE
+                a for a in facts.asserts if a.conditions and self.test_kind(a.test, facts, path, a.function, 1) == SINGLE
             ]
         return any(
             a.function == site.function and a.order < site.order and a.conditions[-1] in site.conditions
@@ -313,13 +314,19 @@ class Guards:
             if type(op) is cst.GreaterThanEqual:  # `local_rank >= 0`: started by a launcher
                 return DIST
             return SINGLE if type(op) is cst.LessThan else None
-        if int_value(right) == 1 and type(op) in (cst.LessThan, cst.GreaterThanEqual) \
-                and self._rankish(left, facts, path, function):
+        if (
+            int_value(right) == 1
+            and type(op) in (cst.LessThan, cst.GreaterThanEqual)
+            and self._rankish(left, facts, path, function)
+        ):
             return MAIN if type(op) is cst.LessThan else NOTMAIN  # `rank < 1`, `rank >= 1`
         if dotted(right) == "None" and type(op) in (cst.Is, cst.IsNot) and facts.role_of(left, function) in RANKS:
             return SINGLE if type(op) is cst.Is else DIST  # `rank is None`: no process group
-        if type(op) in (cst.In, cst.NotIn) and ENV_ROLES.get(string_value(left) or "") is not None \
-                and facts.qualify(dotted(right)) == "os.environ":
+        if (
+            type(op) in (cst.In, cst.NotIn)
+            and ENV_ROLES.get(string_value(left) or "") is not None
+            and facts.qualify(dotted(right)) == "os.environ"
+        ):
             return DIST if type(op) is cst.In else SINGLE  # `"RANK" in os.environ`: torchrun's
         if int_value(right) == 1 and _is_world(left, facts, function):
             if type(op) in (cst.Equal, cst.LessThanEqual):
@@ -349,8 +356,10 @@ class Guards:
             if not self._rankish(rank, facts, path, function) or self._rankish(other, facts, path, function):
                 continue
             names = names_in(other)
-            if int_value(other) is not None or names and all(
-                last_part(n) in WORLD_NAMES or facts.role_of_name(n, function) is Role.WORLD_SIZE for n in names
+            if (
+                int_value(other) is not None
+                or names
+                and all(last_part(n) in WORLD_NAMES or facts.role_of_name(n, function) is Role.WORLD_SIZE for n in names)
             ):
                 return True
         return False
@@ -414,7 +423,8 @@ class Guards:
             self._named_ranks[key] = False
             self._named_ranks[key] = any(
                 type(b.value) is cst.Call and self._rankish(b.value, facts, path, b.function)
-                for b in facts.assigned(reference_name) if b.function in {function, ""} or "." in reference_name
+                for b in facts.assigned(reference_name)
+                if b.function in {function, ""} or "." in reference_name
             )
         return self._named_ranks[key]
 
@@ -429,15 +439,12 @@ class Guards:
         if key not in self._ranks:
             self._ranks[key] = False
             returns = inner_facts.functions[function].returns
-            self._ranks[key] = bool(returns) and all(
-                self._rankish(r, inner_facts, inner_path, function) for r in returns
-            )
+            self._ranks[key] = bool(returns) and all(self._rankish(r, inner_facts, inner_path, function) for r in returns)
         return self._ranks[key]
 
     # -- statements --------------------------------------------------------------------
 
-    def condition_kind(self, condition: Condition, facts: ModuleFacts, path: Path, function: str,
-                       depth: int = 3) -> str | None:
+    def condition_kind(self, condition: Condition, facts: ModuleFacts, path: Path, function: str, depth: int = 3) -> str | None:
         """The kind of the branch a condition encloses: its test, or where the test is false."""
         true, false = self.worlds(condition.test, facts, path, function, depth)
         return _kind_of_worlds(false if condition.negated else true)
@@ -458,8 +465,9 @@ class Guards:
         info = _enclosing_function(facts, event.function)
         return info is not None and any(self._main_decorator(d) for d in info.decorators)
 
-    def main_only(self, site: CallSite, facts: ModuleFacts | None = None, path: Path | None = None,
-                  main_first: bool = False) -> bool:
+    def main_only(
+        self, site: CallSite, facts: ModuleFacts | None = None, path: Path | None = None, main_first: bool = False
+    ) -> bool:
         """No rank but the main one reaches the site: by its guards, or because every caller is guarded.
 
         A function of this module that nothing here calls is taken as guarded: its callers live
@@ -493,8 +501,8 @@ class Guards:
         if key not in self._one_process:
             self._one_process[key] = False  # a recursive cycle adds no caller that is one process
             callers = self.callers(facts).get(info.name, [])
-            self._one_process[key] = info.name not in self.ctx.spawn_targets(facts) and bool(callers) and all(
-                self.one_process(c) for c in callers
+            self._one_process[key] = (
+                info.name not in self.ctx.spawn_targets(facts) and bool(callers) and all(self.one_process(c) for c in callers)
             )
         return self._one_process[key]
 
@@ -505,8 +513,10 @@ class Guards:
         if key not in self._main_functions:
             self._main_functions[key] = True
             callers = self.callers(facts).get(function, [])
-            answer = function not in self.ctx.spawn_targets(facts) and bool(callers) and all(
-                self.main_only(c, facts, path, main_first) for c in callers
+            answer = (
+                function not in self.ctx.spawn_targets(facts)
+                and bool(callers)
+                and all(self.main_only(c, facts, path, main_first) for c in callers)
             )
             self._main_functions[key] = answer
         return self._main_functions[key]
@@ -546,8 +556,7 @@ class Guards:
         helper other than the worker it spawns."""
         workers = self.ctx.spawn_targets(facts)
         return any(
-            self.ctx.method_target(facts, c) not in workers
-            and Effect.STARTS_GROUP in self.ctx.summaries.effects(c, facts, path)
+            self.ctx.method_target(facts, c) not in workers and Effect.STARTS_GROUP in self.ctx.summaries.effects(c, facts, path)
             for c in facts.calls_in(function)
         )
 
@@ -703,11 +712,12 @@ def _is_bool_literal(expr: cst.BaseExpression) -> bool:
 
 
 def _minus_one(expr: cst.BaseExpression) -> bool:
-    return (type(expr) is cst.UnaryOperation and type(expr.operator) is cst.Minus
-            and int_value(expr.expression) == 1)
+    return type(expr) is cst.UnaryOperation and type(expr.operator) is cst.Minus and int_value(expr.expression) == 1
 
 
 _FLIPPED = {
-    cst.LessThan: cst.GreaterThan, cst.GreaterThan: cst.LessThan,
-    cst.LessThanEqual: cst.GreaterThanEqual, cst.GreaterThanEqual: cst.LessThanEqual,
+    cst.LessThan: cst.GreaterThan,
+    cst.GreaterThan: cst.LessThan,
+    cst.LessThanEqual: cst.GreaterThanEqual,
+    cst.GreaterThanEqual: cst.LessThanEqual,
 }

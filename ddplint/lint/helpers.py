@@ -16,8 +16,16 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 
-def ask_helper(ctx: LintContext, site: CallSite, facts: ModuleFacts, path: Path, question: Hashable,
-               answer: Callable[[ModuleFacts, Path, str], T], unknown: T, top: bool = False) -> T:
+def ask_helper(
+    ctx: LintContext,
+    site: CallSite,
+    facts: ModuleFacts,
+    path: Path,
+    question: Hashable,
+    answer: Callable[[ModuleFacts, Path, str], T],
+    unknown: T,
+    top: bool = False,
+) -> T:
     """`answer(facts, path, function)` for the project function `site` calls (memoised; a
     recursive call gets `unknown`); `unknown` too for a call that reaches no project function,
     or, with `top`, one of the linted module."""

@@ -29,10 +29,16 @@ if TYPE_CHECKING:
 GROUP_STARTS = frozenset({INIT_PG, DDP, FSDP})
 _CODE = cst.Module(body=[])
 _COMPLEMENTS: dict[type, type] = {
-    cst.Equal: cst.NotEqual, cst.NotEqual: cst.Equal,
-    cst.LessThan: cst.GreaterThanEqual, cst.GreaterThanEqual: cst.LessThan,
-    cst.GreaterThan: cst.LessThanEqual, cst.LessThanEqual: cst.GreaterThan,
-    cst.In: cst.NotIn, cst.NotIn: cst.In, cst.Is: cst.IsNot, cst.IsNot: cst.Is,
+    cst.Equal: cst.NotEqual,
+    cst.NotEqual: cst.Equal,
+    cst.LessThan: cst.GreaterThanEqual,
+    cst.GreaterThanEqual: cst.LessThan,
+    cst.GreaterThan: cst.LessThanEqual,
+    cst.LessThanEqual: cst.GreaterThan,
+    cst.In: cst.NotIn,
+    cst.NotIn: cst.In,
+    cst.Is: cst.IsNot,
+    cst.IsNot: cst.Is,
 }
 
 
@@ -79,8 +85,11 @@ class LaunchTests:
         ctx = self.guards.ctx
         starts = [s for s in facts.calls if s.name in GROUP_STARTS]
         if facts is ctx.facts:
-            starts += [s for s in ctx.summaries.sites_with(Effect.INIT_GROUP)
-                       if s.name not in GROUP_STARTS and self._starts_unconditionally(s, facts, path)]
+            starts += [
+                s
+                for s in ctx.summaries.sites_with(Effect.INIT_GROUP)
+                if s.name not in GROUP_STARTS and self._starts_unconditionally(s, facts, path)
+            ]
         sides: dict[str, set[str]] = {}
         tests: dict[str, cst.BaseExpression] = {}
         for site in starts:

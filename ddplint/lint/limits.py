@@ -57,7 +57,8 @@ def parse_python(text: str, filename: str) -> ast.Module:
 
 # Python's tokens, as far as nesting goes. A string is one token; an f-string's body is scanned
 # again as code, since its replacement fields nest like any expression.
-TOKEN = re.compile(r"""
+TOKEN = re.compile(
+    r"""
     (?P<string>(?P<prefix>[rRbBuUfF]{0,2})(?:
         '''(?P<long1>(?:\\.|[^\\])*?)''' | \"\"\"(?P<long2>(?:\\.|[^\\])*?)\"\"\"
       | '(?P<short1>(?:\\.|[^\\'\r\n])*)' | "(?P<short2>(?:\\.|[^\\"\r\n])*)"))
@@ -68,7 +69,9 @@ TOKEN = re.compile(r"""
   | (?P<word>\w+)
   | (?P<op>\*\*|//|<<|>>|==|[-+*/%@&|^~<>!]=?|\.)
   | (?P<other>.)
-""", re.VERBOSE | re.DOTALL)
+""",
+    re.VERBOSE | re.DOTALL,
+)
 BODIES = ("long1", "long2", "short1", "short2")
 # Words that make an expression one level deeper in libcst's tree (`and`, `not`, `lambda`, ...).
 NESTING_WORDS = frozenset({"and", "or", "not", "if", "else", "lambda", "await", "in", "is"})

@@ -16,8 +16,10 @@ from ddplint.lint.roles import RANK_CALLS, RANKS
 LOADER = "torch.utils.data.DataLoader"
 SAMPLER = "torch.utils.data.DistributedSampler"
 PLAIN_SAMPLERS = {
-    "torch.utils.data.RandomSampler", "torch.utils.data.SequentialSampler",
-    "torch.utils.data.SubsetRandomSampler", "torch.utils.data.WeightedRandomSampler",
+    "torch.utils.data.RandomSampler",
+    "torch.utils.data.SequentialSampler",
+    "torch.utils.data.SubsetRandomSampler",
+    "torch.utils.data.WeightedRandomSampler",
 }
 BATCH_SAMPLER = "torch.utils.data.BatchSampler"
 YES, NO, UNKNOWN = "yes", "no", "unknown"
@@ -109,7 +111,8 @@ def _class_reads_rank(ctx: LintContext, name: str | None) -> bool:
             return True
     return any(
         {"rank", "num_replicas", "world_size"} & set(info.params)
-        for fname, info in facts.functions.items() if fname.startswith(prefix)
+        for fname, info in facts.functions.items()
+        if fname.startswith(prefix)
     )
 
 

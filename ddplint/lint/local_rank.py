@@ -86,15 +86,16 @@ def _called_after(ctx: LintContext, binding: Assignment, function: str, depth: i
     callers = ctx.guards.callers(ctx.facts).get(function, [])
     if not callers or depth == 0:
         return False
-    return all(dominates(binding, c) if c.function == "" else _called_after(ctx, binding, c.function, depth - 1)
-               for c in callers)
+    return all(dominates(binding, c) if c.function == "" else _called_after(ctx, binding, c.function, depth - 1) for c in callers)
 
 
 def _rebound_in_loop(ctx: LintContext, name: str, at: Event) -> bool:
     """A later binding in a loop around `at` gives the next iteration another value."""
     loops = getattr(at, "loops", ())
-    return any(a.function == at.function and a.order > at.order and any(loop in loops for loop in a.loops)
-               for a in ctx.facts.assigned(name))
+    return any(
+        a.function == at.function and a.order > at.order and any(loop in loops for loop in a.loops)
+        for a in ctx.facts.assigned(name)
+    )
 
 
 def _holds(ctx: LintContext, a: Assignment) -> bool:
@@ -142,8 +143,11 @@ def _option(ctx: LintContext, at: Event) -> LocalRank | None:
     """`args.local_rank` where `args` holds the parsed command line wherever `at` runs and
     `--local_rank` defaults to the environment's LOCAL_RANK (torchrun passes no --local_rank)."""
     facts = ctx.facts
-    options = [dest for dest, default in facts.options.items()
-               if facts.role_of_name(dest, "") is Role.LOCAL_RANK and facts.role_of(default, "") is Role.LOCAL_RANK]
+    options = [
+        dest
+        for dest, default in facts.options.items()
+        if facts.role_of_name(dest, "") is Role.LOCAL_RANK and facts.role_of(default, "") is Role.LOCAL_RANK
+    ]
     if not options:
         return None
     info = facts.functions.get(at.function)
@@ -152,7 +156,12 @@ def _option(ctx: LintContext, at: Event) -> LocalRank | None:
         if parsed_arguments(ctx, head, at):  # every call passes the parsed arguments
             return LocalRank(f"{head}.{options[0]}", False)
     for a in facts.assignments:
-        if "." not in a.target and a.target not in parameters and type(a.value) is cst.Call \
-                and holds_parsed_arguments(ctx, a.value) and _available(ctx, a, at):
+        if (
+            "." not in a.target
+            and a.target not in parameters
+            and type(a.value) is cst.Call
+            and holds_parsed_arguments(ctx, a.value)
+            and _available(ctx, a, at)
+        ):
             return LocalRank(f"{a.target}.{options[0]}", False)
     return None

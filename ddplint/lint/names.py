@@ -150,9 +150,11 @@ def with_argument(call: cst.Call, keyword: str, position: int, value: cst.BaseEx
         ):
             args[i] = a.with_changes(value=value)
             return call.with_changes(args=args)
-    new = cst.Arg(keyword=cst.Name(keyword), value=value,
-                  equal=cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""),
-                                        whitespace_after=cst.SimpleWhitespace("")))
+    new = cst.Arg(
+        keyword=cst.Name(keyword),
+        value=value,
+        equal=cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")),
+    )
     if not args:
         return call.with_changes(args=[new])
     last = args[-1]
@@ -161,17 +163,20 @@ def with_argument(call: cst.Call, keyword: str, position: int, value: cst.BaseEx
         after = last.comma.whitespace_after
         if line_break is not None and type(after) is cst.ParenthesizedWhitespace:
             # the last argument keeps its comment; the new one ends where the call's `)` begins
-            args[-1] = last.with_changes(comma=last.comma.with_changes(
-                whitespace_after=after.with_changes(last_line=line_break.last_line)))
-            new = new.with_changes(comma=last.comma.with_changes(
-                whitespace_after=after.with_changes(first_line=cst.TrailingWhitespace(), empty_lines=[])))
+            args[-1] = last.with_changes(
+                comma=last.comma.with_changes(whitespace_after=after.with_changes(last_line=line_break.last_line))
+            )
+            new = new.with_changes(
+                comma=last.comma.with_changes(
+                    whitespace_after=after.with_changes(first_line=cst.TrailingWhitespace(), empty_lines=[])
+                )
+            )
         else:  # `f(a, b,)`
             args[-1] = last.with_changes(comma=last.comma.with_changes(whitespace_after=cst.SimpleWhitespace(" ")))
             new = new.with_changes(comma=last.comma)
         return call.with_changes(args=[*args, new])
     closing = last.whitespace_after_arg  # what stands before `)`: a line break, comments
-    between = line_break if line_break is not None and type(closing) is cst.ParenthesizedWhitespace \
-        else cst.SimpleWhitespace(" ")
+    between = line_break if line_break is not None and type(closing) is cst.ParenthesizedWhitespace else cst.SimpleWhitespace(" ")
     args[-1] = last.with_changes(comma=cst.Comma(whitespace_after=between), whitespace_after_arg=cst.SimpleWhitespace(""))
     return call.with_changes(args=[*args, new.with_changes(whitespace_after_arg=closing)])
 

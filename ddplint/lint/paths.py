@@ -54,8 +54,7 @@ def joined(events: Sequence[Event], later: Event, facts: ModuleFacts) -> bool:
     return False
 
 
-def _through_every_arm(events: Sequence[Event], prefix: tuple[int, ...], arms: tuple[int, int],
-                       facts: ModuleFacts) -> bool:
+def _through_every_arm(events: Sequence[Event], prefix: tuple[int, ...], arms: tuple[int, int], facts: ModuleFacts) -> bool:
     return all(_on_every_path(events, (*prefix, arm), facts) for arm in arms)
 
 
@@ -79,8 +78,9 @@ def never_runs(facts: ModuleFacts, site: CallSite) -> bool:
         target = test.comparisons[0]
         if not (type(target.comparator) is cst.Name and target.comparator.value == "None"):
             continue
-        is_none = type(target.operator) is cst.Is and not condition.negated or \
-            type(target.operator) is cst.IsNot and condition.negated
+        is_none = (
+            type(target.operator) is cst.Is and not condition.negated or type(target.operator) is cst.IsNot and condition.negated
+        )
         if is_none and facts.role_of(test.left, site.function) in RANKS | PER_NODE:
             return True
     return False

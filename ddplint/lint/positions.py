@@ -115,11 +115,10 @@ def ranges(module: cst.Module, nodes: Iterable[cst.CSTNode]) -> dict[int, CodeRa
         breaks = chunk.count("\n") + chunk.count("\r") - chunk.count("\r\n")
         if breaks:
             line += breaks
-            tail = chunk[max(chunk.rfind("\n"), chunk.rfind("\r")) + 1:]
+            tail = chunk[max(chunk.rfind("\n"), chunk.rfind("\r")) + 1 :]
             column = len(tail) - tail.count("\x00")
         else:
             column += len(chunk) - chunk.count("\x00")
         at[mark] = CodePosition(line, column)
         offset = stop
-    return {key: CodeRange(at[state.ranges[key][0]], at[state.ranges[key][1]])
-            for key in wanted if key in state.ranges}
+    return {key: CodeRange(at[state.ranges[key][0]], at[state.ranges[key][1]]) for key in wanted if key in state.ranges}

@@ -114,7 +114,7 @@ class ProjectIndex:
         for rank, base in enumerate(bases):
             for split in range(len(parts), 0, -1):
                 module_path, candidates = self._module_file(base, tuple(parts[:split]))
-                absent.extend(candidates[:candidates.index(module_path)] if module_path in candidates else candidates)
+                absent.extend(candidates[: candidates.index(module_path)] if module_path in candidates else candidates)
                 if module_path is not None:
                     found.append((len(parts) - split, rank, module_path, ".".join(parts[split:])))
                     break

@@ -76,8 +76,9 @@ NAME_ROLES = {
     "is_local_main_process": Role.MAIN_FLAG,
 }
 # Names that hold some rank, global or local; enough to read `if rank == 0:`.
-RANK_NAMES = frozenset({"rank", "global_rank", "ddp_rank", "world_rank", "rank_id", "proc_id", "process_index",
-                        "gpu", "gpu_id", "device_id"})
+RANK_NAMES = frozenset(
+    {"rank", "global_rank", "ddp_rank", "world_rank", "rank_id", "proc_id", "process_index", "gpu", "gpu_id", "device_id"}
+)
 # Calls that return some rank, by the last part of their name (`utils.get_rank()`).
 RANK_CALLS = frozenset({"get_rank", "get_local_rank", "get_global_rank", "get_node_local_rank"})
 # torch.distributed's naming, followed by the model-parallel libraries for the rank within a
@@ -89,22 +90,57 @@ WORLD_NAMES = frozenset({"world_size", "ddp_world_size", "num_gpus", "ngpus", "n
 
 # Predicates by the last part of their name: `utils.is_main_process()`, `accelerator.is_main_process`,
 # the Hugging Face Trainer's `is_world_process_zero()`.
-MAIN_PREDICATES = frozenset({
-    "is_main_process", "is_local_main_process", "is_master", "is_main", "is_rank_zero", "is_rank0",
-    "is_global_zero", "is_local_zero", "master_process", "main_process", "is_leader", "is_chief",
-    "is_primary", "is_global_primary", "is_local_primary", "is_world_process_zero", "is_local_process_zero",
-})
+MAIN_PREDICATES = frozenset(
+    {
+        "is_main_process",
+        "is_local_main_process",
+        "is_master",
+        "is_main",
+        "is_rank_zero",
+        "is_rank0",
+        "is_global_zero",
+        "is_local_zero",
+        "master_process",
+        "main_process",
+        "is_leader",
+        "is_chief",
+        "is_primary",
+        "is_global_primary",
+        "is_local_primary",
+        "is_world_process_zero",
+        "is_local_process_zero",
+    }
+)
 # Decorators that run the function on the main process only.
-MAIN_DECORATORS = frozenset({
-    "rank_zero_only", "main_process_only", "on_main_process", "on_local_main_process", "master_only",
-    "rank0_only", "on_rank_zero", "only_main_process", "main_only",
-})
+MAIN_DECORATORS = frozenset(
+    {
+        "rank_zero_only",
+        "main_process_only",
+        "on_main_process",
+        "on_local_main_process",
+        "master_only",
+        "rank0_only",
+        "on_rank_zero",
+        "only_main_process",
+        "main_only",
+    }
+)
 # Flags and calls that say "this run is distributed", where the script gives no better evidence
 # (the flag its process group starts under, guards.py).
-DIST_FLAGS = frozenset({
-    "distributed", "ddp", "is_distributed", "use_ddp", "multiprocessing_distributed", "use_distributed",
-    "is_initialized", "is_dist_avail_and_initialized", "is_dist_initialized", "dist_initialized",
-})
+DIST_FLAGS = frozenset(
+    {
+        "distributed",
+        "ddp",
+        "is_distributed",
+        "use_ddp",
+        "multiprocessing_distributed",
+        "use_distributed",
+        "is_initialized",
+        "is_dist_avail_and_initialized",
+        "is_dist_initialized",
+        "dist_initialized",
+    }
+)
 
 
 def last_part(name: str) -> str:

@@ -30,8 +30,11 @@ MAX_BYTES = 512 * 1024
 NOTEBOOK_MAX_BYTES = 64 * 1024 * 1024
 
 FILE_KINDS = {
-    stat.S_IFIFO: "a FIFO", stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device",
-    stat.S_IFSOCK: "a socket", stat.S_IFDIR: "a directory",
+    stat.S_IFIFO: "a FIFO",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFSOCK: "a socket",
+    stat.S_IFDIR: "a directory",
 }
 
 

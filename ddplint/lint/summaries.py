@@ -50,19 +50,47 @@ POINT_TO_POINT = frozenset(f"{DIST}.{name}" for name in ("send", "recv", "isend"
 FSDP = f"{DIST}.fsdp.FullyShardedDataParallel"
 DCP = f"{DIST}.checkpoint"
 # Saves and state-dict gathers that every rank has to take part in.
-COLLECTIVE_SAVES = frozenset({
-    f"{DCP}.save", f"{DCP}.save_state_dict", f"{DCP}.async_save", f"{DCP}.state_dict_saver.save",
-    f"{DCP}.state_dict.get_model_state_dict", f"{DCP}.state_dict.get_optimizer_state_dict",
-    f"{DCP}.state_dict.get_state_dict", f"{FSDP}.state_dict_type", f"{FSDP}.full_optim_state_dict",
-    f"{FSDP}.optim_state_dict", f"{FSDP}.sharded_optim_state_dict", f"{FSDP}.summon_full_params",
-})
+COLLECTIVE_SAVES = frozenset(
+    {
+        f"{DCP}.save",
+        f"{DCP}.save_state_dict",
+        f"{DCP}.async_save",
+        f"{DCP}.state_dict_saver.save",
+        f"{DCP}.state_dict.get_model_state_dict",
+        f"{DCP}.state_dict.get_optimizer_state_dict",
+        f"{DCP}.state_dict.get_state_dict",
+        f"{FSDP}.state_dict_type",
+        f"{FSDP}.full_optim_state_dict",
+        f"{FSDP}.optim_state_dict",
+        f"{FSDP}.sharded_optim_state_dict",
+        f"{FSDP}.summon_full_params",
+    }
+)
 BLOCKING = (COLLECTIVES - POINT_TO_POINT) | COLLECTIVE_SAVES
 # mpi4py's collective methods of a communicator (`MPI.COMM_WORLD.Barrier()`, `comm.allreduce(x)`).
 MPI = "mpi4py.MPI."
-MPI_COLLECTIVES = frozenset({
-    "barrier", "Barrier", "bcast", "Bcast", "allreduce", "Allreduce", "reduce", "Reduce", "gather", "Gather",
-    "allgather", "Allgather", "scatter", "Scatter", "alltoall", "Alltoall", "reduce_scatter", "Reduce_scatter",
-})
+MPI_COLLECTIVES = frozenset(
+    {
+        "barrier",
+        "Barrier",
+        "bcast",
+        "Bcast",
+        "allreduce",
+        "Allreduce",
+        "reduce",
+        "Reduce",
+        "gather",
+        "Gather",
+        "allgather",
+        "Allgather",
+        "scatter",
+        "Scatter",
+        "alltoall",
+        "Alltoall",
+        "reduce_scatter",
+        "Reduce_scatter",
+    }
+)
 # Collectives that run an NCCL operation on the current GPU; new_group only meets at the store,
 # and monitored_barrier is gloo's.
 ON_DEVICE = COLLECTIVES - {f"{DIST}.new_group", f"{DIST}.monitored_barrier"}
@@ -72,12 +100,18 @@ SET_DEVICE_CALLS = frozenset({SET_DEVICE, "torch.accelerator.set_device_index", 
 # Launchers of other libraries that bind the device of the process they start, and the device
 # mesh (it binds rank % devices-per-host when nothing is bound yet). `with torch.cuda.device(i):`
 # binds inside its block only (devices.binding_sites), so it is no effect of the function.
-BINDING = SET_DEVICE_CALLS | frozenset({
-    "mmcv.runner.init_dist", "mmcv.runner.dist_utils.init_dist", "mmengine.dist.init_dist",
-    "mmengine.dist.utils.init_dist", "detectron2.engine.launch", "detectron2.engine.launch.launch",
-    "classy_vision.generic.distributed_util.set_cuda_device_index",
-    "torch.distributed.device_mesh.init_device_mesh",
-})
+BINDING = SET_DEVICE_CALLS | frozenset(
+    {
+        "mmcv.runner.init_dist",
+        "mmcv.runner.dist_utils.init_dist",
+        "mmengine.dist.init_dist",
+        "mmengine.dist.utils.init_dist",
+        "detectron2.engine.launch",
+        "detectron2.engine.launch.launch",
+        "classy_vision.generic.distributed_util.set_cuda_device_index",
+        "torch.distributed.device_mesh.init_device_mesh",
+    }
+)
 # `torch_device = getattr(torch, device_type); torch_device.set_device(device)` (a device module)
 BINDING_METHODS = frozenset({"set_device", "set_device_index"})
 SAMPLER = "torch.utils.data.DistributedSampler"
@@ -117,10 +151,14 @@ def per_process_visible_devices(facts: ModuleFacts) -> list[Assignment]:
     """Writes of CUDA_VISIBLE_DEVICES that differ per process: a rank, or a value computed in a
     function (a constant string, or an option written at module level or by the launcher before
     mp.spawn, gives every process the same GPUs)."""
-    return [w for w in facts.env_writes.get("CUDA_VISIBLE_DEVICES", [])
-            if facts.role_of(w.value, w.function) is not None
-            or string_value(w.value) is None and w.function != ""
-            and not any(c.name in SPAWN for c in facts.calls_in(w.function))]
+    return [
+        w
+        for w in facts.env_writes.get("CUDA_VISIBLE_DEVICES", [])
+        if facts.role_of(w.value, w.function) is not None
+        or string_value(w.value) is None
+        and w.function != ""
+        and not any(c.name in SPAWN for c in facts.calls_in(w.function))
+    ]
 
 
 class Summaries:
@@ -129,8 +167,13 @@ class Summaries:
         self._functions: dict[tuple, frozenset[Effect]] = {}
         self._sites: dict[int, frozenset[Effect]] = {}
 
-    def effects(self, site: CallSite, facts: ModuleFacts | None = None, path: Path | None = None,
-                bindings: constants.Bindings | None = None) -> frozenset[Effect]:
+    def effects(
+        self,
+        site: CallSite,
+        facts: ModuleFacts | None = None,
+        path: Path | None = None,
+        bindings: constants.Bindings | None = None,
+    ) -> frozenset[Effect]:
         """What the call does, directly or through the project functions it calls."""
         own = facts is None and bindings is None
         if own and id(site.node) in self._sites:
@@ -153,8 +196,7 @@ class Summaries:
             self._sites[id(site.node)] = found
         return found
 
-    def of_function(self, facts: ModuleFacts, path: Path, function: str,
-                    bindings: constants.Bindings) -> frozenset[Effect]:
+    def of_function(self, facts: ModuleFacts, path: Path, function: str, bindings: constants.Bindings) -> frozenset[Effect]:
         key = (id(facts), function, constants.key(bindings))
         if key not in self._functions:
             self._functions[key] = frozenset()  # a recursive call adds nothing new
@@ -162,8 +204,7 @@ class Summaries:
             for inner in facts.calls_within(function):
                 if not constants.dark(inner.conditions, bindings):
                     found |= self.effects(inner, facts, path, bindings)
-            if any(w.function == function or w.function.startswith(function + ".")
-                   for w in per_process_visible_devices(facts)):
+            if any(w.function == function or w.function.startswith(function + ".") for w in per_process_visible_devices(facts)):
                 found |= {Effect.OWN_GPU_ONLY}
             self._functions[key] = found
         return self._functions[key]

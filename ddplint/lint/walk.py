@@ -14,11 +14,33 @@ from collections.abc import Iterator
 import libcst as cst
 
 # Fields that hold only whitespace, comments or punctuation.
-_SKIPPED = frozenset({
-    "lpar", "rpar", "lbrace", "rbrace", "lbracket", "rbracket", "comma", "equal", "dot", "colon", "semicolon",
-    "leading_lines", "lines_after_decorators", "header", "footer", "indent", "trailing_whitespace", "asynchronous",
-    "encoding", "default_indent", "default_newline", "has_trailing_newline", "star",
-})
+_SKIPPED = frozenset(
+    {
+        "lpar",
+        "rpar",
+        "lbrace",
+        "rbrace",
+        "lbracket",
+        "rbracket",
+        "comma",
+        "equal",
+        "dot",
+        "colon",
+        "semicolon",
+        "leading_lines",
+        "lines_after_decorators",
+        "header",
+        "footer",
+        "indent",
+        "trailing_whitespace",
+        "asynchronous",
+        "encoding",
+        "default_indent",
+        "default_newline",
+        "has_trailing_newline",
+        "star",
+    }
+)
 # Where the dataclass field order is not the source order.
 _ORDER: dict[type, tuple[str, ...]] = {
     cst.ClassDef: ("decorators", "name", "bases", "keywords", "body"),
@@ -73,8 +95,7 @@ class Walker:
         handlers = _handlers.get(key)
         if handlers is None:
             name = type(node).__name__
-            handlers = _handlers[key] = (getattr(type(self), f"visit_{name}", None),
-                                         getattr(type(self), f"leave_{name}", None))
+            handlers = _handlers[key] = (getattr(type(self), f"visit_{name}", None), getattr(type(self), f"leave_{name}", None))
         visit, leave = handlers
         if visit is None or visit(self, node) is not False:
             for child in children(node):

@@ -32,14 +32,23 @@ from ddplint.lint.rules.base import Inside
 CHECKPOINT, LOG, MKDIR = "checkpoint", "log", "mkdir"
 CHECKPOINT_WRITERS = {"torch.save", "safetensors.torch.save_file", "safetensors.torch.save_model"}
 LOG_WRITERS = {
-    "torch.utils.tensorboard.SummaryWriter", "torch.utils.tensorboard.writer.SummaryWriter",
-    "tensorboardX.SummaryWriter", "mlflow.start_run", "logging.FileHandler",
-    "logging.handlers.RotatingFileHandler", "logging.handlers.TimedRotatingFileHandler",
+    "torch.utils.tensorboard.SummaryWriter",
+    "torch.utils.tensorboard.writer.SummaryWriter",
+    "tensorboardX.SummaryWriter",
+    "mlflow.start_run",
+    "logging.FileHandler",
+    "logging.handlers.RotatingFileHandler",
+    "logging.handlers.TimedRotatingFileHandler",
 }
 # Library calls that write an output file, by the position of the path they write.
 OUTPUT_WRITERS = {
-    "numpy.save": 0, "numpy.savez": 0, "numpy.savez_compressed": 0, "numpy.savetxt": 0,
-    "shutil.copy": 1, "shutil.copyfile": 1, "shutil.copy2": 1,
+    "numpy.save": 0,
+    "numpy.savez": 0,
+    "numpy.savez_compressed": 0,
+    "numpy.savetxt": 0,
+    "shutil.copy": 1,
+    "shutil.copyfile": 1,
+    "shutil.copy2": 1,
 }
 # Methods that write the object to the path they are given (pandas, matplotlib).
 OUTPUT_METHODS = frozenset({"to_csv", "to_parquet", "to_pickle", "to_json", "to_excel", "savefig"})
@@ -111,9 +120,18 @@ OUTSIDE_TRAINER = frozenset({TRAINER})
 
 
 # Values that differ between processes as a rank does: a fresh temporary name, the pid.
-UNIQUE_PER_PROCESS = {"uuid.uuid4", "uuid.uuid1", "os.getpid", "tempfile.mktemp", "tempfile.mkstemp",
-                      "tempfile.NamedTemporaryFile", "tempfile.mkdtemp", "tempfile.TemporaryDirectory",
-                      "tempfile.TemporaryFile", "tempfile.SpooledTemporaryFile"}
+UNIQUE_PER_PROCESS = {
+    "uuid.uuid4",
+    "uuid.uuid1",
+    "os.getpid",
+    "tempfile.mktemp",
+    "tempfile.mkstemp",
+    "tempfile.NamedTemporaryFile",
+    "tempfile.mkdtemp",
+    "tempfile.TemporaryDirectory",
+    "tempfile.TemporaryFile",
+    "tempfile.SpooledTemporaryFile",
+}
 FOLLOW = 2  # how many variables deep a path is followed to a rank or a fresh temporary name
 
 
@@ -132,7 +150,8 @@ def _per_rank(expr: cst.BaseExpression | None, facts: ModuleFacts, function: str
             return True
     return depth > 0 and any(
         a.value is not expr and _per_rank(a.value, facts, a.function, depth - 1)
-        for name in _read_names(expr) for a in facts.assigned(name)
+        for name in _read_names(expr)
+        for a in facts.assigned(name)
     )
 
 
@@ -156,8 +175,7 @@ def _is_buffer(target: cst.BaseExpression | None, facts: ModuleFacts) -> bool:
         return facts.callee(target) in {"io.BytesIO", "io.StringIO"}
     name = dotted(target) if target is not None else None
     return name is not None and any(
-        type(a.value) is cst.Call and facts.callee(a.value) in {"io.BytesIO", "io.StringIO"}
-        for a in facts.assigned(name)
+        type(a.value) is cst.Call and facts.callee(a.value) in {"io.BytesIO", "io.StringIO"} for a in facts.assigned(name)
     )
 
 
@@ -184,8 +202,9 @@ def unguarded_writes(ctx: LintContext, kind: str) -> Iterator[tuple[CallSite, In
             yield site, inside
 
 
-def _helper_writes(ctx: LintContext, site: CallSite, kind: str, facts: ModuleFacts, path: Path,
-                   top: bool = False) -> Inside | None:
+def _helper_writes(
+    ctx: LintContext, site: CallSite, kind: str, facts: ModuleFacts, path: Path, top: bool = False
+) -> Inside | None:
     """The unguarded write of `kind` in the function of another project module that the site
     calls, followed through the helpers it calls (memoised per function and arguments; a
     recursive call adds nothing)."""
@@ -201,17 +220,24 @@ def _helper_writes(ctx: LintContext, site: CallSite, kind: str, facts: ModuleFac
     cache = ctx.memo
     if key not in cache:
         cache[key] = None  # recursion guard
-        cache[key] = next((
-            found for inner in inner_facts.calls_within(function)
-            if not ctx.guards.guarded_here(inner, inner_facts, inner_path)
-            and not (inner.locked and kind != MKDIR)
-            and not constants.dark(inner.conditions, bindings)
-            and not any(not c.negated and dotted(c.test) in off for c in inner.conditions)
-            and (found := Inside(inner_path, inner.node, f"{dotted(inner.node.func) or 'the write'}() here, on every rank")
-                 if effect_of(inner, inner_facts, bindings) == kind
-                 else _helper_writes(ctx, inner, kind, inner_facts, inner_path)) is not None
-            and not _undecided(ctx, inner, inner_facts, inner_path)
-        ), None)
+        cache[key] = next(
+            (
+                found
+                for inner in inner_facts.calls_within(function)
+                if not ctx.guards.guarded_here(inner, inner_facts, inner_path)
+                and not (inner.locked and kind != MKDIR)
+                and not constants.dark(inner.conditions, bindings)
+                and not any(not c.negated and dotted(c.test) in off for c in inner.conditions)
+                and (
+                    found := Inside(inner_path, inner.node, f"{dotted(inner.node.func) or 'the write'}() here, on every rank")
+                    if effect_of(inner, inner_facts, bindings) == kind
+                    else _helper_writes(ctx, inner, kind, inner_facts, inner_path)
+                )
+                is not None
+                and not _undecided(ctx, inner, inner_facts, inner_path)
+            ),
+            None,
+        )
     return cache[key]
 
 
@@ -223,8 +249,11 @@ def _undecided(ctx: LintContext, site: CallSite, facts: ModuleFacts, path: Path)
     for condition in site.conditions:
         if ctx.guards.condition_kind(condition, facts, path, site.function) is not None:
             continue
-        other = [s for s in facts.calls_in(site.function) if s is not site and any(
-            c.test is condition.test and c.negated != condition.negated for c in s.conditions)]
+        other = [
+            s
+            for s in facts.calls_in(site.function)
+            if s is not site and any(c.test is condition.test and c.negated != condition.negated for c in s.conditions)
+        ]
         if any(effect_of(s, facts) == kind and ctx.guards.guarded_here(s, facts, path) for s in other):
             return True
     return False
@@ -260,18 +289,19 @@ def _per_rank_path_argument(ctx: LintContext, site: CallSite, kind: str) -> bool
     constructions = [b.value for b in ctx.facts.reaching(receiver, site.function, site.order, site.blocks)]
     return bool(constructions) and all(
         type(call) is cst.Call and _per_rank_for(ctx, site, call, inner_facts.functions[init].node, used)
-        for call in constructions)
+        for call in constructions
+    )
 
 
-def _per_rank_for(ctx: LintContext, site: CallSite, call: cst.Call, definition: cst.FunctionDef,
-                  used: set[str]) -> bool:
+def _per_rank_for(ctx: LintContext, site: CallSite, call: cst.Call, definition: cst.FunctionDef, used: set[str]) -> bool:
     """`call` gives a parameter of `definition` that the write's path uses a per-rank value."""
     params = [p.name.value for p in call_parameters(call, definition)]
     for index, argument in enumerate(a for a in call.args if a.keyword is None):
         if index < len(params) and params[index] in used and _per_rank(argument.value, ctx.facts, site.function):
             return True
-    return any(a.keyword is not None and a.keyword.value in used and _per_rank(a.value, ctx.facts, site.function)
-               for a in call.args)
+    return any(
+        a.keyword is not None and a.keyword.value in used and _per_rank(a.value, ctx.facts, site.function) for a in call.args
+    )
 
 
 def write_path(site: CallSite, facts: ModuleFacts) -> cst.BaseExpression | None:
@@ -290,8 +320,9 @@ def write_path(site: CallSite, facts: ModuleFacts) -> cst.BaseExpression | None:
     return None
 
 
-def _main_only_arguments(ctx: LintContext, site: CallSite, definition: cst.FunctionDef,
-                         facts: ModuleFacts, path: Path) -> frozenset[str]:
+def _main_only_arguments(
+    ctx: LintContext, site: CallSite, definition: cst.FunctionDef, facts: ModuleFacts, path: Path
+) -> frozenset[str]:
     """Parameters given a value that exists only on the main process (None elsewhere).
 
     `args.log_path = None; if is_master(args): args.log_path = ...; setup_logging(args.log_path)`

@@ -44,13 +44,22 @@ def render(result: LintResult, config: Config, options: ReportOptions = DEFAULTS
         rule = RULES_BY_CODE.get(d.code)
         title = f"{d.code} {rule.name}" if rule else d.code
         if d.cell is not None:  # a notebook: the runner would place a line on the JSON, so name the cell
-            lines.append(_command(COMMAND[d.severity], f"cell {d.cell}, line {d.line}: {d.message}",
-                                  file=file(d.path), title=title))
+            lines.append(
+                _command(COMMAND[d.severity], f"cell {d.cell}, line {d.line}: {d.message}", file=file(d.path), title=title)
+            )
             continue
-        lines.append(_command(
-            COMMAND[d.severity], d.message, file=file(d.path), line=d.line, col=d.col,
-            endLine=d.end_line, endColumn=d.end_col, title=title,
-        ))
+        lines.append(
+            _command(
+                COMMAND[d.severity],
+                d.message,
+                file=file(d.path),
+                line=d.line,
+                col=d.col,
+                endLine=d.end_line,
+                endColumn=d.end_col,
+                title=title,
+            )
+        )
     for error in [*result.errors, *result.internal_errors]:
         lines.append(_command("error", error.message, file=file(error.path), title="ddplint"))
     return "".join(line + "\n" for line in lines)

@@ -29,11 +29,13 @@ def render(result: LintResult, config: Config, options: ReportOptions = DEFAULTS
     for d, printed in zip(result.diagnostics, fingerprints(result.diagnostics), strict=True):
         path = relative_to(d.path, root) or d.path
         where = "" if d.cell is None else f"cell {d.cell}, line {d.line}: "
-        issues.append({
-            "description": f"{where}{d.code} {d.message}",
-            "check_name": d.code,
-            "fingerprint": hashlib.sha256(f"{path}\0{printed}".encode("utf-8", "replace")).hexdigest(),
-            "severity": GITLAB_SEVERITY[d.severity],
-            "location": {"path": path, "lines": {"begin": d.line if d.cell is None else 1}},
-        })
+        issues.append(
+            {
+                "description": f"{where}{d.code} {d.message}",
+                "check_name": d.code,
+                "fingerprint": hashlib.sha256(f"{path}\0{printed}".encode("utf-8", "replace")).hexdigest(),
+                "severity": GITLAB_SEVERITY[d.severity],
+                "location": {"path": path, "lines": {"begin": d.line if d.cell is None else 1}},
+            }
+        )
     return json.dumps(issues, indent=2) + "\n"

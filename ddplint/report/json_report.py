@@ -24,8 +24,11 @@ def _diagnostic(d: Diagnostic, options: ReportOptions) -> dict:
             "description": d.fix.description,
             "applicability": "safe" if d.fix.safe else "unsafe",
             "edits": [
-                {"start": {"line": e.start[0], "column": e.start[1]}, "end": {"line": e.end[0], "column": e.end[1]},
-                 "text": e.text}
+                {
+                    "start": {"line": e.start[0], "column": e.start[1]},
+                    "end": {"line": e.end[0], "column": e.end[1]},
+                    "text": e.text,
+                }
                 for e in d.fix.edits
             ],
         }

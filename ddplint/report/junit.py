@@ -27,23 +27,33 @@ def _clean(text: str) -> str:
 
 def render(result: LintResult, config: Config, options: ReportOptions = DEFAULTS) -> str:
     errors = [*result.errors, *result.internal_errors]
-    root = ET.Element("testsuites", name="ddplint", tests=str(max(len(result.diagnostics) + len(errors), 1)),
-                      failures=str(len(result.diagnostics)), errors=str(len(errors)))
+    root = ET.Element(
+        "testsuites",
+        name="ddplint",
+        tests=str(max(len(result.diagnostics) + len(errors), 1)),
+        failures=str(len(result.diagnostics)),
+        errors=str(len(errors)),
+    )
     for path, group in groupby(result.diagnostics, key=lambda d: d.path):
         found = list(group)
-        suite = ET.SubElement(root, "testsuite", name=_clean(path), tests=str(len(found)),
-                              failures=str(len(found)), errors="0")
+        suite = ET.SubElement(root, "testsuite", name=_clean(path), tests=str(len(found)), failures=str(len(found)), errors="0")
         for d in found:
-            case = ET.SubElement(suite, "testcase", name=_clean(f"{d.code} at {position(d)}"),
-                                 classname=_clean(path), file=_clean(path), line=str(d.line))
+            case = ET.SubElement(
+                suite,
+                "testcase",
+                name=_clean(f"{d.code} at {position(d)}"),
+                classname=_clean(path),
+                file=_clean(path),
+                line=str(d.line),
+            )
             failure = ET.SubElement(case, "failure", message=_clean(d.message), type=d.code)
             failure.text = _clean(f"{position(d)}: {d.code} [{d.severity.value}] {d.message}")
     if errors:
-        suite = ET.SubElement(root, "testsuite", name="ddplint", tests=str(len(errors)), failures="0",
-                              errors=str(len(errors)))
+        suite = ET.SubElement(root, "testsuite", name="ddplint", tests=str(len(errors)), failures="0", errors=str(len(errors)))
         for error in errors:
-            case = ET.SubElement(suite, "testcase", name=_clean(f"lint {error.path}"), classname="ddplint",
-                                 file=_clean(error.path))
+            case = ET.SubElement(
+                suite, "testcase", name=_clean(f"lint {error.path}"), classname="ddplint", file=_clean(error.path)
+            )
             ET.SubElement(case, "error", message=_clean(error.message)).text = _clean(error.message)
     if not result.diagnostics and not errors:
         suite = ET.SubElement(root, "testsuite", name="ddplint", tests="1", failures="0", errors="0")

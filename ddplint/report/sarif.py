@@ -64,7 +64,7 @@ def render(result: LintResult, config: Config, options: ReportOptions = DEFAULTS
 
 def _most_severe(findings: list[Diagnostic], limit: int) -> set[int]:
     order = sorted(range(len(findings)), key=lambda i: -findings[i].severity.rank)
-    return set(order[:max(limit, 0)])
+    return set(order[: max(limit, 0)])
 
 
 def _serialize(result, config, root, findings, prints, kept, unparsable, options: ReportOptions) -> str:
@@ -78,22 +78,28 @@ def _serialize(result, config, root, findings, prints, kept, unparsable, options
             artifacts[path] = _artifact(path, root)
         return artifacts[path]
 
-    results = [_result(d, index[d.code], prints[i], artifact, options)
-               for i, d in enumerate(findings) if i in kept]
+    results = [_result(d, index[d.code], prints[i], artifact, options) for i, d in enumerate(findings) if i in kept]
     notifications = [
         *(_notification(d.path, d.message, artifact(d.path), d) for d in unparsable),
         *(_notification(e.path, e.message, artifact(e.path)) for e in result.errors),
         *(_notification(e.path, e.message, artifact(e.path)) for e in result.internal_errors),
     ]
     run = om.Run(
-        tool=om.Tool(driver=om.ToolComponent(
-            name="ddplint", version=__version__, semantic_version=__version__,
-            information_uri=INFORMATION_URI, rules=[_rule(rule) for rule in rules],
-        )),
-        invocations=[om.Invocation(
-            execution_successful=not (result.errors or result.internal_errors),
-            tool_execution_notifications=notifications or None,
-        )],
+        tool=om.Tool(
+            driver=om.ToolComponent(
+                name="ddplint",
+                version=__version__,
+                semantic_version=__version__,
+                information_uri=INFORMATION_URI,
+                rules=[_rule(rule) for rule in rules],
+            )
+        ),
+        invocations=[
+            om.Invocation(
+                execution_successful=not (result.errors or result.internal_errors),
+                tool_execution_notifications=notifications or None,
+            )
+        ],
         original_uri_base_ids={SRCROOT: om.ArtifactLocation(uri=root.as_uri().rstrip("/") + "/")},
         column_kind="unicodeCodePoints",
         results=results,
@@ -108,7 +114,7 @@ def _rule(rule) -> om.ReportingDescriptor:
     rule_doc = doc(rule.code)
     summary = rule_doc.summary
     if len(summary) > MAX_DESCRIPTION:
-        summary = summary[:MAX_DESCRIPTION - 1].rsplit(" ", 1)[0] + "…"
+        summary = summary[: MAX_DESCRIPTION - 1].rsplit(" ", 1)[0] + "…"
     return om.ReportingDescriptor(
         id=rule.code,
         name=rule.name,
@@ -131,24 +137,29 @@ def _region(line: int, col: int, end_line: int, end_col: int) -> om.Region:
     return om.Region(start_line=line, start_column=col, end_line=end_line, end_column=end_col)
 
 
-def _result(d: Diagnostic, rule_index: int, fingerprint: str,
-            artifact_of: Callable[[str], om.ArtifactLocation], options: ReportOptions) -> om.Result:
+def _result(
+    d: Diagnostic, rule_index: int, fingerprint: str, artifact_of: Callable[[str], om.ArtifactLocation], options: ReportOptions
+) -> om.Result:
     artifact = artifact_of(d.path)
     fixes = None
     if d.fix is not None and fixable(d.fix, options):  # an unsafe one only with --unsafe-fixes
-        fixes = [om.Fix(
-            description=om.Message(text=d.fix.description),
-            artifact_changes=[om.ArtifactChange(
-                artifact_location=artifact,
-                replacements=[
-                    om.Replacement(
-                        deleted_region=_region(*edit.start, *edit.end),
-                        inserted_content=om.ArtifactContent(text=edit.text),
+        fixes = [
+            om.Fix(
+                description=om.Message(text=d.fix.description),
+                artifact_changes=[
+                    om.ArtifactChange(
+                        artifact_location=artifact,
+                        replacements=[
+                            om.Replacement(
+                                deleted_region=_region(*edit.start, *edit.end),
+                                inserted_content=om.ArtifactContent(text=edit.text),
+                            )
+                            for edit in d.fix.edits
+                        ],
                     )
-                    for edit in d.fix.edits
                 ],
-            )],
-        )]
+            )
+        ]
     return om.Result(
         rule_id=d.code,
         rule_index=rule_index,
@@ -156,10 +167,16 @@ def _result(d: Diagnostic, rule_index: int, fingerprint: str,
         message=om.Message(text=d.message),
         locations=[_location(d, artifact)],
         related_locations=[
-            om.Location(id=i, message=om.Message(text=r.message), physical_location=om.PhysicalLocation(
-                artifact_location=artifact_of(r.path), region=om.Region(start_line=r.line, start_column=r.col)))
+            om.Location(
+                id=i,
+                message=om.Message(text=r.message),
+                physical_location=om.PhysicalLocation(
+                    artifact_location=artifact_of(r.path), region=om.Region(start_line=r.line, start_column=r.col)
+                ),
+            )
             for i, r in enumerate(d.related)
-        ] or None,
+        ]
+        or None,
         partial_fingerprints={FINGERPRINT_KEY: fingerprint},
         fixes=fixes,
     )
@@ -168,25 +185,41 @@ def _result(d: Diagnostic, rule_index: int, fingerprint: str,
 def _location(d: Diagnostic, artifact: om.ArtifactLocation) -> om.Location:
     """A notebook finding names its cell: a region would be read as lines of the .ipynb JSON."""
     if d.cell is None:
-        return om.Location(physical_location=om.PhysicalLocation(
-            artifact_location=artifact, region=_region(d.line, d.col, d.end_line, d.end_col),
-        ))
+        return om.Location(
+            physical_location=om.PhysicalLocation(
+                artifact_location=artifact,
+                region=_region(d.line, d.col, d.end_line, d.end_col),
+            )
+        )
     return om.Location(
         physical_location=om.PhysicalLocation(artifact_location=artifact),
         logical_locations=[om.LogicalLocation(name=f"cell {d.cell}", kind="module")],
-        properties={"notebookCell": d.cell, "cellLine": d.line, "cellColumn": d.col,
-                    "cellEndLine": d.end_line, "cellEndColumn": d.end_col},
+        properties={
+            "notebookCell": d.cell,
+            "cellLine": d.line,
+            "cellColumn": d.col,
+            "cellEndLine": d.end_line,
+            "cellEndColumn": d.end_col,
+        },
     )
 
 
 def _notification(
-    path: str, message: str, artifact: om.ArtifactLocation, where: Diagnostic | None = None,
+    path: str,
+    message: str,
+    artifact: om.ArtifactLocation,
+    where: Diagnostic | None = None,
 ) -> om.Notification:
     region = None if where is None or where.cell is not None else _region(where.line, where.col, where.end_line, where.end_col)
     return om.Notification(
         level="error",
         message=om.Message(text=f"{printable(path)}: {message}"),
-        locations=[om.Location(physical_location=om.PhysicalLocation(
-            artifact_location=artifact, region=region,
-        ))],
+        locations=[
+            om.Location(
+                physical_location=om.PhysicalLocation(
+                    artifact_location=artifact,
+                    region=region,
+                )
+            )
+        ],
     )

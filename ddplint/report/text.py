@@ -57,8 +57,7 @@ def render(result: LintResult, config: Config, options: ReportOptions = DEFAULTS
     elif not result.errors and not result.internal_errors:
         lines.append(f"All checks passed ({result.files} file{'s' * (result.files != 1)}).")
     if options.baselined:
-        lines.append(f"{options.baselined} known problem{'s' * (options.baselined != 1)} "
-                     "not shown (recorded in the baseline).")
+        lines.append(f"{options.baselined} known problem{'s' * (options.baselined != 1)} not shown (recorded in the baseline).")
     return "\n".join(lines) + "\n"
 
 

@@ -86,8 +86,7 @@ def _validate(options: RuntimeOptions) -> tuple[int, str, GpuCount, bool]:
     if nproc < 1:
         raise UsageError("--nproc-per-node must be at least 1")
     if options.backend == "nccl" and not gpus.count:
-        why = (f"none can be used: {gpus.broken}" if gpus.broken else
-               "none is visible; use --backend gloo")
+        why = f"none can be used: {gpus.broken}" if gpus.broken else "none is visible; use --backend gloo"
         raise UsageError(f"--backend nccl needs GPUs and {why}")
     on_cpu = options.device == "cpu" or (options.device == "auto" and not gpus.count)
     if on_cpu and options.backend == "nccl":
@@ -158,24 +157,62 @@ def run_audit(options: RuntimeOptions) -> int:
             containment = _containment(options, script)
             plan = Plan(containment.roots, rundir.path) if containment.sandboxed else None
             host = _checks_of(HOST_CHECKS, run_host_checks, options, nproc, port, None, None, gpus)
-            rundir.write_config({"steps": options.steps, "epochs": options.epochs,
-                                 "backend": "gloo" if on_cpu else options.backend, "cuda_on_cpu": on_cpu,
-                                 "timeout": options.timeout,
-                                 "sandbox": plan is not None})
-            command = torchrun_command(rundir, script, options.script_args, nproc, options.nnodes,
-                                       options.node_rank, options.master_addr, port,
-                                       options.rdzv_backend, options.rdzv_endpoint)
+            rundir.write_config(
+                {
+                    "steps": options.steps,
+                    "epochs": options.epochs,
+                    "backend": "gloo" if on_cpu else options.backend,
+                    "cuda_on_cpu": on_cpu,
+                    "timeout": options.timeout,
+                    "sandbox": plan is not None,
+                }
+            )
+            command = torchrun_command(
+                rundir,
+                script,
+                options.script_args,
+                nproc,
+                options.nnodes,
+                options.node_rank,
+                options.master_addr,
+                port,
+                options.rdzv_backend,
+                options.rdzv_endpoint,
+            )
             counted = f" (GPUs counted by {gpus.source})" if gpus.count and gpus.source != "NVML" else ""
             mapped = ", CUDA mapped to the CPU" if on_cpu else ""
-            _progress(f"launching torchrun: {nproc} processes x {options.nnodes} node(s), {backend}{counted}{mapped}, "
-                      f"port {port}, timeout {options.timeout:g} s"
-                      + (", sandboxed" if plan else f", not sandboxed (see {IO_SANDBOX})"))
-            result = Launch(rundir, command, nproc, options.timeout, options.rdzv_timeout, _progress,
-                            Nodes.of(options, port), plan, first_rank=options.node_rank * nproc,
-                            verbose=options.verbose).run()
+            _progress(
+                f"launching torchrun: {nproc} processes x {options.nnodes} node(s), {backend}{counted}{mapped}, "
+                f"port {port}, timeout {options.timeout:g} s" + (", sandboxed" if plan else f", not sandboxed (see {IO_SANDBOX})")
+            )
+            result = Launch(
+                rundir,
+                command,
+                nproc,
+                options.timeout,
+                options.rdzv_timeout,
+                _progress,
+                Nodes.of(options, port),
+                plan,
+                first_rank=options.node_rank * nproc,
+                verbose=options.verbose,
+            ).run()
             changes = layer_changes(plan.layers, tempfile.gettempdir()) if plan else None
-            report = _merge(options, script, host, result, nproc, world, backend, on_cpu, port,
-                            time.monotonic() - started, containment, changes, preflight)
+            report = _merge(
+                options,
+                script,
+                host,
+                result,
+                nproc,
+                world,
+                backend,
+                on_cpu,
+                port,
+                time.monotonic() - started,
+                containment,
+                changes,
+                preflight,
+            )
         except Interrupted as exc:
             print(f"ddplint: error: interrupted ({exc}); every process of the job was stopped", file=sys.stderr)
             return 2
@@ -194,13 +231,13 @@ def _containment(options: RuntimeOptions, script) -> Containment:
     why = unavailable_reason()
     if why is not None:
         return Containment(unavailable=why)
-    roots, skipped = plan_roots(script, options.script_args, os.getcwd(), os.environ.get("HOME"),
-                                tempfile.gettempdir(), shared_scratch(dict(os.environ)))
+    roots, skipped = plan_roots(
+        script, options.script_args, os.getcwd(), os.environ.get("HOME"), tempfile.gettempdir(), shared_scratch(dict(os.environ))
+    )
     return Containment(tuple(roots), tuple(skipped))
 
 
-def _merge(options, script, host, result, nproc, world, backend, on_cpu, port, elapsed, containment, changes,
-           preflight) -> dict:
+def _merge(options, script, host, result, nproc, world, backend, on_cpu, port, elapsed, containment, changes, preflight) -> dict:
     from ddplint.runtime import report as rpt
     from ddplint.runtime.checks.rank import rank_checks
     from ddplint.runtime.data_checks import DATA_CHECKS, data_checks, loaders_of
@@ -211,8 +248,9 @@ def _merge(options, script, host, result, nproc, world, backend, on_cpu, port, e
     base = os.getcwd()
     records = result.records
     checks = list(host)
-    checks += _checks_of(RANK_CHECKS, rank_checks, [records[r] for r in sorted(records)],
-                         result.log_tail)  # a failed all_reduce quotes NCCL's last line
+    checks += _checks_of(
+        RANK_CHECKS, rank_checks, [records[r] for r in sorted(records)], result.log_tail
+    )  # a failed all_reduce quotes NCCL's last line
     if preflight:
         pass  # no training script: the machine checks, communication, failure and hang only
     elif records:
@@ -221,8 +259,7 @@ def _merge(options, script, host, result, nproc, world, backend, on_cpu, port, e
         checks += [check_resume(records, base), check_steps(records, base)]
     else:
         why = f"no rank reported (see {RUN_FAILURE} and {RUN_HANG})"
-        checks += [CheckResult(name, Status.SKIP, why) for name in
-                   (*DATA_CHECKS, IO_SINGLE_WRITER, *PERF_CHECKS)]
+        checks += [CheckResult(name, Status.SKIP, why) for name in (*DATA_CHECKS, IO_SINGLE_WRITER, *PERF_CHECKS)]
     failure = _with_output(check_failure(result, world, base), result.outputs)
     hang = check_hang(result, world, base, options.timeout)
     if not preflight:
@@ -234,25 +271,46 @@ def _merge(options, script, host, result, nproc, world, backend, on_cpu, port, e
     if not preflight:
         checks.append(check_sandbox(containment, writes, base))
         checks.append(check_leftovers(result.sandbox, records))
-    launch = {"nnodes": options.nnodes, "node_rank": options.node_rank, "nproc_per_node": nproc,
-              "world_size": world, "backend": backend, "master_addr": options.master_addr,
-              "master_port": port, "steps": options.steps, "epochs": options.epochs,
-              "timeout_s": options.timeout, "rdzv_timeout_s": options.rdzv_timeout,
-              "command": result.command, "cuda_on_cpu": on_cpu}
+    launch = {
+        "nnodes": options.nnodes,
+        "node_rank": options.node_rank,
+        "nproc_per_node": nproc,
+        "world_size": world,
+        "backend": backend,
+        "master_addr": options.master_addr,
+        "master_port": port,
+        "steps": options.steps,
+        "epochs": options.epochs,
+        "timeout_s": options.timeout,
+        "rdzv_timeout_s": options.rdzv_timeout,
+        "command": result.command,
+        "cuda_on_cpu": on_cpu,
+    }
     ranks = []
     for rank in range(world):
         rec = records.get(rank)
         phase = result.phases.get(rank, {})
-        ranks.append({"rank": rank,
-                      "status": rec["status"] if rec else ("hung" if result.hang else "missing"),
-                      "phase": phase.get("phase"),
-                      "backend": (rec.get("backend") or {}).get("used") if rec else None,
-                      "elapsed_s": rec.get("elapsed_s") if rec else None,
-                      **_output_fields(result.outputs.get(rank))})
+        ranks.append(
+            {
+                "rank": rank,
+                "status": rec["status"] if rec else ("hung" if result.hang else "missing"),
+                "phase": phase.get("phase"),
+                "backend": (rec.get("backend") or {}).get("used") if rec else None,
+                "elapsed_s": rec.get("elapsed_s") if rec else None,
+                **_output_fields(result.outputs.get(rank)),
+            }
+        )
     loaders = [] if preflight else [loader.summary() for loader in loaders_of(records)]  # (ddplint's own)
-    return rpt.build(checks, script=None if preflight else str(script), script_args=options.script_args,
-                     launch=launch,
-                     elapsed_s=elapsed, ranks=ranks, loaders=loaders, writes=writes)
+    return rpt.build(
+        checks,
+        script=None if preflight else str(script),
+        script_args=options.script_args,
+        launch=launch,
+        elapsed_s=elapsed,
+        ranks=ranks,
+        loaders=loaders,
+        writes=writes,
+    )
 
 
 OUTPUT_LINES = 10  # of each failing rank's output, in the text report

@@ -41,8 +41,12 @@ class Asked:
         return self.set_device
 
     def as_record(self) -> dict:
-        return {"set_device": self.set_device, "placed": dict(self.placed),
-                "ddp_device_ids": self.ddp_device_ids, "index": self.index()}
+        return {
+            "set_device": self.set_device,
+            "placed": dict(self.placed),
+            "ddp_device_ids": self.ddp_device_ids,
+            "index": self.index(),
+        }
 
 
 ACTIVE: Asked | None = None  # set in a rank whose CUDA is mapped to the CPU
@@ -96,7 +100,7 @@ class _OnCpu:
                     index = _cuda_index(args[at], asked)
                     if index is not None:
                         asked.placed[index] += 1
-                        args = (*args[:at], "cpu", *args[at + 1:])
+                        args = (*args[:at], "cpu", *args[at + 1 :])
                 if kwargs.get("pin_memory"):
                     kwargs["pin_memory"] = False  # pinning needs a GPU
                 return func(*args, **kwargs)
@@ -115,9 +119,13 @@ def _fake_cuda(asked: Asked, local_world: int) -> dict[str, Any]:
         return asked.set_device or 0
 
     def properties(device=None):
-        return types.SimpleNamespace(name="CPU (CUDA mapped by ddplint)", major=8, minor=0,
-                                     total_memory=os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"),
-                                     multi_processor_count=os.cpu_count() or 1)
+        return types.SimpleNamespace(
+            name="CPU (CUDA mapped by ddplint)",
+            major=8,
+            minor=0,
+            total_memory=os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"),
+            multi_processor_count=os.cpu_count() or 1,
+        )
 
     # a function object of its own per name: torch.compile keeps rules per torch function, by identity
     def nothing():
@@ -134,17 +142,30 @@ def _fake_cuda(asked: Asked, local_world: int) -> dict[str, Any]:
     # (torch.cuda's own code reads these names from the same module: is_initialized stays
     # False, so nothing lazily initialises a CUDA runtime this build does not have)
     return {
-        "is_available": lambda: True, "device_count": lambda: local_world,
-        "manual_seed": nothing(), "manual_seed_all": nothing(), "seed": nothing(), "seed_all": nothing(),
-        "get_rng_state": cpu_state, "get_rng_state_all": lambda: [cpu_state()] * local_world,
-        "set_rng_state": nothing(), "set_rng_state_all": nothing(),
-        "set_device": set_device, "current_device": current_device,
+        "is_available": lambda: True,
+        "device_count": lambda: local_world,
+        "manual_seed": nothing(),
+        "manual_seed_all": nothing(),
+        "seed": nothing(),
+        "seed_all": nothing(),
+        "get_rng_state": cpu_state,
+        "get_rng_state_all": lambda: [cpu_state()] * local_world,
+        "set_rng_state": nothing(),
+        "set_rng_state_all": nothing(),
+        "set_device": set_device,
+        "current_device": current_device,
         "get_device_name": lambda device=None: properties().name,
-        "get_device_properties": properties, "get_device_capability": lambda device=None: (8, 0),
+        "get_device_properties": properties,
+        "get_device_capability": lambda device=None: (8, 0),
         "is_bf16_supported": lambda *a, **k: True,
-        "synchronize": nothing(), "empty_cache": nothing(), "ipc_collect": nothing(),
-        "reset_peak_memory_stats": nothing(), "reset_max_memory_allocated": nothing(),
-        "memory_allocated": zero(), "max_memory_allocated": zero(), "memory_reserved": zero(),
+        "synchronize": nothing(),
+        "empty_cache": nothing(),
+        "ipc_collect": nothing(),
+        "reset_peak_memory_stats": nothing(),
+        "reset_max_memory_allocated": nothing(),
+        "memory_allocated": zero(),
+        "max_memory_allocated": zero(),
+        "memory_reserved": zero(),
         "max_memory_reserved": zero(),
     }
 
@@ -174,11 +195,15 @@ def install(local_world: int) -> Asked:
         setattr(torch.cuda, name, _outside_torch(fn, getattr(torch.cuda, name), torch_dir))
     accelerator = getattr(torch, "accelerator", None)
     if accelerator is not None:
-        for name, fn in (("is_available", lambda: True), ("device_count", lambda: local_world),
-                         ("current_accelerator", lambda *a, **k: torch.device("cuda")),
-                         ("set_device_index", torch.cuda.set_device), ("set_device_idx", torch.cuda.set_device),
-                         ("current_device_index", torch.cuda.current_device),
-                         ("current_device_idx", torch.cuda.current_device)):
+        for name, fn in (
+            ("is_available", lambda: True),
+            ("device_count", lambda: local_world),
+            ("current_accelerator", lambda *a, **k: torch.device("cuda")),
+            ("set_device_index", torch.cuda.set_device),
+            ("set_device_idx", torch.cuda.set_device),
+            ("current_device_index", torch.cuda.current_device),
+            ("current_device_idx", torch.cuda.current_device),
+        ):
             if hasattr(accelerator, name):
                 setattr(accelerator, name, _outside_torch(fn, getattr(accelerator, name), torch_dir))
 

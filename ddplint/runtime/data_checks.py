@@ -130,12 +130,21 @@ class Loader:
     def summary(self) -> dict:
         """This loader's entry in the report's `loaders[]`."""
         m = self.meta
-        return {"site": self.site, "training": self.training, "dataset": m.dataset,
-                "dataset_len": m.dataset_len, "sampler": m.sampler, "shuffle": m.shuffle,
-                "batch_size": m.batch_size, "ranks": sorted(self.per_rank),
-                "epochs_seen": max(len(r.epochs) for r in self.per_rank.values()),
-                "set_epoch_calls": [c.value for c in m.set_epoch],
-                "chain": m.chain, "batch_sampler": m.batch_sampler, "num_workers": m.num_workers}
+        return {
+            "site": self.site,
+            "training": self.training,
+            "dataset": m.dataset,
+            "dataset_len": m.dataset_len,
+            "sampler": m.sampler,
+            "shuffle": m.shuffle,
+            "batch_size": m.batch_size,
+            "ranks": sorted(self.per_rank),
+            "epochs_seen": max(len(r.epochs) for r in self.per_rank.values()),
+            "set_epoch_calls": [c.value for c in m.set_epoch],
+            "chain": m.chain,
+            "batch_sampler": m.batch_sampler,
+            "num_workers": m.num_workers,
+        }
 
 
 def loaders_of(records: dict[int, dict]) -> list[Loader]:
@@ -195,19 +204,21 @@ def identify(loader: Loader) -> Basis:
             if mine.anchors is None or theirs.anchors is None:
                 return Basis(Level.FINGERPRINTS, f"the anchor samples of {mine.describe()} could not be read")
             if (mine.kind, mine.length) != (theirs.kind, theirs.length):
-                return Basis(Level.FINGERPRINTS, f"ranks {min(recs)} and {rank} hold different data, "
-                             f"{mine.describe()} and {theirs.describe()}")
+                return Basis(
+                    Level.FINGERPRINTS,
+                    f"ranks {min(recs)} and {rank} hold different data, {mine.describe()} and {theirs.describe()}",
+                )
             if not mine.same_as(theirs):
-                return Basis(Level.FINGERPRINTS, f"the anchor samples of {mine.describe()} differ between "
-                             f"ranks {min(recs)} and {rank}")
+                return Basis(
+                    Level.FINGERPRINTS, f"the anchor samples of {mine.describe()} differ between ranks {min(recs)} and {rank}"
+                )
     roots = " + ".join(r.describe() for r in meta.roots)
     if len({r.image_digest for r in recs.values()}) == 1:
         lists = {rank: _known(r.epochs[0].full) for rank, r in recs.items()}
         return Basis(Level.INDICES, f"same {roots} on every rank", lists, meta.dataset_len or 0)
     universe = distinct_keys(np.concatenate([_known(r.reachable) for r in recs.values()]))
     lists = {rank: np.searchsorted(universe, _known(r.epochs[0].keys)) for rank, r in recs.items()}
-    return Basis(Level.ROOTS, f"same {roots} on every rank, through per-rank {meta.chain}",
-                 lists, int(universe.size))
+    return Basis(Level.ROOTS, f"same {roots} on every rank, through per-rank {meta.chain}", lists, int(universe.size))
 
 
 def _known(a: np.ndarray | None) -> np.ndarray:
@@ -240,8 +251,9 @@ def _documented_drops(loader: Loader, world: int, n: int) -> tuple[int, list[str
         drops += n % world
         why.append(f"DistributedSampler(drop_last=True) drops {n % world} (len {n} % {world} ranks)")
     if meta.batch_drop_last:
-        batch_drops = sum(max(0, (r.sampler_len or 0) - len(r.epochs[0].full))
-                          for r in loader.per_rank.values() if r.epochs[0].full is not None)
+        batch_drops = sum(
+            max(0, (r.sampler_len or 0) - len(r.epochs[0].full)) for r in loader.per_rank.values() if r.epochs[0].full is not None
+        )
         if batch_drops:
             drops += batch_drops
             why.append(f"drop_last=True drops {batch_drops} (last partial batch per rank)")
@@ -260,7 +272,7 @@ def _fingerprint_pairs(fps: dict[int, set[str]]) -> list[tuple[int, int, int, fl
     ranks = sorted(fps)
     pairs = []
     for i, a in enumerate(ranks):
-        for b in ranks[i + 1:]:
+        for b in ranks[i + 1 :]:
             both = len(fps[a] & fps[b])
             if both:
                 pairs.append((a, b, both, both / max(1, min(len(fps[a]), len(fps[b])))))
@@ -288,17 +300,22 @@ def _result(check: str, per_loader: list[Verdict], empty: str, data: list[dict])
 def _overlap(loader: Loader, name: str, lines: list[str], ratio: float, b: Basis) -> Verdict:
     meta, tag = loader.meta, b.tag
     if not loader.training:
-        return (Status.WARN, (f"{name}: every rank reads the same samples ({ratio:.0%} overlap, {tag}); "
-                f"work repeated on every rank"), lines, None,
-                "give this loader a DistributedSampler(shuffle=False) and reduce the metric")
+        return (
+            Status.WARN,
+            (f"{name}: every rank reads the same samples ({ratio:.0%} overlap, {tag}); work repeated on every rank"),
+            lines,
+            None,
+            "give this loader a DistributedSampler(shuffle=False) and reduce the metric",
+        )
     if meta.iterable:
         fix = "shard the IterableDataset by rank (torch.distributed.get_rank()/get_world_size()) in __iter__"
     elif not b.by_index:
-        fix = ("build the dataset the same way on every rank and shard it with DistributedSampler, or make "
-               "the per-rank datasets disjoint")
+        fix = (
+            "build the dataset the same way on every rank and shard it with DistributedSampler, or make "
+            "the per-rank datasets disjoint"
+        )
     elif meta.chain != meta.dataset or len(meta.roots) != 1:
-        fix = ("build the same dataset on every rank (a split with the same seed everywhere) and "
-               "shard it with DistributedSampler")
+        fix = "build the same dataset on every rank (a split with the same seed everywhere) and shard it with DistributedSampler"
     elif meta.num_replicas is not None:
         fix = "build the DistributedSampler with the real num_replicas and rank (or let it read them)"
     else:
@@ -320,16 +337,22 @@ def check_disjoint(loaders: list[Loader], world: int, base: str) -> CheckResult:
         item: dict[str, object] = {"site": loader.site, "level": b.level.value, "basis": b.why}
         wrong = _misbuilt_sampler(loader, world)
         if wrong:
-            out.append((Status.FAIL, f"{name}: {wrong[0]}", wrong[1:], "DDP201",
-                        "build the DistributedSampler with the process group's world size and rank (or let it "
-                        "read them from the process group)"))
+            out.append(
+                (
+                    Status.FAIL,
+                    f"{name}: {wrong[0]}",
+                    wrong[1:],
+                    "DDP201",
+                    "build the DistributedSampler with the process group's world size and rank (or let it "
+                    "read them from the process group)",
+                )
+            )
             item["misbuilt_sampler"] = True
             data.append(item)
             continue
         if b.by_index and meta.replacement:
             draws = loader.shared_draws
-            item.update(shared_draws=draws.observed, expected_shared_draws=round(draws.expected, 1),
-                        pair=[draws.a, draws.b])
+            item.update(shared_draws=draws.observed, expected_shared_draws=round(draws.expected, 1), pair=[draws.a, draws.b])
             out.append(_drawn_with_replacement(loader, name, draws, b))
         elif b.by_index:
             audit = loader.audit
@@ -364,7 +387,7 @@ class SharedDraws:
 
     @property
     def excessive(self) -> bool:
-        return self.observed > 2 * self.expected + 5 * self.expected ** 0.5 + 5
+        return self.observed > 2 * self.expected + 5 * self.expected**0.5 + 5
 
 
 def _shared_draws(loader: Loader) -> SharedDraws:
@@ -379,7 +402,7 @@ def _shared_draws(loader: Loader) -> SharedDraws:
     worst = None
     ranks = sorted(counts)
     for i, ra in enumerate(ranks):
-        for rb in ranks[i + 1:]:
+        for rb in ranks[i + 1 :]:
             ca, cb = counts[ra], counts[rb]
             size = min(ca.size, cb.size)
             pair = SharedDraws(ra, rb, int(ca[:size] @ cb[:size]), len(b.lists[ra]) * len(b.lists[rb]) * q)
@@ -390,14 +413,18 @@ def _shared_draws(loader: Loader) -> SharedDraws:
 
 
 def _drawn_with_replacement(loader: Loader, name: str, draws: SharedDraws, b: Basis) -> Verdict:
-    counts = f"ranks {draws.a} and {draws.b} share {draws.observed} draws, independent draws would share about " \
-             f"{draws.expected:.0f}"
+    counts = (
+        f"ranks {draws.a} and {draws.b} share {draws.observed} draws, independent draws would share about {draws.expected:.0f}"
+    )
     if not draws.excessive:
-        return (Status.PASS, f"{name}: the ranks draw independently with replacement ({counts}; {b.tag})",
-                [], None, None)
-    return (Status.FAIL, f"{name}: the ranks draw the same samples with replacement ({counts}; {b.tag})", [],
-            "DDP201", "seed each rank's sampler differently (a generator seeded with a base seed plus the rank), "
-            "or shard the data by rank")
+        return (Status.PASS, f"{name}: the ranks draw independently with replacement ({counts}; {b.tag})", [], None, None)
+    return (
+        Status.FAIL,
+        f"{name}: the ranks draw the same samples with replacement ({counts}; {b.tag})",
+        [],
+        "DDP201",
+        "seed each rank's sampler differently (a generator seeded with a base seed plus the rank), or shard the data by rank",
+    )
 
 
 def _misbuilt_sampler(loader: Loader, world: int) -> list[str]:
@@ -406,15 +433,19 @@ def _misbuilt_sampler(loader: Loader, world: int) -> list[str]:
     per rank and would pass by content)."""
     if not loader.training:
         return []  # an evaluation loader may be read whole by every rank on purpose
-    wrong = [(rank, r.num_replicas, r.sampler_rank) for rank, r in sorted(loader.per_rank.items())
-             if r.num_replicas is not None and (r.num_replicas != world or
-                                                (r.sampler_rank is not None and r.sampler_rank != rank))]
+    wrong = [
+        (rank, r.num_replicas, r.sampler_rank)
+        for rank, r in sorted(loader.per_rank.items())
+        if r.num_replicas is not None and (r.num_replicas != world or (r.sampler_rank is not None and r.sampler_rank != rank))
+    ]
     if not wrong:
         return []
     sampler = loader.meta.sampler or "the distributed sampler"
     lines = [f"rank {rank}: num_replicas={replicas}, rank={srank}" for rank, replicas, srank in wrong[:4]]
-    head = (f"{sampler} was built with num_replicas and rank that differ from the process group's "
-            f"({world} ranks) on rank(s) {', '.join(str(w[0]) for w in wrong)}")
+    head = (
+        f"{sampler} was built with num_replicas and rank that differ from the process group's "
+        f"({world} ranks) on rank(s) {', '.join(str(w[0]) for w in wrong)}"
+    )
     return [head, *lines]
 
 
@@ -425,22 +456,30 @@ def _padded(meta: LoaderRecord, name: str, repeats: int, world: int, b: Basis) -
     else:
         why = f"len {meta.dataset_len} % {world} ranks; {meta.sampler} repeats samples to even out ranks"
         fix = "use drop_last=True in the DistributedSampler, or a dataset length divisible by the world size"
-    return (Status.WARN, f"{name}: {repeats} padding duplicate(s) per epoch ({why})", [b.tag], None,
-            f"{fix}, if the repeats matter")
+    return (
+        Status.WARN,
+        f"{name}: {repeats} padding duplicate(s) per epoch ({why})",
+        [b.tag],
+        None,
+        f"{fix}, if the repeats matter",
+    )
 
 
-def _by_content(loader: Loader, name: str, pairs, allowed: int, window: str, b: Basis,
-                disjoint_by_index: bool = False) -> Verdict:
+def _by_content(
+    loader: Loader, name: str, pairs, allowed: int, window: str, b: Basis, disjoint_by_index: bool = False
+) -> Verdict:
     """The verdict from identical samples across ranks (`window`: " in the first N batches")."""
     shared, tag = sum(p[2] for p in pairs), b.tag
     lines = [_pair_line(p, f"samples{window}", "received identical content for") for p in pairs[:3]]
     if pairs and pairs[0][3] >= _CONTENT_FAIL_RATIO and not disjoint_by_index:
         return _overlap(loader, name, lines, pairs[0][3], b)
     if shared > allowed:
-        why = "duplicates in the data: the ranks read different indices" if disjoint_by_index \
+        why = (
+            "duplicates in the data: the ranks read different indices"
+            if disjoint_by_index
             else "duplicates in the data, or a partial overlap"
-        return (Status.WARN, f"{name}: {shared} identical sample(s) across ranks{window} ({why}; {tag})",
-                lines, None, None)
+        )
+        return (Status.WARN, f"{name}: {shared} identical sample(s) across ranks{window} ({why}; {tag})", lines, None, None)
     return (Status.PASS, f"{name}: no identical samples across ranks{window} ({tag})", [], None, None)
 
 
@@ -465,37 +504,76 @@ def check_duplicates(loaders: list[Loader], world: int, base: str) -> CheckResul
                 by_rank[rank] = (len(fps) - len(set(fps)), len(fps))
         allowed = _padding(loader, world) if indexed else 0
         rank, (worst_repeats, samples) = max(by_rank.items(), key=lambda kv: kv[1][0] / max(1, kv[1][1]))
-        data.append({"site": loader.site, "level": "indices" if indexed else "fingerprints",
-                     "ranks": [{"rank": k, "repeats": v[0], "samples": v[1]} for k, v in sorted(by_rank.items())],
-                     "padding": allowed})
+        data.append(
+            {
+                "site": loader.site,
+                "level": "indices" if indexed else "fingerprints",
+                "ranks": [{"rank": k, "repeats": v[0], "samples": v[1]} for k, v in sorted(by_rank.items())],
+                "padding": allowed,
+            }
+        )
         share = worst_repeats / max(1, samples)
         how = "by index" if indexed else "by content"
         if worst_repeats == 0:
             out.append((Status.PASS, f"{name}: no rank reads a sample twice in an epoch ({how})", [], None, None))
         elif worst_repeats <= allowed:
-            out.append((Status.PASS, (f"{name}: rank {rank} reads {worst_repeats} sample(s) twice, the "
-                        f"{meta.sampler}'s padding ({how})"), [], None, None))
+            out.append(
+                (
+                    Status.PASS,
+                    (f"{name}: rank {rank} reads {worst_repeats} sample(s) twice, the {meta.sampler}'s padding ({how})"),
+                    [],
+                    None,
+                    None,
+                )
+            )
         elif indexed or share >= _CONTENT_FAIL_RATIO:
             cause, fix = _repeat_cause(meta, indexed)
-            out.append((Status.FAIL, (f"{name}: rank {rank}: {worst_repeats} of its {samples} samples in epoch 0 "
-                        f"are repeats ({share:.0%}, {how}): {cause}"), [], None, fix))
+            out.append(
+                (
+                    Status.FAIL,
+                    (
+                        f"{name}: rank {rank}: {worst_repeats} of its {samples} samples in epoch 0 "
+                        f"are repeats ({share:.0%}, {how}): {cause}"
+                    ),
+                    [],
+                    None,
+                    fix,
+                )
+            )
         else:
-            out.append((Status.WARN, (f"{name}: rank {rank} received {worst_repeats} identical sample(s) among "
-                        f"{samples} ({how}: duplicates in the data, or a partial repeat)"), [], None, None))
+            out.append(
+                (
+                    Status.WARN,
+                    (
+                        f"{name}: rank {rank} received {worst_repeats} identical sample(s) among "
+                        f"{samples} ({how}: duplicates in the data, or a partial repeat)"
+                    ),
+                    [],
+                    None,
+                    None,
+                )
+            )
     return _result(DATA_DUPLICATES, out, "no DataLoader was iterated", data)
 
 
 def _repeat_cause(meta: LoaderRecord, indexed: bool) -> tuple[str, str]:
     if indexed:
-        return (f"{meta.sampler} yields the same index more than once per epoch",
-                "make the sampler yield each index once per epoch (or sample with replacement on purpose)")
+        return (
+            f"{meta.sampler} yields the same index more than once per epoch",
+            "make the sampler yield each index once per epoch (or sample with replacement on purpose)",
+        )
     if meta.iterable and meta.num_workers > 1:
-        return ((f"each of the {meta.num_workers} DataLoader workers yields the same samples; the "
-                f"IterableDataset does not split its stream with torch.utils.data.get_worker_info()"),
-                ("in __iter__, after sharding by rank, keep every num_workers-th sample from "
-                "get_worker_info().id (or shard files by worker)"))
-    return ("the dataset yields the same samples more than once per epoch",
-            "make the dataset yield each sample once per epoch")
+        return (
+            (
+                f"each of the {meta.num_workers} DataLoader workers yields the same samples; the "
+                f"IterableDataset does not split its stream with torch.utils.data.get_worker_info()"
+            ),
+            (
+                "in __iter__, after sharding by rank, keep every num_workers-th sample from "
+                "get_worker_info().id (or shard files by worker)"
+            ),
+        )
+    return ("the dataset yields the same samples more than once per epoch", "make the dataset yield each sample once per epoch")
 
 
 def check_coverage(loaders: list[Loader], world: int, base: str, steps: int) -> CheckResult:
@@ -520,20 +598,39 @@ def check_coverage(loaders: list[Loader], world: int, base: str, steps: int) -> 
                 continue
             covered, n, drops, why = counted
         missing = n - covered
-        data.append({"site": loader.site, "level": b.level.value, "dataset_len": n, "covered": covered,
-                     "missing": missing, "documented_drops": drops})
+        data.append(
+            {
+                "site": loader.site,
+                "level": b.level.value,
+                "dataset_len": n,
+                "covered": covered,
+                "missing": missing,
+                "documented_drops": drops,
+            }
+        )
         how = "by root index" if b.by_index else "by content"
         if missing == 0:
-            out.append((Status.PASS, f"{name}: the ranks together read all {n} samples per epoch ({how})",
-                        [] if b.by_index else [b.tag], None, None))
+            out.append(
+                (
+                    Status.PASS,
+                    f"{name}: the ranks together read all {n} samples per epoch ({how})",
+                    [] if b.by_index else [b.tag],
+                    None,
+                    None,
+                )
+            )
         elif missing <= drops:
-            out.append((Status.INFO, (f"{name}: {missing} of {n} samples dropped per epoch "
-                        f"(drop_last=True)"), why, None, None))
+            out.append((Status.INFO, (f"{name}: {missing} of {n} samples dropped per epoch (drop_last=True)"), why, None, None))
         else:
-            out.append((Status.FAIL, (f"{name}: {missing - drops} of {n} samples are read by no "
-                        f"rank in an epoch ({b.tag})"), why, None,
-                        ("shard one dataset with DistributedSampler (it covers every sample), or fix the "
-                        "custom split")))
+            out.append(
+                (
+                    Status.FAIL,
+                    (f"{name}: {missing - drops} of {n} samples are read by no rank in an epoch ({b.tag})"),
+                    why,
+                    None,
+                    ("shard one dataset with DistributedSampler (it covers every sample), or fix the custom split"),
+                )
+            )
     return _result(DATA_COVERAGE, out, "no DataLoader was iterated by every rank", data)
 
 
@@ -546,18 +643,36 @@ def _coverage_by_content(loader: Loader, name: str, world: int, steps: int, b: B
         what = "the IterableDataset" if meta.iterable else f"{meta.dataset}"
         return (Status.SKIP, f"{name}: coverage not measurable: {what} has no len()", [b.tag], None, None), None
     if not all(r.epochs[0].exhausted for r in loader.per_rank.values()):
-        return (Status.SKIP, (f"{name}: coverage not measurable: epoch 0 was cut at --steps {steps} batches "
-                f"before its end (raise --steps to read it whole)"), [b.tag], None, None), None
+        return (
+            Status.SKIP,
+            (
+                f"{name}: coverage not measurable: epoch 0 was cut at --steps {steps} batches "
+                f"before its end (raise --steps to read it whole)"
+            ),
+            [b.tag],
+            None,
+            None,
+        ), None
     seen = set().union(*_fingerprints(loader).values())
     if len(seen) > n:
-        return (Status.SKIP, (f"{name}: coverage not measurable: len() is {n} but the ranks received "
-                f"{len(seen)} different samples (a per-rank length?)"), [b.tag], None, None), None
+        return (
+            Status.SKIP,
+            (
+                f"{name}: coverage not measurable: len() is {n} but the ranks received "
+                f"{len(seen)} different samples (a per-rank length?)"
+            ),
+            [b.tag],
+            None,
+            None,
+        ), None
     drops, why = 0, []
     if meta.batch_drop_last and meta.batch_size:
         streams = world * max(1, meta.num_workers) if meta.iterable else world
         drops = streams * (meta.batch_size - 1)
-        why.append(f"drop_last=True drops up to {meta.batch_size - 1} per rank"
-                   + (" and worker" if meta.iterable and meta.num_workers > 1 else ""))
+        why.append(
+            f"drop_last=True drops up to {meta.batch_size - 1} per rank"
+            + (" and worker" if meta.iterable and meta.num_workers > 1 else "")
+        )
     return None, (len(seen), n, drops, why)
 
 
@@ -572,15 +687,21 @@ def check_content(loaders: list[Loader], world: int, base: str, batches: int) ->
         disjoint = False
         if b.by_index and loader.meta.replacement and not loader.shared_draws.excessive:
             data.append({"site": loader.site, "batches": batches, "pairs": [list(p) for p in pairs]})
-            out.append((Status.PASS, f"{name}: identical samples across ranks only as often as independent "
-                        f"draws with replacement give ({b.tag})", [], None, None))
+            out.append(
+                (
+                    Status.PASS,
+                    f"{name}: identical samples across ranks only as often as independent draws with replacement give ({b.tag})",
+                    [],
+                    None,
+                    None,
+                )
+            )
             continue
         if b.by_index:  # the indices decide; identical content at distinct indices is in the data
             audit = loader.audit
             disjoint = audit.duplicates - sum(repeats(a) for a in b.lists.values()) <= _padding(loader, world)
         data.append({"site": loader.site, "batches": batches, "pairs": [list(p) for p in pairs]})
-        out.append(_by_content(loader, name, pairs, _padding(loader, world),
-                               f" in the first {batches} batches", b, disjoint))
+        out.append(_by_content(loader, name, pairs, _padding(loader, world), f" in the first {batches} batches", b, disjoint))
     return _result(DATA_CONTENT, out, "fewer than two ranks iterated any DataLoader", data)
 
 
@@ -614,26 +735,52 @@ def check_set_epoch(loaders: list[Loader], base: str) -> CheckResult:
             continue
         calls = [c.value for c in meta.set_epoch]
         shown = ", ".join(f"set_epoch({v})" for v in calls[:4]) + (" ..." if len(calls) > 4 else "")
-        data.append({"site": loader.site, "same_order_ranks": same_on, "set_epoch_calls": calls,
-                     "shuffle": meta.shuffle})
+        data.append({"site": loader.site, "same_order_ranks": same_on, "set_epoch_calls": calls, "shuffle": meta.shuffle})
         sampler = meta.sampler
         if not same_on:
             why = f" ({shown})" if calls else ""
             out.append((Status.PASS, f"{name}: the order changes between epochs{why}", [], None, None))
         elif not meta.shuffle:
-            out.append((Status.PASS, f"{name}: same order every epoch; the sampler does not shuffle",
-                        [], None, None))
+            out.append((Status.PASS, f"{name}: same order every epoch; the sampler does not shuffle", [], None, None))
         elif not calls:
-            out.append((Status.FAIL, (f"{name}: same order in epoch 0 and epoch 1 on rank(s) "
-                        f"{_ranks(same_on)}: {sampler}.set_epoch() is never called"), [], "DDP202",
-                        "call sampler.set_epoch(epoch) at the start of every epoch"))
+            out.append(
+                (
+                    Status.FAIL,
+                    (
+                        f"{name}: same order in epoch 0 and epoch 1 on rank(s) "
+                        f"{_ranks(same_on)}: {sampler}.set_epoch() is never called"
+                    ),
+                    [],
+                    "DDP202",
+                    "call sampler.set_epoch(epoch) at the start of every epoch",
+                )
+            )
         elif len(set(map(str, calls))) == 1:
-            out.append((Status.FAIL, (f"{name}: same order in epoch 0 and epoch 1 on rank(s) "
-                        f"{_ranks(same_on)}: {sampler}.set_epoch() is always called with {calls[0]!r}"),
-                        [f"calls seen: {shown}"], "DDP204", "pass the epoch number: sampler.set_epoch(epoch)"))
+            out.append(
+                (
+                    Status.FAIL,
+                    (
+                        f"{name}: same order in epoch 0 and epoch 1 on rank(s) "
+                        f"{_ranks(same_on)}: {sampler}.set_epoch() is always called with {calls[0]!r}"
+                    ),
+                    [f"calls seen: {shown}"],
+                    "DDP204",
+                    "pass the epoch number: sampler.set_epoch(epoch)",
+                )
+            )
         else:
-            out.append((Status.FAIL, (f"{name}: same order in epoch 0 and epoch 1 on rank(s) "
-                        f"{_ranks(same_on)} although set_epoch was called ({shown})"), [], None, None))
+            out.append(
+                (
+                    Status.FAIL,
+                    (
+                        f"{name}: same order in epoch 0 and epoch 1 on rank(s) "
+                        f"{_ranks(same_on)} although set_epoch was called ({shown})"
+                    ),
+                    [],
+                    None,
+                    None,
+                )
+            )
     return _result(DATA_SET_EPOCH, out, "no map-style DataLoader ran two epochs on a rank", data)
 
 

@@ -112,8 +112,7 @@ class SamplerChain:
         self.element = next((o for o in self.objects if not _is_batch_sampler(o)), self.objects[-1])
         self.distributed = next((o for o in self.objects if _replicas(o) is not None), None)
         loader_batches = bs is not None and not given
-        self.drop_last = bool(loader.drop_last) if loader_batches else bool(getattr(top, "drop_last", False)
-                                                                            and self.batching)
+        self.drop_last = bool(loader.drop_last) if loader_batches else bool(getattr(top, "drop_last", False) and self.batching)
 
     @property
     def decider(self):
@@ -161,7 +160,8 @@ def _is_batch_sampler(obj) -> bool:
     from torch.utils.data import BatchSampler
 
     return isinstance(obj, BatchSampler) or (
-        hasattr(obj, "batch_size") and (hasattr(obj, "sampler") or hasattr(obj, "batch_sampler")))
+        hasattr(obj, "batch_size") and (hasattr(obj, "sampler") or hasattr(obj, "batch_sampler"))
+    )
 
 
 # -- the dataset chain ---------------------------------------------------------------------
@@ -183,8 +183,9 @@ class DatasetChain:
         name = type(ds).__name__
         if depth < _MAX_DEPTH and isinstance(ds, Subset):
             return f"{name}({self._walk(ds.dataset, depth + 1)})"
-        if depth < _MAX_DEPTH and isinstance(ds, (ConcatDataset, ChainDataset)) \
-                and isinstance(ds.datasets, (list, tuple)):  # a generator would be consumed
+        if (
+            depth < _MAX_DEPTH and isinstance(ds, (ConcatDataset, ChainDataset)) and isinstance(ds.datasets, (list, tuple))
+        ):  # a generator would be consumed
             return f"{name}[{', '.join(self._walk(d, depth + 1) for d in ds.datasets)}]"
         if id(ds) not in self._offsets:
             offset: int | None = 0
@@ -257,8 +258,15 @@ def _peek(epoch: EpochRecord) -> bool:
 
 
 class LoaderTracker:
-    def __init__(self, steps: int, epochs: int, skip_dirs: tuple[str, ...],
-                 on_phase: Callable[..., None], on_first_batch: Callable[[], None], clock=None):
+    def __init__(
+        self,
+        steps: int,
+        epochs: int,
+        skip_dirs: tuple[str, ...],
+        on_phase: Callable[..., None],
+        on_first_batch: Callable[[], None],
+        clock=None,
+    ):
         self.steps = steps
         self.clock = clock  # a perfprobe.StepClock: told when the training loader's batches come
         self.epochs = epochs
@@ -335,16 +343,21 @@ class LoaderTracker:
             sampler_drop_last=getattr(chain.distributed, "drop_last", None),
             padding=0 if iterable else chain.padding(dataset_len),
             sampler_len=None if iterable else _length(chain.element),
-            batch_size=loader.batch_size if loader.batch_size is not None
-            else getattr(chain.batch_sampler, "batch_size", None),
+            batch_size=loader.batch_size if loader.batch_size is not None else getattr(chain.batch_sampler, "batch_size", None),
             batch_drop_last=chain.drop_last,
             batched=loader.batch_sampler is not None or chain.batching,
             num_workers=int(loader.num_workers or 0),
         )
         old = self.loaders.get(site)
         if old is not None:
-            rec = replace(rec, epochs=old.epochs, set_epoch=old.set_epoch, training=old.training,
-                          image_digest=old.image_digest, reachable=old.reachable)
+            rec = replace(
+                rec,
+                epochs=old.epochs,
+                set_epoch=old.set_epoch,
+                training=old.training,
+                image_digest=old.image_digest,
+                reachable=old.reachable,
+            )
         self.loaders[site] = rec
         self._last_loader[site] = loader
         self._chains[site] = datasets
@@ -436,8 +449,9 @@ class LoaderTracker:
             rec.training = True
         if site == self.training_site and len(rec.epochs) >= self.epochs:
             raise AuditStop
-        epoch = EpochRecord(sampler_epoch=getattr(SamplerChain(loader).decider, "epoch", None),
-                            full=self._full_epoch(loader, rec))
+        epoch = EpochRecord(
+            sampler_epoch=getattr(SamplerChain(loader).decider, "epoch", None), full=self._full_epoch(loader, rec)
+        )
         self._map_epoch(loader, rec, epoch)
         rec.epochs.append(epoch)
         it = self._orig["iter"](loader)
@@ -509,8 +523,13 @@ class LoaderTracker:
 
         orig_init = DataLoader.__init__
         orig_set_epoch = DistributedSampler.set_epoch
-        self._orig = {"init": orig_init, "iter": DataLoader.__iter__, "set_epoch": orig_set_epoch,
-                      "next": _BaseDataLoaderIter.__next__, "next_index": _BaseDataLoaderIter._next_index}
+        self._orig = {
+            "init": orig_init,
+            "iter": DataLoader.__iter__,
+            "set_epoch": orig_set_epoch,
+            "next": _BaseDataLoaderIter.__next__,
+            "next_index": _BaseDataLoaderIter._next_index,
+        }
         tracker = self
 
         @functools.wraps(orig_init)  # the signature stays DataLoader's: frameworks read it to re-create loaders

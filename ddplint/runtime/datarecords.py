@@ -28,8 +28,9 @@ class RootData:
 
     def same_as(self, other: RootData) -> bool:
         """The same data: the same class and length and identical anchor samples."""
-        return (self.kind == other.kind and self.length == other.length
-                and self.anchors is not None and self.anchors == other.anchors)
+        return (
+            self.kind == other.kind and self.length == other.length and self.anchors is not None and self.anchors == other.anchors
+        )
 
     def describe(self) -> str:
         return f"{self.kind.rsplit('.', 1)[-1]} of {self.length}" if self.length is not None else self.kind

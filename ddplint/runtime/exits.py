@@ -16,22 +16,33 @@ from dataclasses import dataclass
 # torchrun's summary, one block per failed rank:
 #   rank      : 1 (local_rank: 1)
 #   exitcode  : -9 (pid: 5354)
-_FAILURE = re.compile(r"rank\s*:\s*(?P<rank>\d+)\s*\(local_rank:\s*\d+\)\s*\n\s*"
-                      r"exitcode\s*:\s*(?P<code>-?\d+)\s*\(pid:\s*(?P<pid>\d+)\)")
+_FAILURE = re.compile(
+    r"rank\s*:\s*(?P<rank>\d+)\s*\(local_rank:\s*\d+\)\s*\n\s*"
+    r"exitcode\s*:\s*(?P<code>-?\d+)\s*\(pid:\s*(?P<pid>\d+)\)"
+)
 # "Sending process 5353 closing signal SIGTERM": torchrun stopping the survivors
 _CLOSING = re.compile(r"Sending process (?P<pid>\d+) closing signal")
 
 _WHY = {
-    signal.SIGKILL: ("was killed by SIGKILL, often the kernel's out-of-memory killer",
-                     ("look for 'Killed process' in the kernel log (dmesg -T); lower the batch size, the "
-                      "DataLoader's num_workers or prefetch_factor, or give the job more memory")),
-    signal.SIGSEGV: (("crashed with SIGSEGV (a fault in native code: an extension, a driver, a library "
-                      "built for another torch)"),
-                     "rerun with PYTHONFAULTHANDLER=1 to see the Python line of the crash"),
-    signal.SIGBUS: ("died of SIGBUS, often shared memory running out (/dev/shm) for DataLoader workers",
-                    "give the job a larger /dev/shm (docker run --shm-size), or lower num_workers"),
-    signal.SIGABRT: ("aborted (SIGABRT: a C++ assertion, or a CUDA or NCCL abort)",
-                     "the rank's last output above names the assertion"),
+    signal.SIGKILL: (
+        "was killed by SIGKILL, often the kernel's out-of-memory killer",
+        (
+            "look for 'Killed process' in the kernel log (dmesg -T); lower the batch size, the "
+            "DataLoader's num_workers or prefetch_factor, or give the job more memory"
+        ),
+    ),
+    signal.SIGSEGV: (
+        ("crashed with SIGSEGV (a fault in native code: an extension, a driver, a library built for another torch)"),
+        "rerun with PYTHONFAULTHANDLER=1 to see the Python line of the crash",
+    ),
+    signal.SIGBUS: (
+        "died of SIGBUS, often shared memory running out (/dev/shm) for DataLoader workers",
+        "give the job a larger /dev/shm (docker run --shm-size), or lower num_workers",
+    ),
+    signal.SIGABRT: (
+        "aborted (SIGABRT: a C++ assertion, or a CUDA or NCCL abort)",
+        "the rank's last output above names the assertion",
+    ),
 }
 
 
@@ -71,5 +82,4 @@ def failed_exits(log: str) -> list[Exit]:
 def killed_on_their_own(log: str) -> list[Exit]:
     """Ranks that died of a signal torchrun did not send: the failure started there."""
     closed = {int(m["pid"]) for m in _CLOSING.finditer(log)}
-    return [e for e in failed_exits(log)
-            if e.signal not in (None, signal.SIGTERM, signal.SIGINT) and e.pid not in closed]
+    return [e for e in failed_exits(log) if e.signal not in (None, signal.SIGTERM, signal.SIGINT) and e.pid not in closed]

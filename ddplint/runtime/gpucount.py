@@ -16,8 +16,10 @@ import sys
 from dataclasses import dataclass
 
 TORCH_TIMEOUT_S = 120.0  # importing torch on a loaded machine can take tens of seconds
-_ASK_TORCH = ("import json, torch; n = torch.cuda.device_count() if torch.cuda.is_available() "
-              "else 0; print(json.dumps([n, torch.version.hip]))")
+_ASK_TORCH = (
+    "import json, torch; n = torch.cuda.device_count() if torch.cuda.is_available() "
+    "else 0; print(json.dumps([n, torch.version.hip]))"
+)
 
 
 @dataclass(frozen=True)
@@ -62,8 +64,7 @@ def count_gpus(environ: dict[str, str], dev: str = "/dev") -> GpuCount:
 def torch_gpu_count(python: str = sys.executable, timeout: float = TORCH_TIMEOUT_S) -> GpuCount:
     """The GPUs torch sees (CUDA_VISIBLE_DEVICES / HIP_VISIBLE_DEVICES honoured by torch itself)."""
     try:
-        out = subprocess.run([python, "-c", _ASK_TORCH], capture_output=True, text=True,
-                             timeout=timeout)
+        out = subprocess.run([python, "-c", _ASK_TORCH], capture_output=True, text=True, timeout=timeout)
         count, hip = json.loads(out.stdout.strip().splitlines()[-1])
     except (OSError, subprocess.TimeoutExpired, ValueError, IndexError, TypeError):
         return GpuCount(0, "")

@@ -47,16 +47,27 @@ def check_single_writer(records: dict[int, dict], base: str, sandboxed: bool = F
     if not shared:
         if not paths:
             return CheckResult(IO_SINGLE_WRITER, Status.PASS, "the script wrote no files", data=data)
-        return CheckResult(IO_SINGLE_WRITER, Status.PASS,
-                           f"{len(paths)} path(s) written, each by one rank ("
-                           + ("kept in the sandbox" if sandboxed else "Python's file calls redirected") + ")",
-                           [line(p, e) for p, e in sorted(paths.items())], data=data)
+        return CheckResult(
+            IO_SINGLE_WRITER,
+            Status.PASS,
+            f"{len(paths)} path(s) written, each by one rank ("
+            + ("kept in the sandbox" if sandboxed else "Python's file calls redirected")
+            + ")",
+            [line(p, e) for p, e in sorted(paths.items())],
+            data=data,
+        )
     checkpoint = any("torch.save" in e["ops"] or p.endswith(_CHECKPOINT_SUFFIXES) for p, e in shared.items())
     first = sorted(shared)[0]
-    summary = (f"{len(shared)} path(s) written by more than one rank: {short(first, base)} by ranks "
-               f"{', '.join(map(str, shared[first]['ranks']))}")
+    summary = (
+        f"{len(shared)} path(s) written by more than one rank: {short(first, base)} by ranks "
+        f"{', '.join(map(str, shared[first]['ranks']))}"
+    )
     return CheckResult(
-        IO_SINGLE_WRITER, Status.FAIL, summary, [line(p, e) for p, e in sorted(shared.items())],
+        IO_SINGLE_WRITER,
+        Status.FAIL,
+        summary,
+        [line(p, e) for p, e in sorted(shared.items())],
         fix="write only on rank 0 (`if dist.get_rank() == 0:`), or give each rank its own path",
-        rule="DDP301" if checkpoint else "DDP302", data=data,
+        rule="DDP301" if checkpoint else "DDP302",
+        data=data,
     )

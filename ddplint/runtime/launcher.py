@@ -78,17 +78,33 @@ class LaunchResult:
     killed: list[Exit] = field(default_factory=list)  # ranks dead of a signal torchrun did not send
 
 
-def torchrun_command(rundir: RunDir, script: Path, script_args: tuple[str, ...], nproc: int,
-                     nnodes: int, node_rank: int, master_addr: str, master_port: int,
-                     rdzv_backend: str | None, rdzv_endpoint: str | None) -> list[str]:
-    cmd = [sys.executable, "-m", "torch.distributed.run",
-           "--nnodes", str(nnodes), "--nproc-per-node", str(nproc), "--max-restarts", "0"]
+def torchrun_command(
+    rundir: RunDir,
+    script: Path,
+    script_args: tuple[str, ...],
+    nproc: int,
+    nnodes: int,
+    node_rank: int,
+    master_addr: str,
+    master_port: int,
+    rdzv_backend: str | None,
+    rdzv_endpoint: str | None,
+) -> list[str]:
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nnodes",
+        str(nnodes),
+        "--nproc-per-node",
+        str(nproc),
+        "--max-restarts",
+        "0",
+    ]
     if rdzv_backend or rdzv_endpoint:
-        cmd += ["--rdzv-backend", rdzv_backend or "c10d", "--rdzv-endpoint",
-                rdzv_endpoint or f"{master_addr}:{master_port}"]
+        cmd += ["--rdzv-backend", rdzv_backend or "c10d", "--rdzv-endpoint", rdzv_endpoint or f"{master_addr}:{master_port}"]
     else:  # static rendezvous: fails fast when the port is taken
-        cmd += ["--node-rank", str(node_rank), "--master-addr", master_addr,
-                "--master-port", str(master_port)]
+        cmd += ["--node-rank", str(node_rank), "--master-addr", master_addr, "--master-port", str(master_port)]
     # each rank's stdout and stderr into files of the run directory (see rankoutput)
     cmd += ["--log-dir", str(rundir.logs_path()), "--redirects", "3"]
     return cmd + ["-m", "ddplint.runtime.probe", str(rundir.path), str(script), *script_args]
@@ -146,9 +162,19 @@ def processes_naming(text: str) -> set[int]:
 
 
 class Launch:
-    def __init__(self, rundir: RunDir, command: list[str], world_local: int, timeout: float,
-                 rdzv_timeout: float, progress: Callable[[str], None], nodes: Nodes | None = None,
-                 sandbox: sbx.Plan | None = None, first_rank: int = 0, verbose: bool = False):
+    def __init__(
+        self,
+        rundir: RunDir,
+        command: list[str],
+        world_local: int,
+        timeout: float,
+        rdzv_timeout: float,
+        progress: Callable[[str], None],
+        nodes: Nodes | None = None,
+        sandbox: sbx.Plan | None = None,
+        first_rank: int = 0,
+        verbose: bool = False,
+    ):
         self.rundir = rundir
         # several nodes: node 0 gathers every node's records, and each node reports them all
         self.exchange = RecordExchange(nodes, progress) if nodes and nodes.nnodes > 1 else None
@@ -172,9 +198,15 @@ class Launch:
         command = self.command if self.sandbox is None else self.sandbox.command(self.command, os.getcwd())
         try:
             with open(self.rundir.log_path(), "wb") as log:
-                self.proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
-                                             stdin=subprocess.DEVNULL, env=_child_env(self.sandbox is not None),
-                                             start_new_session=True, preexec_fn=_die_with_parent)
+                self.proc = subprocess.Popen(
+                    command,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    env=_child_env(self.sandbox is not None),
+                    start_new_session=True,
+                    preexec_fn=_die_with_parent,
+                )
             while self.proc.poll() is None:
                 time.sleep(POLL_S)
                 if self.sandbox is None:
@@ -201,8 +233,7 @@ class Launch:
             hang=hang,
             elapsed_s=time.monotonic() - start,
             # torchrun's own lines, then the end of every rank's stderr (NCCL's complaints)
-            log_tail=_tail(self.rundir.log_path()) + "".join(
-                o.stderr[-2000:] for _, o in sorted(outputs.items())),
+            log_tail=_tail(self.rundir.log_path()) + "".join(o.stderr[-2000:] for _, o in sorted(outputs.items())),
             command=self.command,
             sandbox=sbx.Outcome.read(self.rundir.path) if self.sandbox is not None else None,
             outputs=outputs,
@@ -212,8 +243,7 @@ class Launch:
     def _stalled(self, phases: dict[int, dict], elapsed: float) -> Hang | None:
         if elapsed >= self.timeout:
             return Hang("timeout", elapsed, self.timeout, phases, {})
-        if elapsed >= self.rdzv_timeout and len(self.rundir.read_pids()) < self.world_local \
-                and not self._ranks_started():
+        if elapsed >= self.rdzv_timeout and len(self.rundir.read_pids()) < self.world_local and not self._ranks_started():
             return Hang("rendezvous", elapsed, self.rdzv_timeout, phases, {})
         now = time.time()
         for p in phases.values():
@@ -228,8 +258,9 @@ class Launch:
         rendezvous is over, whatever the ranks' own pid files say yet."""
         if not self._spawned:
             marker = f"ddplint.runtime.probe {self.rundir.path}"
-            self._spawned = any("torch.distributed.run" not in (_proc_cmdline(pid) or "torch.distributed.run")
-                                for pid in processes_naming(marker))
+            self._spawned = any(
+                "torch.distributed.run" not in (_proc_cmdline(pid) or "torch.distributed.run") for pid in processes_naming(marker)
+            )
         return self._spawned
 
     def _show(self, phases: dict[int, dict], elapsed: float) -> None:
@@ -241,8 +272,7 @@ class Launch:
             self.progress(f"[{elapsed:5.1f}s] rendezvous: waiting for {self.world_local} ranks")
             return
         parts = [f"rank {r} {describe_phase(p)}" for r, p in sorted(phases.items())]
-        self.progress(f"[{elapsed:5.1f}s] {len(phases)}/{self.world_local} ranks reporting: "
-                      + ", ".join(parts))
+        self.progress(f"[{elapsed:5.1f}s] {len(phases)}/{self.world_local} ranks reporting: " + ", ".join(parts))
 
     def _host_pids(self) -> dict[int, int]:
         """rank -> pid as this process sees it (the ranks write the pid of their namespace)."""

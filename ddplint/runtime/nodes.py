@@ -25,10 +25,17 @@ from ddplint.runtime.options import RuntimeOptions
 MERGE_WAIT_S = 60.0
 C10D_DEFAULT_PORT = 29400
 # what a record may hold besides plain containers: numpy index arrays (see dataprobe)
-_ALLOWED = {("numpy", "dtype"), ("numpy", "ndarray"), ("numpy._core.numeric", "_frombuffer"),
-            ("numpy.core.numeric", "_frombuffer"), ("numpy._core.multiarray", "_reconstruct"),
-            ("numpy.core.multiarray", "_reconstruct"), ("numpy", "int64"), ("builtins", "set"),
-            ("builtins", "frozenset")}
+_ALLOWED = {
+    ("numpy", "dtype"),
+    ("numpy", "ndarray"),
+    ("numpy._core.numeric", "_frombuffer"),
+    ("numpy.core.numeric", "_frombuffer"),
+    ("numpy._core.multiarray", "_reconstruct"),
+    ("numpy.core.multiarray", "_reconstruct"),
+    ("numpy", "int64"),
+    ("builtins", "set"),
+    ("builtins", "frozenset"),
+}
 
 
 class LayoutError(ValueError):
@@ -78,10 +85,12 @@ def resolve_layout(options: RuntimeOptions, environ: dict[str, str]) -> RuntimeO
     tasks = int(environ.get("SLURM_NTASKS") or slurm_nodes) if in_srun else 1
     if options.nnodes == 1 and in_srun and tasks > slurm_nodes:
         # each task would start its own torchrun with every rank: N audits fighting for the GPUs
-        raise LayoutError(f"srun started {tasks} tasks on {slurm_nodes} node"
-                          f"{'s' if slurm_nodes > 1 else ''}; ddplint starts torchrun, which "
-                          "starts the ranks, so run one ddplint per node: srun --nodes "
-                          f"{slurm_nodes} --ntasks-per-node=1 ddplint --runtime ...")
+        raise LayoutError(
+            f"srun started {tasks} tasks on {slurm_nodes} node"
+            f"{'s' if slurm_nodes > 1 else ''}; ddplint starts torchrun, which "
+            "starts the ranks, so run one ddplint per node: srun --nodes "
+            f"{slurm_nodes} --ntasks-per-node=1 ddplint --runtime ..."
+        )
     if options.nnodes == 1 and slurm_nodes > 1 and in_srun:
         nodelist = environ.get("SLURM_STEP_NODELIST") or environ.get("SLURM_JOB_NODELIST") or ""
         changes: dict[str, Any] = {"nnodes": slurm_nodes, "node_rank": int(environ.get("SLURM_NODEID", "0"))}
@@ -93,8 +102,7 @@ def resolve_layout(options: RuntimeOptions, environ: dict[str, str]) -> RuntimeO
     if not 0 <= options.node_rank < options.nnodes:
         raise LayoutError(f"--node-rank {options.node_rank} is outside 0..{options.nnodes - 1}")
     if options.nnodes > 1 and options.master_port is None and options.rdzv_endpoint is None:
-        raise LayoutError("--master-port is required with --nnodes > 1: every node must use "
-                          "the same port")
+        raise LayoutError("--master-port is required with --nnodes > 1: every node must use the same port")
     return options
 
 
@@ -144,8 +152,10 @@ class RecordExchange:
         try:
             self.server = socket.create_server(("", self.nodes.port), backlog=self.nodes.nnodes)
         except OSError as exc:
-            self.progress(f"cannot collect the other nodes' records on port {self.nodes.port}: "
-                          f"{exc.strerror}; this report covers node 0 only")
+            self.progress(
+                f"cannot collect the other nodes' records on port {self.nodes.port}: "
+                f"{exc.strerror}; this report covers node 0 only"
+            )
 
     def merge(self, records: dict[int, dict], wait_s: float = MERGE_WAIT_S) -> dict[int, dict]:
         try:
@@ -153,8 +163,7 @@ class RecordExchange:
                 return self._gather(records, wait_s)
             return self._send_and_receive(records, wait_s)
         except (OSError, EOFError, pickle.UnpicklingError) as exc:
-            self.progress(f"merging records across nodes failed ({exc}); this report covers "
-                          "this node only")
+            self.progress(f"merging records across nodes failed ({exc}); this report covers this node only")
             return records
         finally:
             if self.server is not None:
@@ -170,8 +179,7 @@ class RecordExchange:
             while len(peers) < self.nodes.nnodes - 1:
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    self.progress(f"only {len(peers) + 1} of {self.nodes.nnodes} nodes sent "
-                                  f"their records within {wait_s:g} s")
+                    self.progress(f"only {len(peers) + 1} of {self.nodes.nnodes} nodes sent their records within {wait_s:g} s")
                     break
                 self.server.settimeout(left)
                 try:
@@ -182,8 +190,7 @@ class RecordExchange:
                 payload = _recv(conn)
                 merged.update(payload["records"])
                 peers.append(conn)
-                self.progress(f"records of node {payload['node_rank']} received "
-                              f"({len(payload['records'])} ranks)")
+                self.progress(f"records of node {payload['node_rank']} received ({len(payload['records'])} ranks)")
             for conn in peers:
                 _send(conn, merged)
         finally:

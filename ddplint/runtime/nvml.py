@@ -68,10 +68,14 @@ NVML_ERROR_DRIVER_NOT_LOADED = 9
 NVML_ERROR_LIBRARY_NOT_FOUND = 12
 NVML_ERROR_GPU_IS_LOST = 15
 NVML_ERROR_LIB_RM_VERSION_MISMATCH = 18
-REBOOT_FIX = ("reboot the node, or reload the NVIDIA kernel modules (sudo rmmod nvidia_uvm "
-              "nvidia_drm nvidia_modeset nvidia && sudo modprobe nvidia)")
-GPU_LOST_FIX = ("drain the node: a GPU that fell off the bus needs a reset (sudo nvidia-smi -r -i N) "
-                "or a reboot; nvidia-smi and `dmesg | grep Xid` (Xid 79) show which one")
+REBOOT_FIX = (
+    "reboot the node, or reload the NVIDIA kernel modules (sudo rmmod nvidia_uvm "
+    "nvidia_drm nvidia_modeset nvidia && sudo modprobe nvidia)"
+)
+GPU_LOST_FIX = (
+    "drain the node: a GPU that fell off the bus needs a reset (sudo nvidia-smi -r -i N) "
+    "or a reboot; nvidia-smi and `dmesg | grep Xid` (Xid 79) show which one"
+)
 
 
 def read_failed(error: Exception) -> NvmlReadFailed:
@@ -83,9 +87,9 @@ def read_failed(error: Exception) -> NvmlReadFailed:
         return NvmlReadFailed(
             f"the NVIDIA kernel module and the user-space driver differ (NVML: {error}): the "
             "driver was upgraded without a reboot, and CUDA fails on every GPU (error 803)",
-            REBOOT_FIX)
-    return NvmlReadFailed(f"NVML read failed ({error})",
-                          "run nvidia-smi: the GPU it cannot read needs attention before a job")
+            REBOOT_FIX,
+        )
+    return NvmlReadFailed(f"NVML read failed ({error})", "run nvidia-smi: the GPU it cannot read needs attention before a job")
 
 
 def nvidia_gpus_on_pci(sysfs: str = "/sys") -> list[str]:
@@ -98,8 +102,7 @@ def nvidia_gpus_on_pci(sysfs: str = "/sys") -> list[str]:
         return []
     for name in names:
         try:
-            with open(os.path.join(root, name, "vendor")) as v, \
-                    open(os.path.join(root, name, "class")) as c:
+            with open(os.path.join(root, name, "vendor")) as v, open(os.path.join(root, name, "class")) as c:
                 vendor, klass = v.read().strip(), c.read().strip()
         except OSError:
             continue
@@ -160,6 +163,7 @@ class Process:
 @dataclass
 class Health:
     """What NVML says about a GPU's fitness for a long job; None where it has no answer."""
+
     compute_mode: int | None = None  # NVML_COMPUTEMODE_*
     remapped_rows: dict[str, int] | None = None  # correctable, uncorrectable, pending, failure
     retired_pages_pending: int | None = None  # 1: pages wait for a reset to be retired
@@ -230,8 +234,7 @@ def _to_switch(machine: Machine, link: dict[str, Any]) -> bool:
 
 
 def _to_gpu(link: dict[str, Any], gpu: Gpu) -> bool:
-    return link.get("remote_type") in (NVLINK_DEVICE_TYPE_GPU, None) and \
-        _same_bus(link.get("remote_bus_id"), gpu.pci_bus_id)
+    return link.get("remote_type") in (NVLINK_DEVICE_TYPE_GPU, None) and _same_bus(link.get("remote_bus_id"), gpu.pci_bus_id)
 
 
 def nvlink_count(machine: Machine, i: int, j: int) -> int:
@@ -293,31 +296,44 @@ def load_machine(reads: NvmlReads) -> Machine:
         ecc = reads.ecc_uncorrected(i)
         procs = [
             Process(p["pid"], p.get("used_gpu_memory"), reads.process_name(p["pid"]), kind)
-            for kind, plist in (("compute", reads.compute_processes(i)),
-                                ("graphics", reads.graphics_processes(i)))
+            for kind, plist in (("compute", reads.compute_processes(i)), ("graphics", reads.graphics_processes(i)))
             for p in plist
         ]
-        gpus.append(Gpu(
-            index=reads.nvml_index(i), name=reads.name(i), uuid=reads.uuid(i),
-            pci_bus_id=reads.pci_bus_id(i),
-            memory_total=mem["total"] if mem else None, memory_free=mem["free"] if mem else None,
-            memory_used=mem["used"] if mem else None,
-            persistence_mode=reads.persistence_mode(i),
-            mig_current=mig[0] if mig else None, mig_pending=mig[1] if mig else None,
-            ecc_volatile_uncorrected=ecc["volatile"] if ecc else None,
-            ecc_aggregate_uncorrected=ecc["aggregate"] if ecc else None,
-            processes=procs, pcie=reads.pcie(i), numa_node=reads.numa_node(i),
-            cpus=reads.cpu_affinity(i), nvlinks=reads.nvlinks(i),
-            compute_capability=reads.compute_capability(i), mig_devices=reads.mig_devices(i),
-            health=Health(reads.compute_mode(i), reads.remapped_rows(i),
-                          reads.retired_pages_pending(i), reads.clock_events(i), reads.fabric(i)),
-        ))
-    topology = [[reads.topology_level(i, j) if i != j else 0 for j in range(count)]
-                for i in range(count)]
-    p2p = [[reads.p2p_nvlink(i, j) if i != j else None for j in range(count)]
-           for i in range(count)]
-    return Machine(reads.driver_version(), reads.cuda_driver_version(), gpus, topology, p2p,
-                   reads.unopened(), sorted(reads.lacking))
+        gpus.append(
+            Gpu(
+                index=reads.nvml_index(i),
+                name=reads.name(i),
+                uuid=reads.uuid(i),
+                pci_bus_id=reads.pci_bus_id(i),
+                memory_total=mem["total"] if mem else None,
+                memory_free=mem["free"] if mem else None,
+                memory_used=mem["used"] if mem else None,
+                persistence_mode=reads.persistence_mode(i),
+                mig_current=mig[0] if mig else None,
+                mig_pending=mig[1] if mig else None,
+                ecc_volatile_uncorrected=ecc["volatile"] if ecc else None,
+                ecc_aggregate_uncorrected=ecc["aggregate"] if ecc else None,
+                processes=procs,
+                pcie=reads.pcie(i),
+                numa_node=reads.numa_node(i),
+                cpus=reads.cpu_affinity(i),
+                nvlinks=reads.nvlinks(i),
+                compute_capability=reads.compute_capability(i),
+                mig_devices=reads.mig_devices(i),
+                health=Health(
+                    reads.compute_mode(i),
+                    reads.remapped_rows(i),
+                    reads.retired_pages_pending(i),
+                    reads.clock_events(i),
+                    reads.fabric(i),
+                ),
+            )
+        )
+    topology = [[reads.topology_level(i, j) if i != j else 0 for j in range(count)] for i in range(count)]
+    p2p = [[reads.p2p_nvlink(i, j) if i != j else None for j in range(count)] for i in range(count)]
+    return Machine(
+        reads.driver_version(), reads.cuda_driver_version(), gpus, topology, p2p, reads.unopened(), sorted(reads.lacking)
+    )
 
 
 def record(reads: NvmlReads) -> dict[str, Any]:
@@ -329,29 +345,39 @@ def record(reads: NvmlReads) -> dict[str, Any]:
         compute, graphics = reads.compute_processes(i), reads.graphics_processes(i)
         for p in compute + graphics:
             names[str(p["pid"])] = reads.process_name(p["pid"])
-        devices.append({
-            "index": reads.nvml_index(i), "name": reads.name(i), "uuid": reads.uuid(i),
-            "pci_bus_id": reads.pci_bus_id(i), "compute_capability": reads.compute_capability(i),
-            "memory": reads.memory(i), "persistence_mode": reads.persistence_mode(i),
-            "mig_mode": reads.mig_mode(i), "mig_devices": reads.mig_devices(i),
-            "ecc_uncorrected": reads.ecc_uncorrected(i),
-            "compute_processes": compute, "graphics_processes": graphics,
-            "pcie": reads.pcie(i), "numa_node": reads.numa_node(i),
-            "cpu_affinity": reads.cpu_affinity(i), "nvlinks": reads.nvlinks(i),
-            "compute_mode": reads.compute_mode(i), "remapped_rows": reads.remapped_rows(i),
-            "retired_pages_pending": reads.retired_pages_pending(i),
-            "clock_events": reads.clock_events(i), "fabric": reads.fabric(i),
-        })
+        devices.append(
+            {
+                "index": reads.nvml_index(i),
+                "name": reads.name(i),
+                "uuid": reads.uuid(i),
+                "pci_bus_id": reads.pci_bus_id(i),
+                "compute_capability": reads.compute_capability(i),
+                "memory": reads.memory(i),
+                "persistence_mode": reads.persistence_mode(i),
+                "mig_mode": reads.mig_mode(i),
+                "mig_devices": reads.mig_devices(i),
+                "ecc_uncorrected": reads.ecc_uncorrected(i),
+                "compute_processes": compute,
+                "graphics_processes": graphics,
+                "pcie": reads.pcie(i),
+                "numa_node": reads.numa_node(i),
+                "cpu_affinity": reads.cpu_affinity(i),
+                "nvlinks": reads.nvlinks(i),
+                "compute_mode": reads.compute_mode(i),
+                "remapped_rows": reads.remapped_rows(i),
+                "retired_pages_pending": reads.retired_pages_pending(i),
+                "clock_events": reads.clock_events(i),
+                "fabric": reads.fabric(i),
+            }
+        )
     return {
         "driver_version": reads.driver_version(),
         "cuda_driver_version": reads.cuda_driver_version(),
         "devices": devices,
         "unopened": reads.unopened(),
         "process_names": names,
-        "topology": [[reads.topology_level(i, j) if i != j else 0 for j in range(count)]
-                     for i in range(count)],
-        "p2p_nvlink": [[reads.p2p_nvlink(i, j) if i != j else None for j in range(count)]
-                       for i in range(count)],
+        "topology": [[reads.topology_level(i, j) if i != j else 0 for j in range(count)] for i in range(count)],
+        "p2p_nvlink": [[reads.p2p_nvlink(i, j) if i != j else None for j in range(count)] for i in range(count)],
     }
 
 
@@ -459,6 +485,7 @@ def _text(value: Any) -> str:
 
 class _ProcessInfoV1(ctypes.Structure):
     """nvmlProcessInfo_v1_t: what drivers before R460 fill (nvidia-ml-py dropped its wrapper)."""
+
     _fields_ = [("pid", ctypes.c_uint), ("usedGpuMemory", ctypes.c_ulonglong)]
 
 
@@ -475,10 +502,18 @@ class PynvmlReads:
         # this GPU or driver, or one read that did not answer (DGX Spark's unified memory is
         # NOT_SUPPORTED; a busy GPU can time out one query)
         self._absent = tuple(
-            getattr(pynvml, n) for n in ("NVMLError_NotSupported", "NVMLError_FunctionNotFound",
-                                         "NVMLError_InvalidArgument", "NVMLError_NoPermission",
-                                         "NVMLError_NotFound", "NVMLError_Unknown",
-                                         "NVMLError_Timeout") if hasattr(pynvml, n))
+            getattr(pynvml, n)
+            for n in (
+                "NVMLError_NotSupported",
+                "NVMLError_FunctionNotFound",
+                "NVMLError_InvalidArgument",
+                "NVMLError_NoPermission",
+                "NVMLError_NotFound",
+                "NVMLError_Unknown",
+                "NVMLError_Timeout",
+            )
+            if hasattr(pynvml, n)
+        )
         self._past_last_link = getattr(pynvml, "NVMLError_InvalidArgument", ())
         self.lacking: set[str] = set()  # wrappers this pynvml does not have
         self._handles: list[Any] = []
@@ -587,8 +622,7 @@ class PynvmlReads:
                 break
         else:
             plist = self._procs_v1(f"nvmlDeviceGet{kind}RunningProcesses", h)
-        return [{"pid": int(p.pid), "used_gpu_memory": _bytes_or_none(p.usedGpuMemory)}
-                for p in plist or []]
+        return [{"pid": int(p.pid), "used_gpu_memory": _bytes_or_none(p.usedGpuMemory)} for p in plist or []]
 
     def _procs_v1(self, symbol: str, handle) -> list[Any] | None:
         try:
@@ -603,7 +637,7 @@ class PynvmlReads:
         procs = (_ProcessInfoV1 * count.value)()
         if fn(handle, ctypes.byref(count), procs) != self._n.NVML_SUCCESS:
             return None
-        return list(procs[:count.value])
+        return list(procs[: count.value])
 
     def compute_processes(self, i):
         return self._procs("Compute", i)
@@ -617,9 +651,15 @@ class PynvmlReads:
 
     def pcie(self, i):
         h = self._handles[i]
-        values = [self._opt(name, h) for name in (
-            "nvmlDeviceGetMaxPcieLinkGeneration", "nvmlDeviceGetMaxPcieLinkWidth",
-            "nvmlDeviceGetCurrPcieLinkGeneration", "nvmlDeviceGetCurrPcieLinkWidth")]
+        values = [
+            self._opt(name, h)
+            for name in (
+                "nvmlDeviceGetMaxPcieLinkGeneration",
+                "nvmlDeviceGetMaxPcieLinkWidth",
+                "nvmlDeviceGetCurrPcieLinkGeneration",
+                "nvmlDeviceGetCurrPcieLinkWidth",
+            )
+        ]
         if values[0] is None:
             return None
         return dict(zip(("max_gen", "max_width", "cur_gen", "cur_width"), values, strict=True))
@@ -649,9 +689,13 @@ class PynvmlReads:
             except self._absent:  # this link has no state to read (a PCIe card answers so)
                 continue
             remote_type = self._opt("nvmlDeviceGetNvLinkRemoteDeviceType", h, link)
-            entry = {"link": link, "state": int(state),
-                     "version": self._opt("nvmlDeviceGetNvLinkVersion", h, link),
-                     "remote_type": remote_type, "remote_bus_id": None}
+            entry = {
+                "link": link,
+                "state": int(state),
+                "version": self._opt("nvmlDeviceGetNvLinkVersion", h, link),
+                "remote_type": remote_type,
+                "remote_bus_id": None,
+            }
             if state == 1 and remote_type != NVLINK_DEVICE_TYPE_SWITCH:
                 remote = self._opt("nvmlDeviceGetNvLinkRemotePciInfo", h, link)
                 entry["remote_bus_id"] = _text(remote.busId) if remote is not None else None
@@ -659,12 +703,12 @@ class PynvmlReads:
         return links
 
     def topology_level(self, i, j):
-        return self._opt("nvmlDeviceGetTopologyCommonAncestor",
-                         self._handles[i], self._handles[j])
+        return self._opt("nvmlDeviceGetTopologyCommonAncestor", self._handles[i], self._handles[j])
 
     def p2p_nvlink(self, i, j):
-        return self._opt("nvmlDeviceGetP2PStatus", self._handles[i], self._handles[j],
-                         getattr(self._n, "NVML_P2P_CAPS_INDEX_NVLINK", 2))
+        return self._opt(
+            "nvmlDeviceGetP2PStatus", self._handles[i], self._handles[j], getattr(self._n, "NVML_P2P_CAPS_INDEX_NVLINK", 2)
+        )
 
     def compute_mode(self, i):
         return self._opt("nvmlDeviceGetComputeMode", self._handles[i])
@@ -673,16 +717,18 @@ class PynvmlReads:
         rows = self._opt("nvmlDeviceGetRemappedRows", self._handles[i])  # Ampere and later
         if rows is None:
             return None
-        return dict(zip(("correctable", "uncorrectable", "pending", "failure"), map(int, rows),
-                        strict=True))
+        return dict(zip(("correctable", "uncorrectable", "pending", "failure"), map(int, rows), strict=True))
 
     def retired_pages_pending(self, i):
         return self._opt("nvmlDeviceGetRetiredPagesPendingStatus", self._handles[i])
 
     def clock_events(self, i):
         """nvmlDeviceGetCurrentClocksEventReasons (R535+), else its older name ...ThrottleReasons."""
-        names = [n for n in ("nvmlDeviceGetCurrentClocksEventReasons",
-                             "nvmlDeviceGetCurrentClocksThrottleReasons") if hasattr(self._n, n)]
+        names = [
+            n
+            for n in ("nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons")
+            if hasattr(self._n, n)
+        ]
         if not names:
             self.lacking.add("nvmlDeviceGetCurrentClocksEventReasons")
         for name in names:
@@ -747,7 +793,8 @@ def open_nvml(sysfs: str = "/sys", procfs: str = "/proc") -> PynvmlReads:
                     f"NVIDIA GPUs are on the PCI bus ({', '.join(gpus[:4])}"
                     f"{', ...' if len(gpus) > 4 else ''}) but the NVIDIA driver is not loaded",
                     "load it (sudo modprobe nvidia) and read `dmesg | grep -i nvidia`; a kernel "
-                    "updated without rebuilding the driver module (DKMS) is the usual cause") from None
+                    "updated without rebuilding the driver module (DKMS) is the usual cause",
+                ) from None
             raise NvmlUnavailable("NVML not available (no NVIDIA driver loaded)") from None
         raise NvmlUnavailable(f"NVML not available ({e})") from None
     try:

@@ -30,12 +30,16 @@ STRAGGLER_RATIO = 1.5  # a rank's own work 1.5x the median of the others'
 MIN_WAIT_S = 0.005  # a median wait under 5 ms per step is never input-bound (toy scripts)
 MIN_EXCESS_S = 0.020  # and keeps the others waiting 20 ms per step or more: below, a busy host's noise
 
-INPUT_FIX = ("load batches ahead of the step: DataLoader(num_workers={workers}, pin_memory=True, "
-             "persistent_workers=True, prefetch_factor=4){now}; move decoding and augmentation off the "
-             "training loop (pre-process once, or decode on the GPU)")
-STRAGGLER_FIX = ("find what rank {rank} does that the others do not (rank-0-only logging or evaluation inside "
-                 "the step, a slower GPU or node, a larger shard): every other rank waits for it in each "
-                 "gradient all_reduce")
+INPUT_FIX = (
+    "load batches ahead of the step: DataLoader(num_workers={workers}, pin_memory=True, "
+    "persistent_workers=True, prefetch_factor=4){now}; move decoding and augmentation off the "
+    "training loop (pre-process once, or decode on the GPU)"
+)
+STRAGGLER_FIX = (
+    "find what rank {rank} does that the others do not (rank-0-only logging or evaluation inside "
+    "the step, a slower GPU or node, a larger shard): every other rank waits for it in each "
+    "gradient all_reduce"
+)
 
 
 @dataclass
@@ -69,11 +73,15 @@ def rank_steps(rank: int, perf: PerfRecord) -> RankSteps | None:
     totals = [s.wait_s + s.rest_s for s in steady]
     comm = sorted(perf.times.comm, key=lambda c: c.iteration)
     comm = comm[1:] if len(comm) > 1 else comm  # DDP's first iteration builds its buckets
-    return RankSteps(rank=rank, steps=len(steady), step_s=statistics.median(totals),
-                     wait_s=statistics.median(s.wait_s for s in steady),
-                     wait_share=sum(s.wait_s for s in steady) / max(sum(totals), 1e-9),
-                     comm_s=statistics.median(c.exposed_s for c in comm) if comm else None,
-                     first_step_s=statistics.median(firsts) if firsts else None)
+    return RankSteps(
+        rank=rank,
+        steps=len(steady),
+        step_s=statistics.median(totals),
+        wait_s=statistics.median(s.wait_s for s in steady),
+        wait_share=sum(s.wait_s for s in steady) / max(sum(totals), 1e-9),
+        comm_s=statistics.median(c.exposed_s for c in comm) if comm else None,
+        first_step_s=statistics.median(firsts) if firsts else None,
+    )
 
 
 def _training_loader(records: dict[int, dict]) -> dict | None:
@@ -86,17 +94,25 @@ def _training_loader(records: dict[int, dict]) -> dict | None:
 
 
 def check_steps(records: dict[int, dict], base: str) -> CheckResult:
-    ranks = [r for r in (rank_steps(rank, PerfRecord.from_plain(rec.get("perf")))
-                         for rank, rec in sorted(records.items())) if r is not None]
+    ranks = [
+        r
+        for r in (rank_steps(rank, PerfRecord.from_plain(rec.get("perf"))) for rank, rec in sorted(records.items()))
+        if r is not None
+    ]
     if not ranks:
         return CheckResult(PERF_STEPS, Status.SKIP, "no training step ran: nothing to time")
     loader = _training_loader(records)
     median_step = statistics.median(r.step_s for r in ranks)
     median_own = statistics.median(r.own_s for r in ranks)
     slowest = max(ranks, key=lambda r: r.own_s)
-    data = {"ranks": [{**asdict(r), "own_s": r.own_s} for r in ranks], "median_step_s": median_step,
-            "slowest_rank": slowest.rank, "slowest_ratio": slowest.own_s / median_own if median_own else None,
-            "input_bound_share": INPUT_BOUND_SHARE, "straggler_ratio": STRAGGLER_RATIO}
+    data = {
+        "ranks": [{**asdict(r), "own_s": r.own_s} for r in ranks],
+        "median_step_s": median_step,
+        "slowest_rank": slowest.rank,
+        "slowest_ratio": slowest.own_s / median_own if median_own else None,
+        "input_bound_share": INPUT_BOUND_SHARE,
+        "straggler_ratio": STRAGGLER_RATIO,
+    }
     evidence = [_line(r) for r in ranks]
     if any(r.comm_s is None for r in ranks):
         evidence.append("gradient communication not separated (no DDP model): it is counted in the rest of the step")
@@ -106,29 +122,36 @@ def check_steps(records: dict[int, dict], base: str) -> CheckResult:
         worst = max(input_bound, key=lambda r: r.wait_share)
         workers = int((loader or {}).get("num_workers") or 0)
         where = f" at {short(loader['site'], base)}" if loader else ""
-        findings.add(Status.WARN,
-                     f"input-bound: rank {worst.rank} waits for data {worst.wait_share:.0%} of each step "
-                     f"({_ms(worst.wait_s)} of {_ms(worst.step_s)}) in the training loader{where}",
-                     INPUT_FIX.format(workers=max(4, 2 * workers) if workers else 4,
-                                      now=f" (now num_workers={workers})"))
+        findings.add(
+            Status.WARN,
+            f"input-bound: rank {worst.rank} waits for data {worst.wait_share:.0%} of each step "
+            f"({_ms(worst.wait_s)} of {_ms(worst.step_s)}) in the training loader{where}",
+            INPUT_FIX.format(workers=max(4, 2 * workers) if workers else 4, now=f" (now num_workers={workers})"),
+        )
     if len(ranks) > 1:
         for r in sorted(ranks, key=lambda r: -r.own_s):
             others = statistics.median(o.own_s for o in ranks if o is not r)
             if r.own_s >= STRAGGLER_RATIO * others and r.own_s - others >= MIN_EXCESS_S:
-                findings.add(Status.WARN,
-                             f"straggler: rank {r.rank} works {_ms(r.own_s)} per step, "
-                             f"{r.own_s / max(others, 1e-9):.1f}x the {_ms(others)} of the others, "
-                             f"who wait for it", STRAGGLER_FIX.format(rank=r.rank))
+                findings.add(
+                    Status.WARN,
+                    f"straggler: rank {r.rank} works {_ms(r.own_s)} per step, "
+                    f"{r.own_s / max(others, 1e-9):.1f}x the {_ms(others)} of the others, "
+                    f"who wait for it",
+                    STRAGGLER_FIX.format(rank=r.rank),
+                )
                 data["straggler"] = r.rank
                 break
     if findings.items:
         return CheckResult(PERF_STEPS, findings.status, findings.summary, evidence, findings.fix, data=data)
     split = _split(ranks)
-    tail = (f"; slowest rank {slowest.rank} {slowest.own_s / median_own:.2f}x the median"
-            if len(ranks) > 1 and median_own else "")
-    return CheckResult(PERF_STEPS, Status.PASS,
-                       f"median step {_ms(median_step)} over {ranks[0].steps} steps per rank: {split}{tail}",
-                       evidence, data=data)
+    tail = f"; slowest rank {slowest.rank} {slowest.own_s / median_own:.2f}x the median" if len(ranks) > 1 and median_own else ""
+    return CheckResult(
+        PERF_STEPS,
+        Status.PASS,
+        f"median step {_ms(median_step)} over {ranks[0].steps} steps per rank: {split}{tail}",
+        evidence,
+        data=data,
+    )
 
 
 def _split(ranks: list[RankSteps]) -> str:
@@ -145,8 +168,10 @@ def _split(ranks: list[RankSteps]) -> str:
 def _line(r: RankSteps) -> str:
     comm = f", gradient sync wait {_ms(r.comm_s)}" if r.comm_s is not None else ""
     first = f"; first step of an epoch {_ms(r.first_step_s)}" if r.first_step_s is not None else ""
-    return (f"rank {r.rank}: step {_ms(r.step_s)} (median of {r.steps}): data wait {_ms(r.wait_s)} "
-            f"({r.wait_share:.0%}){comm}, own work {_ms(r.own_s)}{first}")
+    return (
+        f"rank {r.rank}: step {_ms(r.step_s)} (median of {r.steps}): data wait {_ms(r.wait_s)} "
+        f"({r.wait_share:.0%}){comm}, own work {_ms(r.own_s)}{first}"
+    )
 
 
 # -- ckpt.resume ---------------------------------------------------------------------------
@@ -162,11 +187,15 @@ def misses(c: CheckpointContent, live: LiveTraining) -> list[str]:
     stateful = sorted({o.kind for o in live.optimizers if o.stateful})
     hinted = bool(c.optimizer_groups)  # momentum or betas in the saved param_groups
     if c.optimizer is None and stateful:
-        out.append(f"no optimizer state: {'/'.join(stateful)} keeps per-parameter state (momentum, moments) "
-                   f"that a resume restarts from zero")
+        out.append(
+            f"no optimizer state: {'/'.join(stateful)} keeps per-parameter state (momentum, moments) "
+            f"that a resume restarts from zero"
+        )
     elif c.optimizer is not None and c.optimizer_state_entries == 0 and (stateful or hinted):
-        out.append(f"the optimizer state at {c.optimizer} is empty (saved before the first step, or "
-                   f"another optimizer's): its momentum restarts from zero")
+        out.append(
+            f"the optimizer state at {c.optimizer} is empty (saved before the first step, or "
+            f"another optimizer's): its momentum restarts from zero"
+        )
     if c.scheduler is None and live.schedulers:
         out.append(f"no LR scheduler state: {'/'.join(sorted(set(live.schedulers)))} restarts its schedule")
     if c.scaler is None and live.scaler:
@@ -204,33 +233,47 @@ def check_resume(records: dict[int, dict], base: str) -> CheckResult:
     if not saved:
         return CheckResult(CKPT_RESUME, Status.SKIP, "the script saved no checkpoint during the audit")
     judged = [(rank, c, live, misses(c, live)) for rank, c, live in saved]
-    data = {"checkpoints": [{**asdict(c), "rank": rank, "missing": m} for rank, c, _, m in judged],
-            "live": asdict(judged[0][2])}
-    evidence = [f"{short(c.path, base)} (rank {rank}, {size_text(c.size_bytes or 0)}): {_holds(c)}"
-                for rank, c, _, _ in judged]
+    data = {"checkpoints": [{**asdict(c), "rank": rank, "missing": m} for rank, c, _, m in judged], "live": asdict(judged[0][2])}
+    evidence = [f"{short(c.path, base)} (rank {rank}, {size_text(c.size_bytes or 0)}): {_holds(c)}" for rank, c, _, _ in judged]
     prefixed = [c for _, c, _, _ in judged if c.module_prefix]
     if prefixed:
-        evidence.append("keys carry DDP's 'module.' prefix: load them into the DDP-wrapped model, or save "
-                        "model.module.state_dict() to load into a plain one")
+        evidence.append(
+            "keys carry DDP's 'module.' prefix: load them into the DDP-wrapped model, or save "
+            "model.module.state_dict() to load into a plain one"
+        )
     complete = [(rank, c) for rank, c, _, m in judged if not m]
     if complete:
         rank, c = complete[-1]
         partial = len(judged) - len(complete)
         also = f"; {partial} other checkpoint(s) hold less (weights for inference?)" if partial else ""
-        held = ["model"] + [name for name, where in (("optimizer", c.optimizer), ("scheduler", c.scheduler),
-                                                     ("GradScaler", c.scaler)) if where is not None]
+        held = ["model"] + [
+            name
+            for name, where in (("optimizer", c.optimizer), ("scheduler", c.scheduler), ("GradScaler", c.scaler))
+            if where is not None
+        ]
         held.append(next(iter(c.counters)))
         rng = "" if c.rng else " (no RNG state: a resume draws different random numbers)"
-        return CheckResult(CKPT_RESUME, Status.PASS,
-                           f"{short(c.path, base)} holds what a resume needs: {', '.join(held)}{rng}{also}",
-                           evidence, data=data)
+        return CheckResult(
+            CKPT_RESUME,
+            Status.PASS,
+            f"{short(c.path, base)} holds what a resume needs: {', '.join(held)}{rng}{also}",
+            evidence,
+            data=data,
+        )
     rank, c, _, missing = min(judged, key=lambda j: len(j[3]))
     for m in missing:
         evidence.append(f"missing: {m}")
-    what = ("the model, the optimizer (with its state) and the epoch/step counter in one dict: "
-            "torch.save({'model': model.module.state_dict(), 'optimizer': optimizer.state_dict(), "
-            "'scheduler': scheduler.state_dict(), 'epoch': epoch}, path)")
-    return CheckResult(CKPT_RESUME, Status.WARN,
-                       f"a resume from {short(c.path, base)} would miss: {missing[0]}"
-                       + (f" (+{len(missing) - 1} more)" if len(missing) > 1 else ""),
-                       evidence, f"save {what}", data=data)
+    what = (
+        "the model, the optimizer (with its state) and the epoch/step counter in one dict: "
+        "torch.save({'model': model.module.state_dict(), 'optimizer': optimizer.state_dict(), "
+        "'scheduler': scheduler.state_dict(), 'epoch': epoch}, path)"
+    )
+    return CheckResult(
+        CKPT_RESUME,
+        Status.WARN,
+        f"a resume from {short(c.path, base)} would miss: {missing[0]}"
+        + (f" (+{len(missing) - 1} more)" if len(missing) > 1 else ""),
+        evidence,
+        f"save {what}",
+        data=data,
+    )

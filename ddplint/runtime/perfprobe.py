@@ -45,8 +45,23 @@ CHECKPOINT_SUFFIXES = (".pt", ".pth", ".ckpt", ".bin", ".pkl", ".tar")
 MAX_CHECKPOINTS = 8  # read back per rank, the last ones written
 LEGACY_LIMIT = 1 << 30  # a non-zip (legacy) checkpoint cannot be memory-mapped: read only up to 1 GiB
 _DEPTH = 3  # dict levels followed inside a checkpoint
-COUNTER_NAMES = {"epoch", "epochs", "step", "steps", "iteration", "iterations", "iter", "it", "global_step",
-                 "num_updates", "updates", "batch_idx", "total_steps", "num_steps", "start_epoch"}
+COUNTER_NAMES = {
+    "epoch",
+    "epochs",
+    "step",
+    "steps",
+    "iteration",
+    "iterations",
+    "iter",
+    "it",
+    "global_step",
+    "num_updates",
+    "updates",
+    "batch_idx",
+    "total_steps",
+    "num_steps",
+    "start_epoch",
+}
 COUNTER_SUFFIXES = ("_epoch", "_epochs", "_step", "_steps", "_iter", "_iteration", "_iterations")
 COUNTER_PREFIXES = ("epoch_", "epochs_")  # epochs_run, epoch_idx (not step_: a StepLR's step_size)
 
@@ -207,8 +222,7 @@ class TrainingObjects:
 def _stateful(optimizer) -> bool:
     import torch
 
-    return any(isinstance(t, torch.Tensor) and t.dim() > 0
-               for s in optimizer.state.values() for t in s.values())
+    return any(isinstance(t, torch.Tensor) and t.dim() > 0 for s in optimizer.state.values() for t in s.values())
 
 
 def checkpoint_candidates(writes: list[dict]) -> list[str]:
@@ -236,8 +250,7 @@ def read_checkpoints(writes: list[dict], readable, objects: TrainingObjects) -> 
         if not os.path.isfile(real):
             continue  # renamed into place, or removed again
         content = load_checkpoint(real, path, objects.main_module)
-        if "torch.save" not in ops[path] and (content.error is not None or
-                                              (content.model is None and content.optimizer is None)):
+        if "torch.save" not in ops[path] and (content.error is not None or (content.model is None and content.optimizer is None)):
             continue  # named like a checkpoint, but not one: unreadable, or a pickle of something else
         out.append(content)
     return out
@@ -322,8 +335,9 @@ def _walk(obj, where: str, depth: int, c: CheckpointContent) -> None:
             name = f"{where}[{key!r}]"
             low = str(key).lower()
             counter = _counter_value(value)
-            if counter is not None and (low in COUNTER_NAMES or low.endswith(COUNTER_SUFFIXES)
-                                        or low.startswith(COUNTER_PREFIXES)):
+            if counter is not None and (
+                low in COUNTER_NAMES or low.endswith(COUNTER_SUFFIXES) or low.startswith(COUNTER_PREFIXES)
+            ):
                 c.counters[name] = counter
             elif "rng" in low or "random" in low or "generator" in low or "seed_state" in low:
                 c.rng.append(name)
@@ -355,8 +369,7 @@ def _counter_value(value) -> int | None:
         return None
     if isinstance(value, int):
         return value
-    if isinstance(value, torch.Tensor) and value.dim() == 0 and not value.is_floating_point() \
-            and value.dtype is not torch.bool:
+    if isinstance(value, torch.Tensor) and value.dim() == 0 and not value.is_floating_point() and value.dtype is not torch.bool:
         return int(value)
     np = sys.modules.get("numpy")
     if np is not None and isinstance(value, np.integer):

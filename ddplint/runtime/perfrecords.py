@@ -115,14 +115,21 @@ class PerfRecord:
         times = d.get("times") or {}
         live = d.get("live") or {}
         return cls(
-            mem=None if mem is None else MemPeak(**{**_known(MemPeak, mem),
-                                                    "devices": [DevicePeak(**x) for x in mem.get("devices", [])]}),
-            times=StepTimes(steps=[StepSample(**s) for s in times.get("steps", [])],
-                            comm=[CommSample(**c) for c in times.get("comm", [])],
-                            ddp_models=times.get("ddp_models", 0), probe_s=times.get("probe_s", 0.0)),
+            mem=None
+            if mem is None
+            else MemPeak(**{**_known(MemPeak, mem), "devices": [DevicePeak(**x) for x in mem.get("devices", [])]}),
+            times=StepTimes(
+                steps=[StepSample(**s) for s in times.get("steps", [])],
+                comm=[CommSample(**c) for c in times.get("comm", [])],
+                ddp_models=times.get("ddp_models", 0),
+                probe_s=times.get("probe_s", 0.0),
+            ),
             checkpoints=[CheckpointContent(**_known(CheckpointContent, c)) for c in d.get("checkpoints", [])],
-            live=LiveTraining(optimizers=[OptimizerInfo(**o) for o in live.get("optimizers", [])],
-                              schedulers=list(live.get("schedulers", [])), scaler=bool(live.get("scaler"))),
+            live=LiveTraining(
+                optimizers=[OptimizerInfo(**o) for o in live.get("optimizers", [])],
+                schedulers=list(live.get("schedulers", [])),
+                scaler=bool(live.get("scaler")),
+            ),
         )
 
 

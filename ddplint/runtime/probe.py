@@ -57,7 +57,9 @@ class Probe:
             "backend": None,
             "init_called": False,
             "destroy_deferred": False,
-            "info": {}, "comm": {}, "binding": {},
+            "info": {},
+            "comm": {},
+            "binding": {},
         }
         self.config = rundir.read_config()
         self.started = time.time()
@@ -165,11 +167,11 @@ class Probe:
             clock.first_batch()
             self._hook("at_first_batch", "binding")
 
-        tracker = LoaderTracker(self.config["steps"], self.config["epochs"], self.skip_dirs,
-                                self.phase, first_batch, clock)
+        tracker = LoaderTracker(self.config["steps"], self.config["epochs"], self.skip_dirs, self.phase, first_batch, clock)
         tracker.install()
-        writes = WriteRedirector(self.rundir.scratch(self.rank), redirect=not self.config.get("sandbox"),
-                                 on_torch_save=objects.saved)
+        writes = WriteRedirector(
+            self.rundir.scratch(self.rank), redirect=not self.config.get("sandbox"), on_torch_save=objects.saved
+        )
 
         _frameworks_on_cpu(self.record["world_size"])
         sys.argv = [self.script, *self.args]
@@ -247,16 +249,20 @@ class Probe:
 
     def _error(self, exc: BaseException, headline: str | None = None) -> dict:
         frames = traceback.extract_tb(exc.__traceback__)
-        user = [f for f in frames if f.filename != __file__ and not f.filename.startswith(self.skip_dirs)
-                and not f.filename.startswith("<")]
+        user = [
+            f
+            for f in frames
+            if f.filename != __file__ and not f.filename.startswith(self.skip_dirs) and not f.filename.startswith("<")
+        ]
         site = user[-1] if user else (frames[-1] if frames else None)
         message = headline or f"{type(exc).__name__}: {exc}"
         first_line = message.strip().splitlines()[0] if message.strip() else message
         return {
             "type": type(exc).__name__,
             "message": first_line if len(first_line) <= 200 else first_line[:197] + "...",
-            "site": None if site is None else {"file": site.filename, "line": site.lineno,
-                                               "function": site.name, "code": site.line},
+            "site": None
+            if site is None
+            else {"file": site.filename, "line": site.lineno, "function": site.name, "code": site.line},
             "text": "".join(traceback.format_exception(exc)),
             "t": time.time(),
         }
@@ -337,9 +343,11 @@ def _frameworks_on_cpu(world_size: int) -> None:
 def _rank_hooks() -> dict:
     from ddplint.runtime.checks import rank
 
-    return {"collect_rank_info": rank.collect_rank_info,
-            "after_init_process_group": rank.after_init_process_group,
-            "at_first_batch": rank.at_first_batch}
+    return {
+        "collect_rank_info": rank.collect_rank_info,
+        "after_init_process_group": rank.after_init_process_group,
+        "at_first_batch": rank.at_first_batch,
+    }
 
 
 def _run_exit_handlers() -> None:

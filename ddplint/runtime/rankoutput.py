@@ -85,5 +85,4 @@ class OutputReader:
             if size > CAP:
                 truncated.add(rank)
             texts.setdefault(rank, {})[kind] = data.decode(errors="replace")
-        return {rank: RankOutput(rank, t.get("stdout", ""), t.get("stderr", ""), rank in truncated)
-                for rank, t in texts.items()}
+        return {rank: RankOutput(rank, t.get("stdout", ""), t.get("stderr", ""), rank in truncated) for rank, t in texts.items()}

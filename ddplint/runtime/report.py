@@ -21,8 +21,17 @@ def exit_code(checks: list[CheckResult]) -> int:
     return 1 if any(c.status is Status.FAIL for c in checks) else 0
 
 
-def build(checks: list[CheckResult], *, script: str | None, script_args: tuple[str, ...], launch: dict,
-          elapsed_s: float, ranks: list[dict], loaders: list[dict], writes: list[dict]) -> dict:
+def build(
+    checks: list[CheckResult],
+    *,
+    script: str | None,
+    script_args: tuple[str, ...],
+    launch: dict,
+    elapsed_s: float,
+    ranks: list[dict],
+    loaders: list[dict],
+    writes: list[dict],
+) -> dict:
     counts = Counter(c.status.value for c in checks)
     return {
         "schema": SCHEMA,
@@ -59,13 +68,16 @@ def to_text(report: dict, quiet: bool = False) -> str:
     `quiet`: only what did not PASS."""
     launch = report["launch"]
     nodes = launch["nnodes"]
-    where = (f"{launch['world_size']} ranks{f' on {nodes} nodes' if nodes > 1 else ''}, {launch['backend']}"
-             + (", CUDA mapped to the CPU" if launch.get("cuda_on_cpu") else ""))
+    where = f"{launch['world_size']} ranks{f' on {nodes} nodes' if nodes > 1 else ''}, {launch['backend']}" + (
+        ", CUDA mapped to the CPU" if launch.get("cuda_on_cpu") else ""
+    )
     if report["script"] is None:
         head = f"ddplint machine preflight  ({where}, {report['elapsed_s']:.1f} s)"
     else:
-        head = (f"ddplint runtime audit: {short(report['script'])}  ({where}, {launch['epochs']} epochs x "
-                f"{launch['steps']} steps, {report['elapsed_s']:.1f} s)")
+        head = (
+            f"ddplint runtime audit: {short(report['script'])}  ({where}, {launch['epochs']} epochs x "
+            f"{launch['steps']} steps, {report['elapsed_s']:.1f} s)"
+        )
     lines = [head, ""]
     width = max([len(c["check"]) for c in report["checks"]] + [12])
     shown = sorted(report["checks"], key=_text_order)
@@ -82,6 +94,5 @@ def to_text(report: dict, quiet: bool = False) -> str:
         if c.get("fix"):
             lines.append(pad + "fix: " + c["fix"])
     counts = report["counts"]
-    lines += ["", ", ".join(f"{counts[s.value]} {s.value}" for s in BY_SEVERITY if counts[s.value])
-              or "no checks ran"]
+    lines += ["", ", ".join(f"{counts[s.value]} {s.value}" for s in BY_SEVERITY if counts[s.value]) or "no checks ran"]
     return "\n".join(lines) + "\n"

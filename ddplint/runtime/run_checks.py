@@ -66,7 +66,7 @@ def busy_workers(dump: str) -> list[list[Frame]]:
     busy = []
     for thread in _threads(dump):
         if _in_worker(thread):
-            inside = thread[:next(i for i, f in enumerate(thread) if f.func == "_worker_loop")]
+            inside = thread[: next(i for i, f in enumerate(thread) if f.func == "_worker_loop")]
             if any(f.func == "fetch" and "/torch/utils/data/" in f.file for f in inside):
                 busy.append(inside)
     return busy
@@ -74,8 +74,9 @@ def busy_workers(dump: str) -> list[list[Frame]]:
 
 def blocked_at(frames: list[Frame]) -> tuple[Frame | None, Frame | None]:
     """(the torch.distributed call it waits in, the innermost frame of the user's code)."""
-    call = next((f for f in frames if "/torch/distributed/" in f.file
-                 and not f.func.startswith("_") and f.func != "wrapper"), None)
+    call = next(
+        (f for f in frames if "/torch/distributed/" in f.file and not f.func.startswith("_") and f.func != "wrapper"), None
+    )
     user = next((f for f in frames if is_user_file(f.file)), None)
     return call, user
 
@@ -84,24 +85,35 @@ def check_reached(loaders: list[Loader], failure: CheckResult, hang: CheckResult
     """A run whose ranks never reached a DataLoader batch audited nothing of the data: not a PASS."""
     batches = sum(e.yielded for loader in loaders for rec in loader.per_rank.values() for e in rec.epochs)
     if batches:
-        return CheckResult(RUN_REACHED, Status.PASS, f"the ranks read {batches} batch(es) from "
-                           f"{len(loaders)} DataLoader(s)", data={"loaders": len(loaders)})
+        return CheckResult(
+            RUN_REACHED,
+            Status.PASS,
+            f"the ranks read {batches} batch(es) from {len(loaders)} DataLoader(s)",
+            data={"loaders": len(loaders)},
+        )
     if Status.FAIL in (failure.status, hang.status):
-        return CheckResult(RUN_REACHED, Status.SKIP, "no rank reached a DataLoader batch before the run "
-                           f"failed (see {RUN_FAILURE} and {RUN_HANG})", data={"loaders": 0})
-    summary = ("no rank reached a DataLoader batch: the script ended without iterating one, so the data "
-               "checks audited nothing")
+        return CheckResult(
+            RUN_REACHED,
+            Status.SKIP,
+            f"no rank reached a DataLoader batch before the run failed (see {RUN_FAILURE} and {RUN_HANG})",
+            data={"loaders": 0},
+        )
+    summary = "no rank reached a DataLoader batch: the script ended without iterating one, so the data checks audited nothing"
     if allowed:
         return CheckResult(RUN_REACHED, Status.INFO, summary + " (--allow-no-data)", data={"loaders": 0})
-    return CheckResult(RUN_REACHED, Status.FAIL, summary, data={"loaders": 0},
-                       fix="pass the arguments that make the script train (everything after the script path "
-                       "is the script's), or --allow-no-data for a script without a DataLoader")
+    return CheckResult(
+        RUN_REACHED,
+        Status.FAIL,
+        summary,
+        data={"loaders": 0},
+        fix="pass the arguments that make the script train (everything after the script path "
+        "is the script's), or --allow-no-data for a script without a DataLoader",
+    )
 
 
 def check_failure(result: LaunchResult, world: int, base: str) -> CheckResult:
     records = result.records
-    raised = sorted((r for r in records.values() if r.get("status") == "raised"),
-                    key=lambda r: r["error"]["t"])
+    raised = sorted((r for r in records.values() if r.get("status") == "raised"), key=lambda r: r["error"]["t"])
     missing = [r for r in range(world) if r not in records]
     killed = [e for e in result.killed if e.rank not in records]
     if killed:
@@ -121,32 +133,55 @@ def check_failure(result: LaunchResult, world: int, base: str) -> CheckResult:
         cause = cause_of(err["message"], err.get("text"), "\n".join(err.get("stderr_tail", [])))
         if cause is not None:
             evidence.insert(0, f"cause: {cause.what}")
-        return CheckResult(RUN_FAILURE, Status.FAIL, f"rank {first['rank']} raised {err['message']}{where}",
-                           evidence, fix=cause.fix if cause else None,
-                           data={"ranks": [{"rank": r["rank"], **{k: v for k, v in r["error"].items()
-                                                                  if k != "t"}} for r in raised]})
+        return CheckResult(
+            RUN_FAILURE,
+            Status.FAIL,
+            f"rank {first['rank']} raised {err['message']}{where}",
+            evidence,
+            fix=cause.fix if cause else None,
+            data={"ranks": [{"rank": r["rank"], **{k: v for k, v in r["error"].items() if k != "t"}} for r in raised]},
+        )
     if result.hang is not None:
         return CheckResult(RUN_FAILURE, Status.SKIP, f"no rank raised before the audit timed out (see {RUN_HANG})")
     if missing:
         tail = [line for line in result.log_tail.strip().splitlines()[-6:]]
-        what = "torchrun failed before any rank reported" if len(missing) == world else \
-            f"rank(s) {', '.join(map(str, missing))} ended without reporting (killed or crashed)"
-        return CheckResult(RUN_FAILURE, Status.FAIL, f"{what}; torchrun exit status {result.returncode}",
-                           tail, data={"missing_ranks": missing, "returncode": result.returncode})
+        what = (
+            "torchrun failed before any rank reported"
+            if len(missing) == world
+            else f"rank(s) {', '.join(map(str, missing))} ended without reporting (killed or crashed)"
+        )
+        return CheckResult(
+            RUN_FAILURE,
+            Status.FAIL,
+            f"{what}; torchrun exit status {result.returncode}",
+            tail,
+            data={"missing_ranks": missing, "returncode": result.returncode},
+        )
     terminated = sorted(r["rank"] for r in records.values() if r.get("status") == "terminated")
     if terminated:
-        return CheckResult(RUN_FAILURE, Status.FAIL, f"rank(s) {', '.join(map(str, terminated))} "
-                           f"got SIGTERM before the audit's end", result.log_tail.strip().splitlines()[-6:],
-                           data={"terminated_ranks": terminated, "returncode": result.returncode})
+        return CheckResult(
+            RUN_FAILURE,
+            Status.FAIL,
+            f"rank(s) {', '.join(map(str, terminated))} got SIGTERM before the audit's end",
+            result.log_tail.strip().splitlines()[-6:],
+            data={"terminated_ranks": terminated, "returncode": result.returncode},
+        )
     evidence = []
     if result.returncode:
-        evidence.append(f"torchrun exit status {result.returncode} after every rank finished its script "
-                        f"(process teardown, not the script)")
+        evidence.append(
+            f"torchrun exit status {result.returncode} after every rank finished its script (process teardown, not the script)"
+        )
     ends = sorted({r["status"] for r in records.values()})
-    how = "were stopped by the audit" if ends == ["stopped"] else "finished the script" \
-        if ends == ["completed"] else "finished or were stopped"
-    return CheckResult(RUN_FAILURE, Status.PASS, f"all {world} ranks {how} without an error", evidence,
-                       data={"returncode": result.returncode})
+    how = (
+        "were stopped by the audit"
+        if ends == ["stopped"]
+        else "finished the script"
+        if ends == ["completed"]
+        else "finished or were stopped"
+    )
+    return CheckResult(
+        RUN_FAILURE, Status.PASS, f"all {world} ranks {how} without an error", evidence, data={"returncode": result.returncode}
+    )
 
 
 def _killed(killed: list[Exit], raised: list[dict], result: LaunchResult) -> CheckResult:
@@ -154,13 +189,19 @@ def _killed(killed: list[Exit], raised: list[dict], result: LaunchResult) -> Che
     first = killed[0]
     evidence = [f"{e.what()} (exit status {e.code})" for e in killed[1:]]
     evidence += [f"rank {r['rank']} then failed: {r['error']['message']}" for r in raised]
-    return CheckResult(RUN_FAILURE, Status.FAIL, first.what(), evidence, fix=first.fix(),
-                       data={"killed": [{"rank": e.rank, "signal": e.signal.name if e.signal else None,
-                                         "exit_status": e.code} for e in killed],
-                             "missing_ranks": [e.rank for e in killed],
-                             "ranks": [{"rank": r["rank"], **{k: v for k, v in r["error"].items() if k != "t"}}
-                                       for r in raised],
-                             "returncode": result.returncode})
+    return CheckResult(
+        RUN_FAILURE,
+        Status.FAIL,
+        first.what(),
+        evidence,
+        fix=first.fix(),
+        data={
+            "killed": [{"rank": e.rank, "signal": e.signal.name if e.signal else None, "exit_status": e.code} for e in killed],
+            "missing_ranks": [e.rank for e in killed],
+            "ranks": [{"rank": r["rank"], **{k: v for k, v in r["error"].items() if k != "t"}} for r in raised],
+            "returncode": result.returncode,
+        },
+    )
 
 
 def _at(frame: Frame | None, base: str) -> str:
@@ -174,8 +215,12 @@ def _at(frame: Frame | None, base: str) -> str:
 def check_hang(result: LaunchResult, world: int, base: str, timeout: float) -> CheckResult:
     hang = result.hang
     if hang is None:
-        return CheckResult(RUN_HANG, Status.PASS, f"finished in {result.elapsed_s:.1f} s "
-                           f"(timeout {timeout:g} s)", data={"elapsed_s": round(result.elapsed_s, 3)})
+        return CheckResult(
+            RUN_HANG,
+            Status.PASS,
+            f"finished in {result.elapsed_s:.1f} s (timeout {timeout:g} s)",
+            data={"elapsed_s": round(result.elapsed_s, 3)},
+        )
     ranks, evidence, user_lines = [], [], set()
     for rank in range(world):
         phase = hang.phases.get(rank)
@@ -187,32 +232,49 @@ def check_hang(result: LaunchResult, world: int, base: str, timeout: float) -> C
             call = user = None
         else:
             state = "never started (rendezvous)" if phase is None else describe_phase(phase)
-            evidence.append(f"rank {rank}: {state}" + (f", waiting in {call.func}()" if call else "")
-                            + _at(user or next((f for f in frames if not is_own_file(f.file)), None), base))
+            evidence.append(
+                f"rank {rank}: {state}"
+                + (f", waiting in {call.func}()" if call else "")
+                + _at(user or next((f for f in frames if not is_own_file(f.file)), None), base)
+            )
             if call is not None and user is not None:
                 user_lines.add((user.file, user.line))
         for worker in busy_workers(dump):
             stuck = next((f for f in worker if is_user_file(f.file)), worker[0])
             evidence.append(f"  rank {rank}'s DataLoader worker is fetching, in {stuck.func}(){_at(stuck, base)}")
-        ranks.append({"rank": rank, "phase": phase.get("phase") if phase else "rendezvous",
-                      "step": (phase or {}).get("step"), "epoch": (phase or {}).get("epoch"),
-                      "call": call.func if call else None,
-                      "location": user.where(base) if user else None,
-                      "stack": [f"{f.file}:{f.line} in {f.func}" for f in frames]})
-    if hang.reason == "timeout" and not any(r["call"] for r in ranks) \
-            and not any(r["phase"] in ("first batch", "step", "epoch end", "finished") for r in ranks):
-        evidence.append("no rank waits in torch.distributed and no DataLoader was iterated: the audit "
-                        "stops a script only at the epochs of its training DataLoader")
+        ranks.append(
+            {
+                "rank": rank,
+                "phase": phase.get("phase") if phase else "rendezvous",
+                "step": (phase or {}).get("step"),
+                "epoch": (phase or {}).get("epoch"),
+                "call": call.func if call else None,
+                "location": user.where(base) if user else None,
+                "stack": [f"{f.file}:{f.line} in {f.func}" for f in frames],
+            }
+        )
+    if (
+        hang.reason == "timeout"
+        and not any(r["call"] for r in ranks)
+        and not any(r["phase"] in ("first batch", "step", "epoch end", "finished") for r in ranks)
+    ):
+        evidence.append(
+            "no rank waits in torch.distributed and no DataLoader was iterated: the audit "
+            "stops a script only at the epochs of its training DataLoader"
+        )
     if hang.reason == "rendezvous":
         summary = f"rendezvous did not complete within {hang.limit_s:g} s"
     elif hang.reason == "init":
         summary = f"init_process_group did not return within {hang.limit_s:g} s"
     elif hang.reason == "comm setup":
-        summary = (f"stalled in communicator setup: the first collective after "
-                   f"init_process_group did not complete within {hang.limit_s:g} s")
+        summary = (
+            f"stalled in communicator setup: the first collective after "
+            f"init_process_group did not complete within {hang.limit_s:g} s"
+        )
         nccl = last_nccl_line(result.log_tail)
-        evidence.append(f"NCCL's last line: {nccl}" if nccl else
-                        "NCCL said nothing: rerun with NCCL_DEBUG=WARN to see why it waits")
+        evidence.append(
+            f"NCCL's last line: {nccl}" if nccl else "NCCL said nothing: rerun with NCCL_DEBUG=WARN to see why it waits"
+        )
     else:
         summary = f"the ranks did not finish within {hang.limit_s:g} s"
     rule = fix = None
@@ -222,6 +284,12 @@ def check_hang(result: LaunchResult, world: int, base: str, timeout: float) -> C
         summary += ": ranks are blocked in different collective calls"
         rule = "DDP401"
         fix = "every rank must call the same collectives in the same order; move them out of rank-conditional code"
-    return CheckResult(RUN_HANG, Status.FAIL, summary, evidence, fix=fix, rule=rule,
-                       data={"reason": hang.reason, "after_s": round(hang.after_s, 3), "limit_s": hang.limit_s,
-                             "ranks": ranks})
+    return CheckResult(
+        RUN_HANG,
+        Status.FAIL,
+        summary,
+        evidence,
+        fix=fix,
+        rule=rule,
+        data={"reason": hang.reason, "after_s": round(hang.after_s, 3), "limit_s": hang.limit_s, "ranks": ranks},
+    )

@@ -88,8 +88,9 @@ class Plan:
 
     def command(self, job: list[str], cwd: str) -> list[str]:
         spec = self.rundir / "sandbox-spec.json"
-        spec.write_text(json.dumps({"roots": list(self.roots), "rundir": str(self.rundir),
-                                    "cwd": cwd, "command": job, "grace_s": GRACE_S}))
+        spec.write_text(
+            json.dumps({"roots": list(self.roots), "rundir": str(self.rundir), "cwd": cwd, "command": job, "grace_s": GRACE_S})
+        )
         return [sys.executable, "-m", "ddplint.runtime.sandbox", str(spec)]
 
 
@@ -139,8 +140,9 @@ def _in(path: str, parent: str) -> bool:
     return path == parent or path.startswith(parent.rstrip(os.sep) + os.sep)
 
 
-def plan_roots(script: Path, script_args: tuple[str, ...], cwd: str, home: str | None,
-               tempdir: str, shared: tuple[str, ...] = ()) -> tuple[list[str], list[str]]:
+def plan_roots(
+    script: Path, script_args: tuple[str, ...], cwd: str, home: str | None, tempdir: str, shared: tuple[str, ...] = ()
+) -> tuple[list[str], list[str]]:
     """(the directories to put under a copy-on-write layer, none inside another; those the job
     may write to that cannot be: / itself, e.g. the nearest existing directory of an output
     path whose parents do not exist yet). Beside the project, the working directory, the temp
@@ -172,8 +174,9 @@ SYMLINK_SCAN = 20_000  # directory entries looked at for symlinks, from the proj
 def shared_scratch(environ: dict[str, str]) -> tuple[str, ...]:
     """The machine's scratch directories a job may write to wherever it runs: /var/tmp, and the
     XDG cache, data and state directories wherever they were moved."""
-    dirs = ["/var/tmp"] + [environ[k] for k in ("XDG_CACHE_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME")
-                                if environ.get(k, "").startswith(os.sep)]
+    dirs = ["/var/tmp"] + [
+        environ[k] for k in ("XDG_CACHE_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME") if environ.get(k, "").startswith(os.sep)
+    ]
     return tuple(d for d in dirs if os.path.isdir(d))
 
 
@@ -210,8 +213,16 @@ def _check(ret: int, what: str) -> None:
 
 def _mount(source: str, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
     libc = _libc()
-    _check(libc.mount(source.encode(), target.encode(), fstype.encode() if fstype else None,
-                      ctypes.c_ulong(flags), data.encode() if data else None), f"mount {target}")
+    _check(
+        libc.mount(
+            source.encode(),
+            target.encode(),
+            fstype.encode() if fstype else None,
+            ctypes.c_ulong(flags),
+            data.encode() if data else None,
+        ),
+        f"mount {target}",
+    )
 
 
 def _enter_namespaces() -> None:
@@ -245,9 +256,14 @@ def _overlay(root: str, layer: Path, lower: str | None = None) -> None:
     (layer / "work").mkdir(parents=True, exist_ok=True)
     # userxattr: whiteouts and opaque directories marked with user.* xattrs, which a user
     # namespace may set (with trusted.* a deletion inside a lower directory fails with EIO)
-    _mount("overlay", root, "overlay", 0,
-           f"lowerdir={_escape(lower or root)},upperdir={_escape(str(layer / 'upper'))},"
-           f"workdir={_escape(str(layer / 'work'))},userxattr")
+    _mount(
+        "overlay",
+        root,
+        "overlay",
+        0,
+        f"lowerdir={_escape(lower or root)},upperdir={_escape(str(layer / 'upper'))},"
+        f"workdir={_escape(str(layer / 'work'))},userxattr",
+    )
 
 
 def _unescape(field: str) -> str:
@@ -462,8 +478,9 @@ def _deleted_below(lower: str, upper_dir: str) -> list[Change]:
             up = os.path.join(upper_dir, os.path.relpath(lp, lower))
             if not os.path.lexists(up):
                 gone.append(Change(lp, ChangeKind.DELETED, _kind_of(os.lstat(lp).st_mode)))
-        dirnames[:] = [d for d in dirnames
-                       if os.path.isdir(os.path.join(upper_dir, os.path.relpath(os.path.join(dirpath, d), lower)))]
+        dirnames[:] = [
+            d for d in dirnames if os.path.isdir(os.path.join(upper_dir, os.path.relpath(os.path.join(dirpath, d), lower)))
+        ]
     return gone
 
 

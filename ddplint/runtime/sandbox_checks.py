@@ -17,12 +17,16 @@ from ddplint.runtime.verdict import CheckResult, Status
 
 UNSEEN = "written outside Python's file calls, rank unknown"
 SHOWN = 40  # evidence lines of changes; the JSON report has them all
-_REDIRECTED = ("redirected: open/io.open/os.open for writing, torch.save to a path, logging's FileHandler, "
-               "os.makedirs/mkdir/remove/unlink/rename/replace")
+_REDIRECTED = (
+    "redirected: open/io.open/os.open for writing, torch.save to a path, logging's FileHandler, "
+    "os.makedirs/mkdir/remove/unlink/rename/replace"
+)
 _PROCESSES = "not contained: processes started in a new session or as daemons may outlive the audit"
-_NOT_CONTAINED = ("not contained: writes by C extensions, subprocesses and os.system, shutil.rmtree, os.rmdir, "
-                  "truncate, chmod/chown/utime, links, FIFOs, sqlite, and a library's writes to the temp "
-                  "directory and ~/.cache: they may have changed your files and are not listed")
+_NOT_CONTAINED = (
+    "not contained: writes by C extensions, subprocesses and os.system, shutil.rmtree, os.rmdir, "
+    "truncate, chmod/chown/utime, links, FIFOs, sqlite, and a library's writes to the temp "
+    "directory and ~/.cache: they may have changed your files and are not listed"
+)
 
 
 @dataclass(frozen=True)
@@ -63,8 +67,16 @@ def writes_report(changes: list[Change] | None, records: dict[int, dict]) -> lis
     out = []
     for c in changes or []:
         entry = seen.pop(c.path, None) or libraries.get(c.path)
-        out.append({"path": c.path, "change": c.kind.value, "type": c.type, "detail": list(c.detail),
-                    **(entry or {"ranks": [], "ops": [], "sites": []}), "seen_by_probe": entry is not None})
+        out.append(
+            {
+                "path": c.path,
+                "change": c.kind.value,
+                "type": c.type,
+                "detail": list(c.detail),
+                **(entry or {"ranks": [], "ops": [], "sites": []}),
+                "seen_by_probe": entry is not None,
+            }
+        )
     for path, entry in sorted(seen.items()):
         out.append({"path": path, "change": None, "type": None, "detail": [], **entry, "seen_by_probe": True})
     return out
@@ -84,19 +96,31 @@ def _change_line(w: dict, base: str) -> str:
 
 
 def check_sandbox(containment: Containment, writes: list[dict], base: str) -> CheckResult:
-    data = {"sandboxed": containment.sandboxed, "roots": list(containment.roots),
-            "not_contained": list(containment.skipped), "unavailable": containment.unavailable,
-            "disabled": containment.disabled}
+    data = {
+        "sandboxed": containment.sandboxed,
+        "roots": list(containment.roots),
+        "not_contained": list(containment.skipped),
+        "unavailable": containment.unavailable,
+        "disabled": containment.disabled,
+    }
     if not containment.sandboxed:
-        why = ("turned off with --no-sandbox" if containment.disabled
-               else f"namespaces are not available here ({containment.unavailable})")
+        why = (
+            "turned off with --no-sandbox"
+            if containment.disabled
+            else f"namespaces are not available here ({containment.unavailable})"
+        )
         return CheckResult(
-            IO_SANDBOX, Status.WARN,
+            IO_SANDBOX,
+            Status.WARN,
             f"not contained: {why}; only Python's file calls were redirected",
             [_REDIRECTED, _NOT_CONTAINED, _PROCESSES],
-            fix=None if containment.disabled else "allow unprivileged user namespaces (Ubuntu: sysctl "
+            fix=None
+            if containment.disabled
+            else "allow unprivileged user namespaces (Ubuntu: sysctl "
             "kernel.apparmor_restrict_unprivileged_userns=0; containers: --security-opt seccomp=unconfined), "
-            "or run the audit where they are allowed", data=data)
+            "or run the audit where they are allowed",
+            data=data,
+        )
     changed = [w for w in writes if w["change"] is not None]
     counts = {k: sum(w["change"] == k for w in changed) for k in ("created", "modified", "deleted")}
     data["changes"] = counts
@@ -107,12 +131,21 @@ def check_sandbox(containment: Containment, writes: list[dict], base: str) -> Ch
         evidence.append(f"... and {len(changed) - SHOWN} more (all of them in --format json)")
     if containment.skipped:
         evidence.append(f"not contained (cannot be overlaid): {', '.join(containment.skipped)}")
-        return CheckResult(IO_SANDBOX, Status.WARN,
-                           f"contained in part: {said} under the copy-on-write layer; writes to "
-                           f"{', '.join(containment.skipped)} were not contained", evidence, data=data)
-    return CheckResult(IO_SANDBOX, Status.PASS,
-                       f"{said} in the job's copy-on-write layer, discarded; none reached your disk",
-                       evidence, data=data)
+        return CheckResult(
+            IO_SANDBOX,
+            Status.WARN,
+            f"contained in part: {said} under the copy-on-write layer; writes to "
+            f"{', '.join(containment.skipped)} were not contained",
+            evidence,
+            data=data,
+        )
+    return CheckResult(
+        IO_SANDBOX,
+        Status.PASS,
+        f"{said} in the job's copy-on-write layer, discarded; none reached your disk",
+        evidence,
+        data=data,
+    )
 
 
 def check_leftovers(outcome: Outcome | None, records: dict[int, dict]) -> CheckResult:
@@ -121,8 +154,11 @@ def check_leftovers(outcome: Outcome | None, records: dict[int, dict]) -> CheckR
     if outcome.stopped_by is not None or outcome.returncode is None:
         return CheckResult(RUN_LEFTOVER, Status.SKIP, "the job was stopped before its end")
     if not outcome.processes_visible:
-        return CheckResult(RUN_LEFTOVER, Status.SKIP, "the job's processes could not be listed "
-                           "(no /proc of its own); every one was killed at the end")
+        return CheckResult(
+            RUN_LEFTOVER,
+            Status.SKIP,
+            "the job's processes could not be listed (no /proc of its own); every one was killed at the end",
+        )
     data = {"processes": [{"pid": p.pid, "command": p.command} for p in outcome.leftovers]}
     if not outcome.leftovers:
         return CheckResult(RUN_LEFTOVER, Status.PASS, "no process of the job outlived torchrun", data=data)
@@ -130,10 +166,20 @@ def check_leftovers(outcome: Outcome | None, records: dict[int, dict]) -> CheckR
     n = len(outcome.leftovers)
     fix = "join or terminate the processes the script starts (daemons, new sessions, spawned workers) before it exits"
     if records and all(r.get("status") == "completed" for r in records.values()):
-        return CheckResult(RUN_LEFTOVER, Status.FAIL,
-                           f"{n} process(es) still running after every rank's script had ended; "
-                           "ddplint killed them", evidence, fix=fix, data=data)
-    return CheckResult(RUN_LEFTOVER, Status.WARN,
-                       f"{n} process(es) still running when the audit had stopped the script (it may "
-                       "stop them after the epochs the audit cut short); ddplint killed them",
-                       evidence, fix=fix, data=data)
+        return CheckResult(
+            RUN_LEFTOVER,
+            Status.FAIL,
+            f"{n} process(es) still running after every rank's script had ended; ddplint killed them",
+            evidence,
+            fix=fix,
+            data=data,
+        )
+    return CheckResult(
+        RUN_LEFTOVER,
+        Status.WARN,
+        f"{n} process(es) still running when the audit had stopped the script (it may "
+        "stop them after the epochs the audit cut short); ddplint killed them",
+        evidence,
+        fix=fix,
+        data=data,
+    )

@@ -211,9 +211,15 @@ class WriteRedirector:
         import torch
 
         self._orig = {
-            "open": builtins.open, "os_open": os.open, "torch_save": torch.save,
-            "makedirs": os.makedirs, "mkdir": os.mkdir, "remove": os.remove,
-            "unlink": os.unlink, "rename": os.rename, "replace": os.replace,
+            "open": builtins.open,
+            "os_open": os.open,
+            "torch_save": torch.save,
+            "makedirs": os.makedirs,
+            "mkdir": os.mkdir,
+            "remove": os.remove,
+            "unlink": os.unlink,
+            "rename": os.rename,
+            "replace": os.replace,
             "log_open": logging.FileHandler.__dict__.get("_builtin_open"),
         }
         builtins.open = io.open = self._open

@@ -33,8 +33,11 @@ class CudaBeforeSetDevice(Rule):
     def _unbound_uses(self, ctx: LintContext) -> Iterator[Finding]:
         bindings = binding_sites(ctx)
         # model or utility code (no entry point, no process group of its own): its caller binds
-        library = not ctx.summaries.sites_with(Effect.BINDS_DEVICE) and not ctx.facts.is_script \
+        library = (
+            not ctx.summaries.sites_with(Effect.BINDS_DEVICE)
+            and not ctx.facts.is_script
             and not ctx.summaries.sites_with(Effect.INIT_GROUP)
+        )
         reported: set[str] = set()  # one finding per function: the first use that nothing binds
         for use in device_uses(ctx):
             if use.kind is not DeviceKind.BARE or library and use.site.function or use.site.function in reported:

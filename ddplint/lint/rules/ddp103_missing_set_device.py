@@ -56,5 +56,4 @@ class MissingSetDevice(Rule):
 def _on_current_device(ctx: LintContext) -> bool:
     """FullyShardedDataParallel without device_id= moves the model to the current device, which
     only set_device makes the rank's own: explicit placement elsewhere does not help it."""
-    return any(arg(site.node, None, "device_id") is None and not has_star_kwargs(site.node)
-               for site in ctx.facts.calls_to(FSDP))
+    return any(arg(site.node, None, "device_id") is None and not has_star_kwargs(site.node) for site in ctx.facts.calls_to(FSDP))

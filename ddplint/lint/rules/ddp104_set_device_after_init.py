@@ -21,7 +21,8 @@ class SetDeviceAfterInit(Rule):
 
     def check(self, ctx: LintContext) -> Iterator[Finding]:
         inits = [
-            s for s in ctx.facts.calls_to(INIT_PG)
+            s
+            for s in ctx.facts.calls_to(INIT_PG)
             if string_value(arg(s.node, 0, "backend")) != "gloo" and arg(s.node, None, "device_id") is None
         ]
         if not inits:
@@ -32,7 +33,8 @@ class SetDeviceAfterInit(Rule):
                 if init.function != site.function or init.order > site.order or _exclusive(init, site):
                     continue
                 between = [
-                    c for c in communicating
+                    c
+                    for c in communicating
                     if c.function == site.function and init.order < c.order < site.order and not _exclusive(c, site)
                 ]
                 if between:
@@ -49,5 +51,6 @@ def _exclusive(a, b) -> bool:
     """The two sites sit in opposite branches of the same test (`if args.distributed:` ... `else:`)."""
     return any(
         ca.negated != cb.negated and (ca.test is cb.test or ca.test.deep_equals(cb.test))
-        for ca in a.conditions for cb in b.conditions
+        for ca in a.conditions
+        for cb in b.conditions
     )

@@ -21,12 +21,15 @@ class LocalRankArgument(Rule):
 
     def check(self, ctx: LintContext) -> Iterator[Finding]:
         flags = [
-            (site, flag) for site in ctx.facts.calls
-            if site.method == "add_argument"
-            and (flag := string_value(arg(site.node, 0, None))) in LOCAL_RANK_FLAGS
+            (site, flag)
+            for site in ctx.facts.calls
+            if site.method == "add_argument" and (flag := string_value(arg(site.node, 0, None))) in LOCAL_RANK_FLAGS
         ]
-        if not flags or starts_own_workers(ctx.facts) or "LOCAL_RANK" in ctx.facts.env_reads | ctx.facts.env_names or any(
-            "LOCAL_RANK" in module.env_reads | module.env_names for module in ctx.imported_project_modules(depth=2)
+        if (
+            not flags
+            or starts_own_workers(ctx.facts)
+            or "LOCAL_RANK" in ctx.facts.env_reads | ctx.facts.env_names
+            or any("LOCAL_RANK" in module.env_reads | module.env_names for module in ctx.imported_project_modules(depth=2))
         ):
             return  # no flag, or the binding comes from the environment and the flag is a leftover
         if "local_rank" not in ctx.facts.attributes and not any(

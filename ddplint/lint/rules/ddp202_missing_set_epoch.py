@@ -34,9 +34,7 @@ def _set_epoch_receivers(ctx: LintContext) -> tuple[set[str], bool]:
     its loader (`self.train_data.sampler.set_epoch(epoch)`), under names this module never sees.
     """
     receivers = {c.name.rsplit(".", 1)[0] for c in ctx.facts.calls if c.method == "set_epoch" and c.name}
-    in_helper = any(
-        any(c.method == "set_epoch" for c in module.calls) for module in ctx.imported_project_modules(depth=2)
-    )
+    in_helper = any(any(c.method == "set_epoch" for c in module.calls) for module in ctx.imported_project_modules(depth=2))
     return receivers, in_helper
 
 
@@ -56,8 +54,11 @@ class MissingSetEpoch(Rule):
         if not facts.is_script:
             # a loader-building function: the epoch loop lives in the script that calls it; a
             # trainer class builds its sampler in one method and runs the epochs in another
-            shuffling = [s for s in shuffling if s.function == "" or epoch_loops(facts, s.function)
-                         or _epochs_in_own_class(facts, s.function)]
+            shuffling = [
+                s
+                for s in shuffling
+                if s.function == "" or epoch_loops(facts, s.function) or _epochs_in_own_class(facts, s.function)
+            ]
             if not shuffling:
                 return
         receivers, in_helper = _set_epoch_receivers(ctx)
@@ -113,8 +114,11 @@ def _samplers_from_helpers(ctx: LintContext) -> dict[CallSite, Inside]:
             shuffle = arg(inner.node, 3, "shuffle")
             if id(inner.node) not in returned or data_name(inner.name) != SAMPLER or is_false(shuffle):
                 continue
-            if constants.dark(inner.conditions, bindings) or type(shuffle) is cst.Name \
-                    and bindings.get(shuffle.value, True) is False:
+            if (
+                constants.dark(inner.conditions, bindings)
+                or type(shuffle) is cst.Name
+                and bindings.get(shuffle.value, True) is False
+            ):
                 continue
             found[site] = Inside(inner_path, inner.node, "the DistributedSampler is built here")
             break
@@ -127,7 +131,8 @@ def _single_pass(facts: ModuleFacts, site: CallSite, names: list[str]) -> bool:
     if any(epoch_loop(loop.node) for loop in facts.loops):
         return False
     held = {
-        name for loader in loaders(facts)
+        name
+        for loader in loaders(facts)
         if (given := arg(loader.node, 3, "sampler")) is not None and (given is site.node or reference(given) in names)
         for name in bound_names(facts, loader.node)
     }
@@ -154,8 +159,12 @@ def _through_named_loaders(facts: ModuleFacts, receivers: set[str]) -> tuple[set
 
 def _epochs_in_own_class(facts: ModuleFacts, function: str) -> bool:
     cls, _, _ = function.rpartition(".")
-    return bool(cls) and facts.has_members(cls) and cls not in facts.functions and any(
-        loop.function.startswith(f"{cls}.") for loop in facts.loops if epoch_loop(loop.node))
+    return (
+        bool(cls)
+        and facts.has_members(cls)
+        and cls not in facts.functions
+        and any(loop.function.startswith(f"{cls}.") for loop in facts.loops if epoch_loop(loop.node))
+    )
 
 
 def _set_epoch_fix(facts: ModuleFacts, site: CallSite) -> Remedy | None:
@@ -207,35 +216,42 @@ def _the_epoch_loop(facts: ModuleFacts, binding: Assignment) -> Loop | None:
     iterated in another function, the one loop named for epochs. It must count in a plain name
     over `range(...)` (an int), be dominated by `binding`, and be the only candidate."""
     counting = {
-        id(loop.node): loop for loop in facts.loops
+        id(loop.node): loop
+        for loop in facts.loops
         if loop.function == binding.function and dominates(binding, loop) and _counts(loop.node)
     }
     drawing = _loader_names(facts, binding)
     iterations = [
-        a for a in facts.assignments
+        a
+        for a in facts.assignments
         if a.element and a.function == binding.function and a.order > binding.order and names_in(a.value) & drawing
     ]
     if iterations:
         around = {id(a.loops[-1]) if a.loops else None for a in iterations}
         chosen = [counting[key] for key in around if key in counting]
         return chosen[0] if len(around) == 1 and chosen else None
-    named = [loop for loop in counting.values()
-             if "epoch" in cst.ensure_type(cst.ensure_type(loop.node, cst.For).target, cst.Name).value.lower()]
+    named = [
+        loop
+        for loop in counting.values()
+        if "epoch" in cst.ensure_type(cst.ensure_type(loop.node, cst.For).target, cst.Name).value.lower()
+    ]
     return named[0] if len(named) == 1 and not _nested_in(facts, named[0], counting) else None
 
 
 def _counts(node: cst.For | cst.While) -> bool:
     """`for <name> in range(...)` (or trange/tqdm over one) with an indented body."""
-    return type(node) is cst.For and type(node.target) is cst.Name \
-        and type(node.body) is cst.IndentedBlock and over_range(node.iter)
+    return (
+        type(node) is cst.For and type(node.target) is cst.Name and type(node.body) is cst.IndentedBlock and over_range(node.iter)
+    )
 
 
 def _nested_in(facts: ModuleFacts, loop: Loop, counting: dict[int, Loop]) -> bool:
     """Another counting loop is around `loop` or inside it (stages of epochs, steps of an epoch)."""
     if any(id(outer) in counting for outer in _enclosing_loops(facts, loop)):
         return True
-    return any(any(outer is loop.node for outer in _enclosing_loops(facts, other))
-               for other in counting.values() if other is not loop)
+    return any(
+        any(outer is loop.node for outer in _enclosing_loops(facts, other)) for other in counting.values() if other is not loop
+    )
 
 
 def _enclosing_loops(facts: ModuleFacts, loop: Loop) -> tuple[cst.For | cst.While, ...]:
@@ -267,7 +283,9 @@ def _escapes(ctx: LintContext, name: str) -> bool:
     for site in ctx.facts.calls:
         if (site.name or "").startswith("torch.") or site.name is None:
             continue
-        if any(name in names_in(a.value) for a in site.node.args) and \
-                ctx.resolve_function(ctx.facts, ctx.path, ctx.method_target(ctx.facts, site)) is None:
+        if (
+            any(name in names_in(a.value) for a in site.node.args)
+            and ctx.resolve_function(ctx.facts, ctx.path, ctx.method_target(ctx.facts, site)) is None
+        ):
             return True
     return False

@@ -35,8 +35,9 @@ class ShuffleWithSampler(Rule):
                         site.node if spread else shuffle,
                         f"shuffle=True together with {keyword}=: DataLoader raises ValueError (sampler "
                         f"option is mutually exclusive with shuffle); drop shuffle=True, the sampler shuffles",
-                        None if spread else Remedy("set shuffle=False: the sampler decides the order",
-                                                   Replace(shuffle, cst.Name("False"))),
+                        None
+                        if spread
+                        else Remedy("set shuffle=False: the sampler decides the order", Replace(shuffle, cst.Name("False"))),
                     )
                     break
 

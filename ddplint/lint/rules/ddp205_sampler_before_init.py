@@ -19,10 +19,7 @@ class SamplerBeforeInit(Rule):
 
     def check(self, ctx: LintContext) -> Iterator[Finding]:
         facts = ctx.facts
-        creates = [
-            c for c in facts.calls
-            if Effect.BARE_SAMPLER in ctx.summaries.effects(c)
-        ]
+        creates = [c for c in facts.calls if Effect.BARE_SAMPLER in ctx.summaries.effects(c)]
         if not creates:
             return
         inits = ctx.summaries.sites_with(Effect.INIT_GROUP)

@@ -63,9 +63,13 @@ class LoadWithoutMapLocation(Rule):
                 "GPU they were saved from (all on GPU 0: out of memory); pass map_location='cpu' or "
                 "map_location=f'cuda:{local_rank}'",
                 # unsafe: code that uses the loaded tensors before moving them now gets CPU tensors
-                None if any(a.star for a in call.args) else Remedy(
+                None
+                if any(a.star for a in call.args)
+                else Remedy(
                     'pass map_location="cpu"',
-                    Replace(call, with_argument(call, "map_location", 1, cst.SimpleString('"cpu"'))), safe=False),
+                    Replace(call, with_argument(call, "map_location", 1, cst.SimpleString('"cpu"'))),
+                    safe=False,
+                ),
             )
 
 
@@ -81,18 +85,31 @@ def _bare_restore(ctx: LintContext, site: CallSite, facts: ModuleFacts) -> bool:
     return _restores(site, facts, ctx.memo[key]) or _loads_module(site, facts)
 
 
-def _helper_loads(ctx: LintContext, site: CallSite, facts: ModuleFacts, path: Path,
-                  top: bool = False) -> Inside | None:
+def _helper_loads(ctx: LintContext, site: CallSite, facts: ModuleFacts, path: Path, top: bool = False) -> Inside | None:
     """The torch.load without map_location, outside any rank test, that restores a checkpoint in
     the function of another project module the site calls (followed through its helpers)."""
+
     def answer(inner_facts: ModuleFacts, inner_path: Path, function: str) -> Inside | None:
-        return next((
-            found for inner in inner_facts.calls_within(function)
-            if not ctx.guards.guarded_here(inner, inner_facts, inner_path) and not never_runs(inner_facts, inner)
-            and (found := (Inside(inner_path, inner.node, "torch.load() without map_location here, on every rank")
-                           if _bare_restore(ctx, inner, inner_facts) else None) if inner.name == "torch.load"
-                 else _helper_loads(ctx, inner, inner_facts, inner_path)) is not None
-        ), None)
+        return next(
+            (
+                found
+                for inner in inner_facts.calls_within(function)
+                if not ctx.guards.guarded_here(inner, inner_facts, inner_path)
+                and not never_runs(inner_facts, inner)
+                and (
+                    found := (
+                        Inside(inner_path, inner.node, "torch.load() without map_location here, on every rank")
+                        if _bare_restore(ctx, inner, inner_facts)
+                        else None
+                    )
+                    if inner.name == "torch.load"
+                    else _helper_loads(ctx, inner, inner_facts, inner_path)
+                )
+                is not None
+            ),
+            None,
+        )
+
     return ask_helper(ctx, site, facts, path, "loads without map_location", answer, None, top)
 
 
@@ -113,14 +130,24 @@ def _restores(site: CallSite, facts: ModuleFacts, restores: set[str]) -> bool:
             return True
     targets = {a.target for a in facts.bindings_of(site.node)}
     targets |= {a.target for a in facts.assignments if type(a.value) is cst.Subscript and a.value.value is site.node}
-    return bool(targets & restores) or any(
-        any(r.startswith(t + ".") for r in restores) for t in targets
-    )
+    return bool(targets & restores) or any(any(r.startswith(t + ".") for r in restores) for t in targets)
 
 
 # Methods of an nn.Module that neither a tensor nor a state dict has: the object is a model.
-MODULE_METHODS = frozenset({"eval", "train", "parameters", "named_parameters", "modules", "named_modules",
-                            "children", "named_children", "buffers", "named_buffers"})
+MODULE_METHODS = frozenset(
+    {
+        "eval",
+        "train",
+        "parameters",
+        "named_parameters",
+        "modules",
+        "named_modules",
+        "children",
+        "named_children",
+        "buffers",
+        "named_buffers",
+    }
+)
 
 
 def _loads_module(site: CallSite, facts: ModuleFacts) -> bool:
@@ -174,4 +201,3 @@ def _contains(expr: cst.CSTNode, node: cst.CSTNode | None) -> bool:
             return True
         stack.extend(current.children)
     return False
-

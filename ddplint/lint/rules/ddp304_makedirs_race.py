@@ -40,6 +40,7 @@ class MakedirsRace(Rule):
                 f"{what} on every rank: the ranks race and all but the first fail with FileExistsError; "
                 f"{remedy} (or create it only on the main process)",
                 Remedy("pass exist_ok=True", Replace(site.node, with_argument(site.node, "exist_ok", 2, cst.Name("True"))))
-                if fixable else None,
+                if fixable
+                else None,
                 inside=(inside,) if inside else (),
             )

@@ -29,8 +29,11 @@ def _wrapped_models(ctx: LintContext) -> dict[str, tuple[str, int]]:
     """
     wrapped: dict[str, tuple[str, int]] = {}
     for a in ctx.facts.assignments:
-        if type(a.value) is cst.Call and ctx.facts.callee(a.value) in WRAPPERS and (
-                a.target not in wrapped or a.order < wrapped[a.target][1]):
+        if (
+            type(a.value) is cst.Call
+            and ctx.facts.callee(a.value) in WRAPPERS
+            and (a.target not in wrapped or a.order < wrapped[a.target][1])
+        ):
             wrapped[a.target] = (a.function, a.order)
     return wrapped
 
@@ -57,8 +60,7 @@ def _forwarded_model(ctx: LintContext, site: CallSite, models: dict[str, tuple[s
     params = [p.name.value for p in call_parameters(site.node, definition)]
     called = {inner.name for inner in inner_facts.calls_within(function)}
     for index, argument in handed:
-        param = argument.keyword.value if argument.keyword is not None else (
-            params[index] if index < len(params) else None)
+        param = argument.keyword.value if argument.keyword is not None else (params[index] if index < len(params) else None)
         if param is not None and ({param, f"{param}.forward"} & called):
             return dotted(argument.value)
     return None
@@ -88,8 +90,9 @@ def _model_in_attribute(ctx: LintContext, site: CallSite, models: dict[str, tupl
         return None
     called = {inner.name for inner in inner_facts.calls_within(method)}
     attributes = _attributes_of(inner_facts, cls)
-    forwarded = {a for a in attributes if {f"self.{a}", f"self.{a}.forward"} & called
-                 and not facts.assigned(f"{obj}.{a}")}  # `runner.net = runner.net.module` replaces it
+    forwarded = {
+        a for a in attributes if {f"self.{a}", f"self.{a}.forward"} & called and not facts.assigned(f"{obj}.{a}")
+    }  # `runner.net = runner.net.module` replaces it
     for binding in bindings:
         construction = None if binding.element else _call_site(ctx, binding.value)
         if construction is None or any(a.star for a in construction.node.args):
@@ -98,9 +101,11 @@ def _model_in_attribute(ctx: LintContext, site: CallSite, models: dict[str, tupl
         if built is None or built[0] is not inner_facts or built[2] != f"{cls}.__init__":
             return None
         params = [p.name.value for p in call_parameters(construction.node, init.node)]
-        handed = {a.keyword.value if a.keyword is not None else (params[i] if i < len(params) else None)
-                  for i, a in enumerate(construction.node.args)
-                  if _is_wrapped(dotted(a.value), construction, models)}
+        handed = {
+            a.keyword.value if a.keyword is not None else (params[i] if i < len(params) else None)
+            for i, a in enumerate(construction.node.args)
+            if _is_wrapped(dotted(a.value), construction, models)
+        }
         forwarded = {a for a in forwarded if attributes[a] in handed}
     return f"{obj}.{min(forwarded)}" if forwarded else None
 
@@ -115,8 +120,7 @@ def _attributes_of(facts: ModuleFacts, cls: str) -> dict[str, str]:
         if a.target.startswith("self.") and a.target.count(".") == 1:
             value = a.value.value if isinstance(a.value, cst.Name) and a.function == init else None
             bound.setdefault(a.target[5:], set()).add(value if value in info.params else None)
-    return {attr: param for attr, params in bound.items()
-            if len(params) == 1 and (param := next(iter(params))) is not None}
+    return {attr: param for attr, params in bound.items() if len(params) == 1 and (param := next(iter(params))) is not None}
 
 
 def _call_site(ctx: LintContext, node: cst.BaseExpression) -> CallSite | None:
@@ -141,8 +145,7 @@ class CollectiveInRankBranch(Rule):
             if _is_wrapped(site.name, site, models):
                 communicating.append((site, f"forward pass of the wrapped model '{site.name}'"))
             elif (handed := _forwarded_model(ctx, site, models) or _model_in_attribute(ctx, site, models)) is not None:
-                communicating.append(
-                    (site, f"{dotted(site.node.func)}() runs the forward pass of the wrapped model '{handed}'"))
+                communicating.append((site, f"{dotted(site.node.func)}() runs the forward pass of the wrapped model '{handed}'"))
             elif Effect.COLLECTIVE in ctx.summaries.effects(site):
                 direct = Effect.COLLECTIVE in direct_effects(site)
                 what = (site.name or "") if direct else f"{dotted(site.node.func)}() (it runs a collective)"
@@ -154,7 +157,9 @@ class CollectiveInRankBranch(Rule):
             if side is None or not guards.rank_conditional(site):
                 continue
             paired = any(
-                other.name == site.name and other is not site and other.function == site.function
+                other.name == site.name
+                and other is not site
+                and other.function == site.function
                 and sides[id(other)] == OPPOSITE[side]
                 for other, _ in communicating
             )

@@ -37,8 +37,8 @@ class MissingDestroyProcessGroup(Rule):
             site.node,
             "the process group is destroyed on the main process only: the other ranks leak NCCL "
             "resources at exit and can hang in teardown; call dist.destroy_process_group() on every rank"
-            if main_only else
-            "the process group is never destroyed: at exit NCCL resources leak, PyTorch warns and "
+            if main_only
+            else "the process group is never destroyed: at exit NCCL resources leak, PyTorch warns and "
             "ranks can hang in teardown; call dist.destroy_process_group() at the end of training",
         )
 

@@ -55,26 +55,36 @@ def _pinned(write: Assignment, facts: ModuleFacts) -> bool:
     return _constant(write.value, facts, write) and not any(_about_env(c.test, facts) for c in write.conditions)
 
 
-def _pinned_by_helper(ctx: LintContext, site: CallSite, facts: ModuleFacts, path: Path,
-                      top: bool = False) -> tuple[str, Inside] | None:
+def _pinned_by_helper(
+    ctx: LintContext, site: CallSite, facts: ModuleFacts, path: Path, top: bool = False
+) -> tuple[str, Inside] | None:
     """The rendezvous variable a function of another project module pins, and where."""
+
     def answer(inner_facts: ModuleFacts, inner_path: Path, function: str) -> tuple[str, Inside] | None:
-        return next((
-            (variable, Inside(inner_path, write.value, f"{variable} set here"))
-            for variable in RENDEZVOUS for write in inner_facts.env_writes.get(variable, [])
-            if (write.function == function or write.function.startswith(f"{function}.")) and _pinned(write, inner_facts)
-        ), None) or next((
-            found for inner in inner_facts.calls_within(function)
-            if (found := _pinned_by_helper(ctx, inner, inner_facts, inner_path)) is not None
-        ), None)
+        return next(
+            (
+                (variable, Inside(inner_path, write.value, f"{variable} set here"))
+                for variable in RENDEZVOUS
+                for write in inner_facts.env_writes.get(variable, [])
+                if (write.function == function or write.function.startswith(f"{function}.")) and _pinned(write, inner_facts)
+            ),
+            None,
+        ) or next(
+            (
+                found
+                for inner in inner_facts.calls_within(function)
+                if (found := _pinned_by_helper(ctx, inner, inner_facts, inner_path)) is not None
+            ),
+            None,
+        )
+
     return ask_helper(ctx, site, facts, path, "pins the rendezvous", answer, None, top)
 
 
 def _launched(facts: ModuleFacts) -> bool:
     """A launcher starts the script: it reads the rank the launcher sets, or takes its --local_rank."""
     return bool(facts.env_reads & {"LOCAL_RANK", "RANK"}) or any(
-        site.method == "add_argument" and string_value(arg(site.node, 0, None)) in LOCAL_RANK_FLAGS
-        for site in facts.calls
+        site.method == "add_argument" and string_value(arg(site.node, 0, None)) in LOCAL_RANK_FLAGS for site in facts.calls
     )
 
 
@@ -96,10 +106,7 @@ def _about_env(test: cst.BaseExpression, facts) -> bool:
     """A condition that looks at the environment (`if "MASTER_PORT" not in os.environ:`)."""
     if any(facts.qualify(n) == "os.environ" or (facts.qualify(n) or "").startswith("os.environ.") for n in names_in(test)):
         return True
-    return any(
-        "MASTER" in (string_value(node) or "") or "SLURM" in (string_value(node) or "")
-        for node in _strings(test)
-    )
+    return any("MASTER" in (string_value(node) or "") or "SLURM" in (string_value(node) or "") for node in _strings(test))
 
 
 def _strings(node: cst.CSTNode):

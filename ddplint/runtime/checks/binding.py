@@ -29,11 +29,15 @@ from ddplint.runtime.checks.records import (
 from ddplint.runtime.registry import BIND_DISTINCT
 from ddplint.runtime.verdict import CheckResult, Status
 
-DUPLICATE_GPU = re.compile(r"Duplicate GPU detected ?: rank (\d+) and rank (\d+) both on CUDA "
-                           r"device ([0-9a-fA-F]+)")
+DUPLICATE_GPU = re.compile(
+    r"Duplicate GPU detected ?: rank (\d+) and rank (\d+) both on CUDA "
+    r"device ([0-9a-fA-F]+)"
+)
 MULTIPLE_RANKS = re.compile(r"Multiple Ranks are using the same GPU/Partition")
-BIND_FIX = ("bind each rank before building the model: torch.cuda.set_device(int(os.environ"
-            "['LOCAL_RANK'])) and use torch.device('cuda', local_rank) (see DDP101, DDP102, DDP103)")
+BIND_FIX = (
+    "bind each rank before building the model: torch.cuda.set_device(int(os.environ"
+    "['LOCAL_RANK'])) and use torch.device('cuda', local_rank) (see DDP101, DDP102, DDP103)"
+)
 
 
 def uuid_label(raw: str, name: str, cuda_visible_devices: str | None) -> str:
@@ -41,8 +45,7 @@ def uuid_label(raw: str, name: str, cuda_visible_devices: str | None) -> str:
     it "<GPU> MIG 1g.10gb", and it is picked by a MIG- entry), else GPU-."""
     if not raw or raw.startswith(("GPU-", "MIG-")):
         return raw
-    mig = " MIG " in f" {name} " or any(
-        t.strip().upper().startswith("MIG-") for t in (cuda_visible_devices or "").split(","))
+    mig = " MIG " in f" {name} " or any(t.strip().upper().startswith("MIG-") for t in (cuda_visible_devices or "").split(","))
     return ("MIG-" if mig else "GPU-") + raw
 
 
@@ -53,12 +56,15 @@ def _describe(index: int) -> dict:
     bus = None
     if hasattr(props, "pci_bus_id"):
         # torch's stubs list pci_bus_id but not the domain and device ids that come with it
-        bus = (f"{props.pci_domain_id:08X}:"  # type: ignore[attr-defined]
-               f"{props.pci_bus_id:02X}:{props.pci_device_id:02X}.0")  # type: ignore[attr-defined]
-    return {"index": index, "name": props.name, "total_memory": props.total_memory,
-            "uuid": uuid_label(str(getattr(props, "uuid", "") or ""), props.name,
-                               os.environ.get("CUDA_VISIBLE_DEVICES")),
-            "pci_bus_id": bus}
+        domain, device = getattr(props, "pci_domain_id", 0), getattr(props, "pci_device_id", 0)
+        bus = f"{domain:08X}:{props.pci_bus_id:02X}:{device:02X}.0"
+    return {
+        "index": index,
+        "name": props.name,
+        "total_memory": props.total_memory,
+        "uuid": uuid_label(str(getattr(props, "uuid", "") or ""), props.name, os.environ.get("CUDA_VISIBLE_DEVICES")),
+        "pci_bus_id": bus,
+    }
 
 
 def cuda_indices(tensors) -> Counter:
@@ -87,18 +93,17 @@ def binding_info(models: list, modules: list, tensors: list) -> dict:
     if cpucuda.ACTIVE is not None:
         return _asked_binding(cpucuda.ACTIVE)
     if not (torch.cuda.is_available() and torch.cuda.is_initialized()):
-        return {"device_type": "cpu", "cuda_initialized": False,
-                "cuda_available": torch.cuda.is_available()}
+        return {"device_type": "cpu", "cuda_initialized": False, "cuda_available": torch.cuda.is_available()}
     current = torch.cuda.current_device()
     out = {"device_type": "cuda", "cuda_initialized": True, "current_device": current}
     for basis, counts in (
-            ("DDP model", cuda_indices(p for m in models for p in m.parameters())),
-            ("model parameters", cuda_indices(p for m in modules for p in m.parameters(recurse=False))),
-            ("CUDA tensors", cuda_indices(tensors))):
+        ("DDP model", cuda_indices(p for m in models for p in m.parameters())),
+        ("model parameters", cuda_indices(p for m in modules for p in m.parameters(recurse=False))),
+        ("CUDA tensors", cuda_indices(tensors)),
+    ):
         if counts:
             used = counts.most_common(1)[0][0]
-            out.update(gpu=_describe(used), basis=basis, devices=sorted(counts),
-                       model_device=used)
+            out.update(gpu=_describe(used), basis=basis, devices=sorted(counts), model_device=used)
             return out
     out["basis"] = "no tensor on a GPU yet"
     return out
@@ -112,15 +117,34 @@ def _asked_binding(asked) -> dict:
 
     index = asked.index()
     if index is None:  # a script that never asked for CUDA ran on the CPU, as it would anywhere
-        return {"device_type": "cpu", "cuda_initialized": False, "cuda_available": False,
-                "mapped_to_cpu": True, "asked": asked.as_record()}
-    out = {"device_type": "cuda", "cuda_initialized": True, "mapped_to_cpu": True,
-           "current_device": asked.set_device or 0, "asked": asked.as_record()}
+        return {
+            "device_type": "cpu",
+            "cuda_initialized": False,
+            "cuda_available": False,
+            "mapped_to_cpu": True,
+            "asked": asked.as_record(),
+        }
+    out = {
+        "device_type": "cuda",
+        "cuda_initialized": True,
+        "mapped_to_cpu": True,
+        "current_device": asked.set_device or 0,
+        "asked": asked.as_record(),
+    }
     visible = [d.strip() for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
     physical = visible[index] if index < len(visible) else str(index)
-    out.update(gpu={"index": index, "name": "(asked for; run on the CPU)", "total_memory": None,
-                    "uuid": f"{socket.gethostname()}/GPU{physical}", "pci_bus_id": None},
-               basis="asked", devices=[index], model_device=index)
+    out.update(
+        gpu={
+            "index": index,
+            "name": "(asked for; run on the CPU)",
+            "total_memory": None,
+            "uuid": f"{socket.gethostname()}/GPU{physical}",
+            "pci_bus_id": None,
+        },
+        basis="asked",
+        devices=[index],
+        model_device=index,
+    )
     return out
 
 
@@ -130,9 +154,9 @@ def rank_table(records: list[dict]) -> list[str]:
         b = part(rec, "binding")
         gpu = b.get("gpu")
         if gpu:
-            where = (f"cuda:{gpu['index']} {gpu['name']} {gpu['uuid']}"
-                     + (f" (current device cuda:{b['current_device']})"
-                        if b.get("current_device", gpu["index"]) != gpu["index"] else ""))
+            where = f"cuda:{gpu['index']} {gpu['name']} {gpu['uuid']}" + (
+                f" (current device cuda:{b['current_device']})" if b.get("current_device", gpu["index"]) != gpu["index"] else ""
+            )
         elif b.get("error"):
             where = f"? ({b['error']})"
         elif b.get("device_type") == "cuda":
@@ -141,8 +165,10 @@ def rank_table(records: list[dict]) -> list[str]:
             where = "? (no batch reached)"
         else:
             where = "cpu"
-        lines.append(f"{rank_of(rec):>4}  {host(rec):<20} {env(rec).get('GROUP_RANK', '?'):>4} "
-                     f"{env(rec).get('LOCAL_RANK', '?'):>5}  {where}")
+        lines.append(
+            f"{rank_of(rec):>4}  {host(rec):<20} {env(rec).get('GROUP_RANK', '?'):>4} "
+            f"{env(rec).get('LOCAL_RANK', '?'):>5}  {where}"
+        )
     return lines
 
 
@@ -156,8 +182,7 @@ def duplicate_gpu(records: list[dict]) -> tuple[list[int], str | None, str] | No
     shared: list[int] = []
     line = None
     for rec in sorted(records, key=rank_of):
-        texts = [(rec.get("error") or {}).get("text") or "",
-                 (part(rec, "comm").get("allreduce") or {}).get("error") or ""]
+        texts = [(rec.get("error") or {}).get("text") or "", (part(rec, "comm").get("allreduce") or {}).get("error") or ""]
         for text in texts:
             m = DUPLICATE_GPU.search(text)
             if m:
@@ -190,46 +215,62 @@ def distinct_check(records: list[dict]) -> CheckResult:
     if duplicate is not None:
         ranks, bus, line = duplicate
         where = f"the GPU at PCI {bus}" if bus else "a GPU"
-        return CheckResult(BIND_DISTINCT, Status.FAIL,
-                           f"{ranks_text(ranks)} share {where}: NCCL refused them "
-                           f"({'Duplicate GPU detected' if bus else MULTIPLE_RANKS.pattern})",
-                           table + [f"NCCL: {line}"], BIND_FIX,
-                           rule="DDP101", data={"ranks": ranks, "pci_bus_id": bus})
+        return CheckResult(
+            BIND_DISTINCT,
+            Status.FAIL,
+            f"{ranks_text(ranks)} share {where}: NCCL refused them "
+            f"({'Duplicate GPU detected' if bus else MULTIPLE_RANKS.pattern})",
+            table + [f"NCCL: {line}"],
+            BIND_FIX,
+            rule="DDP101",
+            data={"ranks": ranks, "pci_bus_id": bus},
+        )
     reached = [r for r in records if part(r, "binding") and not part(r, "binding").get("error")]
     if not reached:
-        return CheckResult(BIND_DISTINCT, Status.SKIP,
-                           "no rank reached its first training batch", table)
+        return CheckResult(BIND_DISTINCT, Status.SKIP, "no rank reached its first training batch", table)
     on_gpu = [r for r in reached if part(r, "binding").get("gpu")]
     if not on_gpu:
         available = any(part(r, "binding").get("cuda_available") for r in reached)
-        why = ("the script had not touched CUDA by its first batch" if available
-               else "no GPU: the ranks run on CPU")
+        why = "the script had not touched CUDA by its first batch" if available else "no GPU: the ranks run on CPU"
         return CheckResult(BIND_DISTINCT, Status.SKIP, why, table)
-    shared = {key: ranks for key, ranks in group_by(on_gpu, _identity).items()
-              if key is not None and len(ranks) > 1}
+    shared = {key: ranks for key, ranks in group_by(on_gpu, _identity).items() if key is not None and len(ranks) > 1}
     data = {"ranks": {rank_of(r): part(r, "binding").get("gpu", {}).get("uuid") for r in reached}}
     if not shared and any(_identity(r) is None for r in on_gpu):
-        return CheckResult(BIND_DISTINCT, Status.SKIP,
-                           "the GPUs report neither a UUID nor a PCI bus id: whether ranks share "
-                           "one cannot be told", table, data=data)
+        return CheckResult(
+            BIND_DISTINCT,
+            Status.SKIP,
+            "the GPUs report neither a UUID nor a PCI bus id: whether ranks share one cannot be told",
+            table,
+            data=data,
+        )
     if not shared:
         cpu = [rank_of(r) for r in reached if not part(r, "binding").get("gpu")]
         if cpu:
-            return CheckResult(BIND_DISTINCT, Status.WARN,
-                               f"{ranks_text(cpu)} had not used a GPU by the first batch "
-                               "while others did", table,
-                               "move the model to torch.device('cuda', local_rank) on every rank",
-                               data=data)
+            return CheckResult(
+                BIND_DISTINCT,
+                Status.WARN,
+                f"{ranks_text(cpu)} had not used a GPU by the first batch while others did",
+                table,
+                "move the model to torch.device('cuda', local_rank) on every rank",
+                data=data,
+            )
         mapped = any(part(r, "binding").get("mapped_to_cpu") for r in on_gpu)
-        return CheckResult(BIND_DISTINCT, Status.PASS,
-                           f"{len(on_gpu)} ranks asked for {len(on_gpu)} different GPUs (CUDA mapped to the CPU)"
-                           if mapped else f"{len(on_gpu)} ranks on {len(on_gpu)} different GPUs", table, data=data)
+        return CheckResult(
+            BIND_DISTINCT,
+            Status.PASS,
+            f"{len(on_gpu)} ranks asked for {len(on_gpu)} different GPUs (CUDA mapped to the CPU)"
+            if mapped
+            else f"{len(on_gpu)} ranks on {len(on_gpu)} different GPUs",
+            table,
+            data=data,
+        )
     by_rank = {rank_of(r): r for r in on_gpu}
     parts = []
     for ranks in shared.values():
         gpu = part(by_rank[ranks[0]], "binding")["gpu"]
         hosts = {node(by_rank[r]) for r in ranks}
-        parts.append(f"{ranks_text(ranks)} share GPU cuda:{gpu['index']} "
-                     f"{gpu['uuid'] or 'PCI ' + gpu['pci_bus_id']} on {', '.join(sorted(hosts))}")
-    return CheckResult(BIND_DISTINCT, Status.FAIL, "; ".join(parts), table, BIND_FIX,
-                       rule="DDP101", data=data)
+        parts.append(
+            f"{ranks_text(ranks)} share GPU cuda:{gpu['index']} "
+            f"{gpu['uuid'] or 'PCI ' + gpu['pci_bus_id']} on {', '.join(sorted(hosts))}"
+        )
+    return CheckResult(BIND_DISTINCT, Status.FAIL, "; ".join(parts), table, BIND_FIX, rule="DDP101", data=data)

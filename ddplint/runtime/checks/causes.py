@@ -24,25 +24,38 @@ class Cause:
 
 
 CAUSES = (
-    Cause(re.compile(r"\berror 803\b|unsupported display driver / cuda driver combination|"
-                     r"Driver/library version mismatch", re.I),
-          "the NVIDIA kernel module and the user-space driver differ (CUDA error 803): the "
-          "driver was upgraded without a reboot", REBOOT_FIX),
-    Cause(re.compile(r"\berror 804\b|forward compatibility was attempted on non supported HW",
-                     re.I),
-          "CUDA forward compatibility is not supported on this GPU (CUDA error 804): a "
-          "cuda-compat library is loaded on a GPU that cannot use it",
-          "take the cuda-compat directory out of LD_LIBRARY_PATH, or install a torch built for "
-          "the CUDA version the driver supports"),
-    Cause(re.compile(r"\berror 802\b|system not yet initialized", re.I),
-          "the GPUs are not ready (CUDA error 802): on an NVSwitch system the NVIDIA Fabric "
-          "Manager is not running", FABRIC_FIX),
-    Cause(re.compile(r"no kernel image is available for execution on the device", re.I),
-          "this torch build has no kernels for the GPU's architecture",
-          "install a torch build whose CUDA version supports the GPU: "
-          f"torch.cuda.get_arch_list() must list its sm_XY (see {STACK_VERSIONS})"),
-    Cause(re.compile(r"Duplicate GPU detected|Multiple Ranks are using the same GPU", re.I),
-          f"two ranks drive the same GPU (see {BIND_DISTINCT})", BIND_FIX),
+    Cause(
+        re.compile(
+            r"\berror 803\b|unsupported display driver / cuda driver combination|"
+            r"Driver/library version mismatch",
+            re.I,
+        ),
+        "the NVIDIA kernel module and the user-space driver differ (CUDA error 803): the driver was upgraded without a reboot",
+        REBOOT_FIX,
+    ),
+    Cause(
+        re.compile(r"\berror 804\b|forward compatibility was attempted on non supported HW", re.I),
+        "CUDA forward compatibility is not supported on this GPU (CUDA error 804): a "
+        "cuda-compat library is loaded on a GPU that cannot use it",
+        "take the cuda-compat directory out of LD_LIBRARY_PATH, or install a torch built for "
+        "the CUDA version the driver supports",
+    ),
+    Cause(
+        re.compile(r"\berror 802\b|system not yet initialized", re.I),
+        "the GPUs are not ready (CUDA error 802): on an NVSwitch system the NVIDIA Fabric Manager is not running",
+        FABRIC_FIX,
+    ),
+    Cause(
+        re.compile(r"no kernel image is available for execution on the device", re.I),
+        "this torch build has no kernels for the GPU's architecture",
+        "install a torch build whose CUDA version supports the GPU: "
+        f"torch.cuda.get_arch_list() must list its sm_XY (see {STACK_VERSIONS})",
+    ),
+    Cause(
+        re.compile(r"Duplicate GPU detected|Multiple Ranks are using the same GPU", re.I),
+        f"two ranks drive the same GPU (see {BIND_DISTINCT})",
+        BIND_FIX,
+    ),
 )
 
 

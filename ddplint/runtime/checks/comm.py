@@ -20,10 +20,11 @@ SWEEP_TIMEOUT_S = 60.0  # the whole bandwidth sweep
 GPU_SIZES = [1 << (10 + 2 * k) for k in range(10)]  # 1 KiB .. 256 MiB
 CPU_SIZES = [1 << 10, 1 << 14, 1 << 18, 1 << 22]  # 1 KiB .. 4 MiB: well under a second on gloo
 FAR_BELOW = 0.4  # WARN when the best bus bandwidth is under 40% of what the links allow
-NCCL_HINT = ("rerun with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET to see where NCCL stops; "
-             "check NCCL_SOCKET_IFNAME and the firewall between nodes")
-NO_NCCL_FIX = ("use --backend gloo, or install a CUDA build of torch "
-               "(https://pytorch.org/get-started/locally/)")
+NCCL_HINT = (
+    "rerun with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET to see where NCCL stops; "
+    "check NCCL_SOCKET_IFNAME and the firewall between nodes"
+)
+NO_NCCL_FIX = "use --backend gloo, or install a CUDA build of torch (https://pytorch.org/get-started/locally/)"
 
 
 class CollectiveTimeout(RuntimeError):
@@ -75,8 +76,7 @@ def error_line(exc: BaseException) -> str:
     "Duplicate GPU detected : rank 1 and rank 0 both on CUDA device 1a000", or NCCL 2.30's
     "Multiple Ranks are using the same GPU/Partition") over its headline."""
     lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()] or [repr(exc)]
-    after = next((lines[k + 1] for k, line in enumerate(lines[:-1])
-                  if line.rstrip(":").lower() == "last error"), None)
+    after = next((lines[k + 1] for k, line in enumerate(lines[:-1]) if line.rstrip(":").lower() == "last error"), None)
     return (after or lines[0])[:300]
 
 
@@ -106,17 +106,24 @@ def measure(phase=None) -> dict:
     x = torch.tensor([float(rank + 1)], dtype=torch.float64, device=device)
     start = time.perf_counter()
     try:
-        wait_all([dist.all_reduce(x, async_op=True)], time.monotonic() + SMOKE_TIMEOUT_S,
-                 "the first all_reduce")
+        wait_all([dist.all_reduce(x, async_op=True)], time.monotonic() + SMOKE_TIMEOUT_S, "the first all_reduce")
         value = x.item()
     except RuntimeError as exc:
-        out["allreduce"] = {"ok": False, "phase": "first collective", "error": error_line(exc),
-                            "seconds": round(time.perf_counter() - start, 3)}
+        out["allreduce"] = {
+            "ok": False,
+            "phase": "first collective",
+            "error": error_line(exc),
+            "seconds": round(time.perf_counter() - start, 3),
+        }
         out["stalled"] = isinstance(exc, CollectiveTimeout)
         return out
     expected = world * (world + 1) / 2
-    out["allreduce"] = {"ok": value == expected, "value": value, "expected": expected,
-                        "seconds": round(time.perf_counter() - start, 6)}
+    out["allreduce"] = {
+        "ok": value == expected,
+        "value": value,
+        "expected": expected,
+        "seconds": round(time.perf_counter() - start, 6),
+    }
     if phase is not None:
         phase("bandwidth sweep")
 
@@ -139,8 +146,7 @@ def measure(phase=None) -> dict:
             times.append((time.perf_counter() - t0) / iters)
             del buf
         slowest = torch.tensor(times, dtype=torch.float64, device=device)
-        wait_all([dist.all_reduce(slowest, op=dist.ReduceOp.MAX, async_op=True)], deadline,
-                 "the bandwidth sweep")
+        wait_all([dist.all_reduce(slowest, op=dist.ReduceOp.MAX, async_op=True)], deadline, "the bandwidth sweep")
     except RuntimeError as exc:
         out["sweep_error"] = {"phase": "bandwidth sweep", "error": error_line(exc)}
         out["stalled"] = isinstance(exc, CollectiveTimeout)
@@ -154,8 +160,7 @@ def measure(phase=None) -> dict:
 def bandwidth_row(nbytes: int, seconds: float, world: int) -> dict:
     """nccl-tests' definitions: algbw = size / time, busbw = algbw x 2(n-1)/n for all_reduce."""
     algbw = nbytes / seconds / 1e9
-    return {"bytes": nbytes, "seconds": seconds, "algbw_gbps": algbw,
-            "busbw_gbps": algbw * 2 * (world - 1) / world}
+    return {"bytes": nbytes, "seconds": seconds, "algbw_gbps": algbw, "busbw_gbps": algbw * 2 * (world - 1) / world}
 
 
 def last_nccl_line(log: str | None) -> str | None:
@@ -174,11 +179,14 @@ def last_nccl_line(log: str | None) -> str | None:
 def allreduce_check(records: list[dict], log_tail: str | None = None) -> CheckResult:
     nccl_line = last_nccl_line(log_tail)
     if not records:
-        return CheckResult(COMM_ALLREDUCE, Status.SKIP, f"no rank reported (see {RUN_HANG} and "
-                           f"{RUN_FAILURE})", [f"last NCCL line: {nccl_line}"] if nccl_line else [])
+        return CheckResult(
+            COMM_ALLREDUCE,
+            Status.SKIP,
+            f"no rank reported (see {RUN_HANG} and {RUN_FAILURE})",
+            [f"last NCCL line: {nccl_line}"] if nccl_line else [],
+        )
     if not any(r.get("init_called") or part(r, "comm") for r in records):
-        return CheckResult(COMM_ALLREDUCE, Status.SKIP,
-                           "the script created no process group before the audit stopped it")
+        return CheckResult(COMM_ALLREDUCE, Status.SKIP, "the script created no process group before the audit stopped it")
     found = Findings()
     evidence = []
     ok_ranks, seconds = [], []
@@ -189,37 +197,49 @@ def allreduce_check(records: list[dict], log_tail: str | None = None) -> CheckRe
         rank = rank_of(rec)
         world = comm.get("world_size", world)
         if comm.get("error"):
-            found.add(Status.FAIL, f"rank {rank}: the all_reduce test raised {comm['error']}",
-                      failure_fix(comm["error"]))
+            found.add(Status.FAIL, f"rank {rank}: the all_reduce test raised {comm['error']}", failure_fix(comm["error"]))
         elif ar is None and rec.get("init_called") and _no_nccl(rec):
-            found.add(Status.FAIL, f"rank {rank} ({node(rec)}): this torch build has no NCCL "
-                                   f"(torch {_torch_version(rec)}), so the nccl backend cannot "
-                                   "start", NO_NCCL_FIX)
+            found.add(
+                Status.FAIL,
+                f"rank {rank} ({node(rec)}): this torch build has no NCCL "
+                f"(torch {_torch_version(rec)}), so the nccl backend cannot "
+                "start",
+                NO_NCCL_FIX,
+            )
         elif ar is None and rec.get("init_called"):
-            found.add(Status.FAIL, f"rank {rank} ({node(rec)}): init_process_group did not "
-                                   "return", NCCL_HINT)
+            found.add(Status.FAIL, f"rank {rank} ({node(rec)}): init_process_group did not return", NCCL_HINT)
         elif ar is None:
-            found.add(Status.FAIL, f"rank {rank} ({node(rec)}) never called init_process_group "
-                                   "while other ranks did",
-                      "every rank must call init_process_group; take it out of rank-conditional "
-                      "code")
+            found.add(
+                Status.FAIL,
+                f"rank {rank} ({node(rec)}) never called init_process_group while other ranks did",
+                "every rank must call init_process_group; take it out of rank-conditional code",
+            )
         elif "error" in ar and comm.get("stalled"):
-            found.add(Status.FAIL, f"all_reduce stalled in the {ar['phase']} on rank {rank} "
-                                   f"after {ar['seconds']:g} s with no result", NCCL_HINT)
+            found.add(
+                Status.FAIL,
+                f"all_reduce stalled in the {ar['phase']} on rank {rank} after {ar['seconds']:g} s with no result",
+                NCCL_HINT,
+            )
         elif "error" in ar:
-            found.add(Status.FAIL, f"all_reduce failed in the {ar['phase']} on rank {rank} "
-                                   f"after {ar['seconds']:g} s: {ar['error']}",
-                      failure_fix(ar["error"]))
+            found.add(
+                Status.FAIL,
+                f"all_reduce failed in the {ar['phase']} on rank {rank} after {ar['seconds']:g} s: {ar['error']}",
+                failure_fix(ar["error"]),
+            )
         elif str(comm.get("world_size")) != env(rec).get("WORLD_SIZE", str(comm.get("world_size"))):
-            found.add(Status.FAIL, f"rank {rank}'s process group has {comm['world_size']} "
-                                   f"rank(s) but torchrun started {env(rec)['WORLD_SIZE']}: "
-                                   "the all_reduce reached only part of the job",
-                      "call init_process_group() without rank/world_size")
+            found.add(
+                Status.FAIL,
+                f"rank {rank}'s process group has {comm['world_size']} "
+                f"rank(s) but torchrun started {env(rec)['WORLD_SIZE']}: "
+                "the all_reduce reached only part of the job",
+                "call init_process_group() without rank/world_size",
+            )
         elif not ar["ok"]:
-            found.add(Status.FAIL, f"all_reduce of rank+1 gave {ar['value']:g} on rank {rank}, "
-                                   f"expected W(W+1)/2 = {ar['expected']:g}",
-                      "check that every rank joined the same process group with the same "
-                      "WORLD_SIZE")
+            found.add(
+                Status.FAIL,
+                f"all_reduce of rank+1 gave {ar['value']:g} on rank {rank}, expected W(W+1)/2 = {ar['expected']:g}",
+                "check that every rank joined the same process group with the same WORLD_SIZE",
+            )
         else:
             ok_ranks.append(rank)
             seconds.append(ar["seconds"])
@@ -229,10 +249,14 @@ def allreduce_check(records: list[dict], log_tail: str | None = None) -> CheckRe
         return CheckResult(COMM_ALLREDUCE, found.status, found.summary, evidence, found.fix)
     backend = part(records[0], "comm").get("backend", "?")
     expected = world * (world + 1) // 2 if world else "?"
-    return CheckResult(COMM_ALLREDUCE, Status.PASS,
-                       f"all_reduce of rank+1 = {expected} = W(W+1)/2 on {ranks_text(ok_ranks)} "
-                       f"({backend}, slowest {max(seconds) * 1e3:.1f} ms)", evidence,
-                       data={"seconds": dict(zip(ok_ranks, seconds, strict=True))})
+    return CheckResult(
+        COMM_ALLREDUCE,
+        Status.PASS,
+        f"all_reduce of rank+1 = {expected} = W(W+1)/2 on {ranks_text(ok_ranks)} "
+        f"({backend}, slowest {max(seconds) * 1e3:.1f} ms)",
+        evidence,
+        data={"seconds": dict(zip(ok_ranks, seconds, strict=True))},
+    )
 
 
 def _no_nccl(rec: dict) -> bool:
@@ -240,9 +264,8 @@ def _no_nccl(rec: dict) -> bool:
     backend = rec.get("backend") or {}
     asked = backend.get("forced") or backend.get("requested")
     versions = part(rec, "info").get("versions", {})
-    message = ((rec.get("error") or {}).get("text") or "")
-    return (str(asked).startswith("nccl") and versions.get("nccl_available") is False) or \
-        "doesn't have NCCL built in" in message
+    message = (rec.get("error") or {}).get("text") or ""
+    return (str(asked).startswith("nccl") and versions.get("nccl_available") is False) or "doesn't have NCCL built in" in message
 
 
 def _torch_version(rec: dict) -> str:
@@ -253,32 +276,34 @@ def bandwidth_check(records: list[dict]) -> CheckResult:
     failed = sorted(rank_of(r) for r in records if part(r, "comm").get("sweep_error"))
     if failed:
         first = part(next(r for r in records if rank_of(r) == failed[0]), "comm")
-        how = ("stalled (no result within the audit's limit)" if first.get("stalled") else
-               f"failed: {first['sweep_error']['error']}")
-        return CheckResult(COMM_BANDWIDTH, Status.FAIL,
-                           f"the bandwidth sweep {how} on {ranks_text(failed)}", fix=NCCL_HINT)
+        how = (
+            "stalled (no result within the audit's limit)" if first.get("stalled") else f"failed: {first['sweep_error']['error']}"
+        )
+        return CheckResult(COMM_BANDWIDTH, Status.FAIL, f"the bandwidth sweep {how} on {ranks_text(failed)}", fix=NCCL_HINT)
     sweeps = [(rec, part(rec, "comm")) for rec in records if part(rec, "comm").get("sweep")]
     if not sweeps:
-        return CheckResult(COMM_BANDWIDTH, Status.SKIP, "no bandwidth sweep ran "
-                           "(no process group, or the all_reduce test failed)")
+        return CheckResult(
+            COMM_BANDWIDTH, Status.SKIP, "no bandwidth sweep ran (no process group, or the all_reduce test failed)"
+        )
     rec, comm = min(sweeps, key=lambda rc: rank_of(rc[0]))
     rows = comm["sweep"]
     world = comm["world_size"]
     if world < 2:
-        return CheckResult(COMM_BANDWIDTH, Status.SKIP,
-                           "a process group of one rank: nothing travels between ranks")
+        return CheckResult(COMM_BANDWIDTH, Status.SKIP, "a process group of one rank: nothing travels between ranks")
     evidence = [f"{'size':>10} {'time (us)':>12} {'algbw (GB/s)':>13} {'busbw (GB/s)':>13}"]
-    evidence += [f"{size_text(r['bytes']):>10} {r['seconds'] * 1e6:>12.1f} "
-                 f"{r['algbw_gbps']:>13.3f} {r['busbw_gbps']:>13.3f}" for r in rows]
+    evidence += [
+        f"{size_text(r['bytes']):>10} {r['seconds'] * 1e6:>12.1f} {r['algbw_gbps']:>13.3f} {r['busbw_gbps']:>13.3f}" for r in rows
+    ]
     best = max(rows, key=lambda r: r["busbw_gbps"])
-    head = (f"all_reduce peak bus bandwidth {best['busbw_gbps']:.2f} GB/s at "
-            f"{size_text(best['bytes'])} over {world} ranks ({comm['backend']} on "
-            f"{comm['device'].split(':')[0]})")
+    head = (
+        f"all_reduce peak bus bandwidth {best['busbw_gbps']:.2f} GB/s at "
+        f"{size_text(best['bytes'])} over {world} ranks ({comm['backend']} on "
+        f"{comm['device'].split(':')[0]})"
+    )
     data = {"sweep": rows, "world_size": world, "backend": comm["backend"]}
     nodes = {node(r) for r in records}
     if comm["device"].startswith("cpu"):
-        return CheckResult(COMM_BANDWIDTH, Status.PASS,
-                           f"{head}; no GPU links to compare with", evidence, data=data)
+        return CheckResult(COMM_BANDWIDTH, Status.PASS, f"{head}; no GPU links to compare with", evidence, data=data)
     if len(nodes) > 1:
         return _across_nodes(records, head, best["busbw_gbps"], evidence, data)
     limits = [part(r, "info").get("nvml", {}) for r in records]
@@ -288,20 +313,23 @@ def bandwidth_check(records: list[dict]) -> CheckResult:
         return CheckResult(COMM_BANDWIDTH, Status.PASS, head, evidence, data=data)
     allowed = limit["expected_busbw_gbps"]
     share = best["busbw_gbps"] / allowed
-    evidence.append(f"the links allow about {allowed:.0f} GB/s ({limit.get('basis')}); "
-                    f"measured {share:.0%} of that")
+    evidence.append(f"the links allow about {allowed:.0f} GB/s ({limit.get('basis')}); measured {share:.0%} of that")
     data.update(expected_busbw_gbps=allowed, share=share)
     if share < FAR_BELOW:
-        return CheckResult(COMM_BANDWIDTH, Status.WARN,
-                           f"{head}: {share:.0%} of the {allowed:.0f} GB/s the links allow",
-                           evidence, "run with NCCL_DEBUG=INFO to see which transport NCCL "
-                           "chose (P2P/SHM/NET); check NCCL_P2P_DISABLE, NVLink state and "
-                           "PCIe ACS settings", data=data)
+        return CheckResult(
+            COMM_BANDWIDTH,
+            Status.WARN,
+            f"{head}: {share:.0%} of the {allowed:.0f} GB/s the links allow",
+            evidence,
+            "run with NCCL_DEBUG=INFO to see which transport NCCL "
+            "chose (P2P/SHM/NET); check NCCL_P2P_DISABLE, NVLink state and "
+            "PCIe ACS settings",
+            data=data,
+        )
     return CheckResult(COMM_BANDWIDTH, Status.PASS, head, evidence, data=data)
 
 
-def _across_nodes(records: list[dict], head: str, busbw: float, evidence: list[str],
-                  data: dict) -> CheckResult:
+def _across_nodes(records: list[dict], head: str, busbw: float, evidence: list[str], data: dict) -> CheckResult:
     """Between nodes the NICs set the limit: each rank sends through the nearest active port,
     so a node's share is its fastest ports, one per local rank, and the slowest node decides."""
     per_node: dict[str, float] = {}
@@ -312,19 +340,27 @@ def _across_nodes(records: list[dict], head: str, busbw: float, evidence: list[s
         local = int(env(rec).get("LOCAL_WORLD_SIZE", "1") or 1)
         per_node[node(rec)] = sum(rates[:local]) / 8  # Gb/s -> GB/s
     if not per_node or not all(per_node.values()) or len(per_node) < len({node(r) for r in records}):
-        evidence.append("ranks span several nodes: the network sets the limit, and no active "
-                        "InfiniBand/RoCE port rate was read to compare with (TCP sockets?)")
+        evidence.append(
+            "ranks span several nodes: the network sets the limit, and no active "
+            "InfiniBand/RoCE port rate was read to compare with (TCP sockets?)"
+        )
         return CheckResult(COMM_BANDWIDTH, Status.PASS, head, evidence, data=data)
     allowed = min(per_node.values())
     share = busbw / allowed
-    evidence.append(f"ranks span several nodes: their active InfiniBand/RoCE ports allow about "
-                    f"{allowed:.1f} GB/s per node; measured {share:.0%} of that")
+    evidence.append(
+        f"ranks span several nodes: their active InfiniBand/RoCE ports allow about "
+        f"{allowed:.1f} GB/s per node; measured {share:.0%} of that"
+    )
     data.update(expected_busbw_gbps=allowed, share=share)
     if share < FAR_BELOW:
-        return CheckResult(COMM_BANDWIDTH, Status.WARN,
-                           f"{head}: {share:.0%} of the {allowed:.1f} GB/s the nodes' ports allow",
-                           evidence, "run with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=NET to see "
-                           "whether NCCL uses IB (NET/IB) or sockets (NET/Socket); check "
-                           "NCCL_IB_HCA, GPUDirect RDMA (nvidia-peermem) and the switch",
-                           data=data)
+        return CheckResult(
+            COMM_BANDWIDTH,
+            Status.WARN,
+            f"{head}: {share:.0%} of the {allowed:.1f} GB/s the nodes' ports allow",
+            evidence,
+            "run with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=NET to see "
+            "whether NCCL uses IB (NET/IB) or sockets (NET/Socket); check "
+            "NCCL_IB_HCA, GPUDirect RDMA (nvidia-peermem) and the switch",
+            data=data,
+        )
     return CheckResult(COMM_BANDWIDTH, Status.PASS, head, evidence, data=data)

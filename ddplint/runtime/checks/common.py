@@ -42,8 +42,7 @@ class Findings:
     @property
     def summary(self) -> str:
         top = self.status
-        return "; ".join([m for s, m, _ in self.items if s is top] +
-                         [m for s, m, _ in self.items if s is not top])
+        return "; ".join([m for s, m, _ in self.items if s is top] + [m for s, m, _ in self.items if s is not top])
 
     @property
     def fix(self) -> str | None:

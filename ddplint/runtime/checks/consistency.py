@@ -6,9 +6,16 @@ from ddplint.runtime.checks.records import group_by, node, part, rank_of, ranks_
 from ddplint.runtime.registry import STACK_CONSISTENT
 from ddplint.runtime.verdict import CheckResult, Status
 
-FIELDS = (("Python", "python"), ("torch", "torch"), ("CUDA", "cuda"), ("cuDNN", "cudnn"),
-          ("NCCL", "nccl"), ("packages", "packages_hash"), ("script sha256", "script_sha256"),
-          ("git commit", "git_commit"))
+FIELDS = (
+    ("Python", "python"),
+    ("torch", "torch"),
+    ("CUDA", "cuda"),
+    ("cuDNN", "cudnn"),
+    ("NCCL", "nccl"),
+    ("packages", "packages_hash"),
+    ("script sha256", "script_sha256"),
+    ("git commit", "git_commit"),
+)
 
 
 def _short(value) -> str:
@@ -17,7 +24,7 @@ def _short(value) -> str:
 
 
 def package_diff(base: list[str], other: list[str], limit: int = 10) -> list[str]:
-    """"name: a -> b", "+name==v", "-name==v" between two `name==version` lists."""
+    """ "name: a -> b", "+name==v", "-name==v" between two `name==version` lists."""
     a = dict(p.split("==", 1) for p in base)
     b = dict(p.split("==", 1) for p in other)
     out = [f"{n}: {a[n]} -> {b[n]}" for n in sorted(a.keys() & b.keys()) if a[n] != b[n]]
@@ -42,25 +49,28 @@ def consistent_check(records: list[dict]) -> CheckResult:
         if len(groups) < 2:
             continue
         differ.append(label)
-        evidence.append(f"{label:<14} " + " | ".join(f"{_short(v)} on {where(rs)}"
-                                                      for v, rs in groups.items()))
+        evidence.append(f"{label:<14} " + " | ".join(f"{_short(v)} on {where(rs)}" for v, rs in groups.items()))
         if key == "packages_hash":
             ordered = sorted(groups.values(), key=len, reverse=True)
             base = part(by_rank[ordered[0][0]], "info")["versions"]["packages"]
             for ranks in ordered[1:]:
                 other = part(by_rank[ranks[0]], "info")["versions"]["packages"]
-                evidence.append(f"  {where(ranks)} vs {where(ordered[0])}: "
-                                + "; ".join(package_diff(base, other)))
+                evidence.append(f"  {where(ranks)} vs {where(ordered[0])}: " + "; ".join(package_diff(base, other)))
     nodes = {node(r) for r in reported}
     scope = f"{len(reported)} ranks on {len(nodes)} node{'s' if len(nodes) > 1 else ''}"
     if not differ:
         v = part(reported[0], "info")["versions"]
-        return CheckResult(STACK_CONSISTENT, Status.PASS,
-                           f"{scope} run the same script, torch {v['torch']}, Python "
-                           f"{v['python']} and package set", data={"nodes": sorted(nodes)})
-    return CheckResult(STACK_CONSISTENT, Status.FAIL,
-                       f"{', '.join(differ)} {'differs' if len(differ) == 1 else 'differ'} "
-                       f"across {scope}", evidence,
-                       "run the same code and environment everywhere: the same commit and "
-                       "script on every node, the same `pip freeze`",
-                       data={"differ": differ, "nodes": sorted(nodes)})
+        return CheckResult(
+            STACK_CONSISTENT,
+            Status.PASS,
+            f"{scope} run the same script, torch {v['torch']}, Python {v['python']} and package set",
+            data={"nodes": sorted(nodes)},
+        )
+    return CheckResult(
+        STACK_CONSISTENT,
+        Status.FAIL,
+        f"{', '.join(differ)} {'differs' if len(differ) == 1 else 'differ'} across {scope}",
+        evidence,
+        "run the same code and environment everywhere: the same commit and script on every node, the same `pip freeze`",
+        data={"differ": differ, "nodes": sorted(nodes)},
+    )

@@ -28,10 +28,14 @@ from ddplint.runtime.registry import GPU_HEALTH, GPU_INVENTORY, GPU_TOPOLOGY
 from ddplint.runtime.verdict import CheckResult, Status
 
 
-def run_host_checks(options: RuntimeOptions, nproc: int, master_port: int,
-                    nvml: NvmlReads | None = None,
-                    environ: dict[str, str] | None = None,
-                    counted: GpuCount | None = None) -> list[CheckResult]:
+def run_host_checks(
+    options: RuntimeOptions,
+    nproc: int,
+    master_port: int,
+    nvml: NvmlReads | None = None,
+    environ: dict[str, str] | None = None,
+    counted: GpuCount | None = None,
+) -> list[CheckResult]:
     """gpu.inventory, gpu.topology, gpu.health, stack.nvml, env.port, env.stale, env.launch,
     net.interconnect.
 
@@ -46,13 +50,18 @@ def run_host_checks(options: RuntimeOptions, nproc: int, master_port: int,
         machine = load_machine(nvml) if nvml is not None else _read_machine()
     except NvmlUnavailable as e:
         if counted is not None and counted.count:
-            results.append(CheckResult(
-                GPU_INVENTORY, Status.SKIP,
-                f"{e}: {plural(counted.count, 'GPU')} counted by {counted.source}; their "
-                "memory, processes and health are not checked",
-                fix="for the full check on NVIDIA GPUs, make libnvidia-ml visible "
+            results.append(
+                CheckResult(
+                    GPU_INVENTORY,
+                    Status.SKIP,
+                    f"{e}: {plural(counted.count, 'GPU')} counted by {counted.source}; their "
+                    "memory, processes and health are not checked",
+                    fix="for the full check on NVIDIA GPUs, make libnvidia-ml visible "
                     "(NVIDIA_DRIVER_CAPABILITIES=compute,utility in a container)"
-                    if "CUDA" in counted.source else None))
+                    if "CUDA" in counted.source
+                    else None,
+                )
+            )
         else:
             results.append(CheckResult(GPU_INVENTORY, Status.SKIP, str(e)))
         results.append(CheckResult(GPU_TOPOLOGY, Status.SKIP, str(e)))
@@ -62,8 +71,7 @@ def run_host_checks(options: RuntimeOptions, nproc: int, master_port: int,
         results.append(CheckResult(GPU_TOPOLOGY, Status.SKIP, str(e)))
         results.append(CheckResult(GPU_HEALTH, Status.SKIP, str(e)))
     if machine is not None:
-        inventory = inventory_check(machine, nproc, environ, installed_torch_cuda(),
-                                    options.backend)
+        inventory = inventory_check(machine, nproc, environ, installed_torch_cuda(), options.backend)
         results.append(inventory)
         job = visible_gpus(machine, environ.get("CUDA_VISIBLE_DEVICES")).indices[:nproc]
         results.append(topology_check(machine, job))

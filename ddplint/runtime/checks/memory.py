@@ -18,8 +18,19 @@ from ddplint.runtime.registry import MEM_FIT, MEM_PEAK
 from ddplint.runtime.verdict import CheckResult, Status
 
 # Optimizer state tensors per parameter when the state is still empty (created at first step).
-STATE_SLOTS = {"Adam": 2, "AdamW": 2, "Adamax": 2, "NAdam": 2, "RAdam": 2, "Adagrad": 1,
-               "Adadelta": 2, "Rprop": 2, "ASGD": 2, "SparseAdam": 2, "LBFGS": 0}
+STATE_SLOTS = {
+    "Adam": 2,
+    "AdamW": 2,
+    "Adamax": 2,
+    "NAdam": 2,
+    "RAdam": 2,
+    "Adagrad": 1,
+    "Adadelta": 2,
+    "Rprop": 2,
+    "ASGD": 2,
+    "SparseAdam": 2,
+    "LBFGS": 0,
+}
 WARN_SHARE = 0.7  # model state above 70% of the smallest GPU leaves little for activations
 
 
@@ -56,8 +67,7 @@ def estimate(models: list, optimizers: list) -> dict | None:
         owned = [p for g in opt.param_groups for p in g["params"] if id(p) in trainable]
         if not owned:
             continue
-        live = [t for p in owned for t in opt.state.get(p, {}).values()
-                if isinstance(t, torch.Tensor) and t.dim() > 0]
+        live = [t for p in owned for t in opt.state.get(p, {}).values() if isinstance(t, torch.Tensor) and t.dim() > 0]
         if live:
             state += sum(t.numel() * t.element_size() for t in live)
             continue
@@ -65,58 +75,92 @@ def estimate(models: list, optimizers: list) -> dict | None:
         state += slots * sum(p.numel() * p.element_size() for p in owned)
         if note:
             notes.append(note)
-    return {"parameters": len(params), "param_bytes": param_bytes, "buffer_bytes": buffers,
-            "grad_bytes": grads, "bucket_bytes": buckets, "optimizer_bytes": state,
-            "optimizers": sorted({type(o).__name__ for o in optimizers}),
-            "total_bytes": param_bytes + buffers + grads + buckets + state, "notes": notes}
+    return {
+        "parameters": len(params),
+        "param_bytes": param_bytes,
+        "buffer_bytes": buffers,
+        "grad_bytes": grads,
+        "bucket_bytes": buckets,
+        "optimizer_bytes": state,
+        "optimizers": sorted({type(o).__name__ for o in optimizers}),
+        "total_bytes": param_bytes + buffers + grads + buckets + state,
+        "notes": notes,
+    }
 
 
 def fit_check(records: list[dict]) -> CheckResult:
     models = [(rec, part(rec, "binding").get("model")) for rec in records]
     estimates = [(rec, m) for rec, m in models if m]
     if not estimates:
-        return CheckResult(MEM_FIT, Status.SKIP,
-                           "no DistributedDataParallel model existed at the first batch")
+        return CheckResult(MEM_FIT, Status.SKIP, "no DistributedDataParallel model existed at the first batch")
     _, est = max(estimates, key=lambda rm: rm[1]["total_bytes"])
-    evidence = [(f"per rank: parameters {size_text(est['param_bytes'])} + buffers "
-                f"{size_text(est['buffer_bytes'])} + gradients {size_text(est['grad_bytes'])} + DDP buckets "
-                f"{size_text(est['bucket_bytes'])} + optimizer state {size_text(est['optimizer_bytes'])} "
-                f"({', '.join(est['optimizers']) or 'no optimizer found'}) = "
-                f"{size_text(est['total_bytes'])}")] + est.get("notes", [])
+    evidence = [
+        (
+            f"per rank: parameters {size_text(est['param_bytes'])} + buffers "
+            f"{size_text(est['buffer_bytes'])} + gradients {size_text(est['grad_bytes'])} + DDP buckets "
+            f"{size_text(est['bucket_bytes'])} + optimizer state {size_text(est['optimizer_bytes'])} "
+            f"({', '.join(est['optimizers']) or 'no optimizer found'}) = "
+            f"{size_text(est['total_bytes'])}"
+        )
+    ] + est.get("notes", [])
     data = {"estimate": est}
     bound = [(r, part(r, "binding").get("gpu")) for r in records]
     gpus = [(r, g) for r, g in bound if g and g.get("total_memory")]
     if not gpus:
-        return CheckResult(MEM_FIT, Status.SKIP,
-                           f"model state {size_text(est['total_bytes'])} per rank; no GPU to fit it on",
-                           evidence, data=data)
+        return CheckResult(
+            MEM_FIT,
+            Status.SKIP,
+            f"model state {size_text(est['total_bytes'])} per rank; no GPU to fit it on",
+            evidence,
+            data=data,
+        )
     small_rec, smallest = min(gpus, key=lambda rg: rg[1]["total_memory"])
     share = est["total_bytes"] / smallest["total_memory"]
-    evidence.append(f"smallest GPU: {smallest['name']} {mib(smallest['total_memory'])} on "
-                    f"{ranks_text([rank_of(small_rec)])}; model state is {share:.0%} of it")
+    evidence.append(
+        f"smallest GPU: {smallest['name']} {mib(smallest['total_memory'])} on "
+        f"{ranks_text([rank_of(small_rec)])}; model state is {share:.0%} of it"
+    )
     data.update(smallest_gpu_bytes=smallest["total_memory"], share=share)
-    fix = ("shard the model state with FSDP (torch.distributed.fsdp) or ZeRO "
-           "(ZeroRedundancyOptimizer / DeepSpeed), or use a smaller model or batch")
+    fix = (
+        "shard the model state with FSDP (torch.distributed.fsdp) or ZeRO "
+        "(ZeroRedundancyOptimizer / DeepSpeed), or use a smaller model or batch"
+    )
     if share >= 1:
-        return CheckResult(MEM_FIT, Status.FAIL,
-                           f"model state {size_text(est['total_bytes'])} per rank does not fit the "
-                           f"{mib(smallest['total_memory'])} GPU", evidence, fix, data=data)
+        return CheckResult(
+            MEM_FIT,
+            Status.FAIL,
+            f"model state {size_text(est['total_bytes'])} per rank does not fit the {mib(smallest['total_memory'])} GPU",
+            evidence,
+            fix,
+            data=data,
+        )
     if share > WARN_SHARE:
-        return CheckResult(MEM_FIT, Status.WARN,
-                           f"model state {size_text(est['total_bytes'])} per rank fills {share:.0%} of "
-                           f"the smallest GPU, leaving little for activations", evidence, fix,
-                           data=data)
-    return CheckResult(MEM_FIT, Status.PASS,
-                       f"model state {size_text(est['total_bytes'])} per rank, {share:.0%} of the "
-                       f"smallest GPU", evidence, data=data)
+        return CheckResult(
+            MEM_FIT,
+            Status.WARN,
+            f"model state {size_text(est['total_bytes'])} per rank fills {share:.0%} of "
+            f"the smallest GPU, leaving little for activations",
+            evidence,
+            fix,
+            data=data,
+        )
+    return CheckResult(
+        MEM_FIT,
+        Status.PASS,
+        f"model state {size_text(est['total_bytes'])} per rank, {share:.0%} of the smallest GPU",
+        evidence,
+        data=data,
+    )
 
 
 # -- mem.peak ------------------------------------------------------------------------------
 
 PEAK_WARN_SHARE = 0.9  # a peak above 90% of the GPU: the next bigger batch or sequence OOMs
-PEAK_FIX = ("shard the training state with FSDP or ZeRO (ZeroRedundancyOptimizer / DeepSpeed), use a "
-            "smaller batch per GPU (gradient accumulation keeps the effective batch), or activation "
-            "checkpointing (torch.utils.checkpoint)")
+PEAK_FIX = (
+    "shard the training state with FSDP or ZeRO (ZeroRedundancyOptimizer / DeepSpeed), use a "
+    "smaller batch per GPU (gradient accumulation keeps the effective batch), or activation "
+    "checkpointing (torch.utils.checkpoint)"
+)
 
 
 @dataclass
@@ -132,12 +176,15 @@ class RankPeak:
 
     def to_json(self) -> dict:
         d = self.device
-        return {"rank": self.rank, "rss_peak_bytes": self.rss_bytes,
-                "rss_at_first_batch_bytes": self.rss_at_first_batch_bytes,
-                "device": None if d is None else f"cuda:{d.index}",
-                "allocated_peak_bytes": None if d is None else d.allocated_bytes,
-                "reserved_peak_bytes": None if d is None else d.reserved_bytes,
-                "gpu_total_bytes": self.gpu_total_bytes}
+        return {
+            "rank": self.rank,
+            "rss_peak_bytes": self.rss_bytes,
+            "rss_at_first_batch_bytes": self.rss_at_first_batch_bytes,
+            "device": None if d is None else f"cuda:{d.index}",
+            "allocated_peak_bytes": None if d is None else d.allocated_bytes,
+            "reserved_peak_bytes": None if d is None else d.reserved_bytes,
+            "gpu_total_bytes": self.gpu_total_bytes,
+        }
 
 
 def rank_peak(rec: dict) -> RankPeak | None:
@@ -149,8 +196,9 @@ def rank_peak(rec: dict) -> RankPeak | None:
     device = next((d for d in devices if d.index == gpu.get("index")), None)
     if device is None and devices:
         device = max(devices, key=lambda d: d.reserved_bytes)
-    return RankPeak(rank_of(rec), perf.mem.rss_peak_bytes, perf.mem.rss_at_first_batch_bytes, device,
-                    gpu.get("name"), gpu.get("total_memory"))
+    return RankPeak(
+        rank_of(rec), perf.mem.rss_peak_bytes, perf.mem.rss_at_first_batch_bytes, device, gpu.get("name"), gpu.get("total_memory")
+    )
 
 
 def peak_check(records: list[dict]) -> CheckResult:
@@ -165,36 +213,51 @@ def peak_check(records: list[dict]) -> CheckResult:
     on_gpu = [(p, p.device) for p in peaks if p.device is not None]
     if not on_gpu:
         top = max(peaks, key=lambda p: p.rss_bytes or 0)
-        evidence = [f"rank {p.rank}: peak RSS {_size(p.rss_bytes)} ({_size(p.rss_at_first_batch_bytes)} "
-                    f"when the first batch came)" for p in peaks]
+        evidence = [
+            f"rank {p.rank}: peak RSS {_size(p.rss_bytes)} ({_size(p.rss_at_first_batch_bytes)} when the first batch came)"
+            for p in peaks
+        ]
         evidence.append("RSS counts torch's libraries in every rank, and not DataLoader worker processes")
-        return CheckResult(MEM_PEAK, Status.PASS,
-                           f"peak RSS {_size(top.rss_bytes)} per rank (rank {top.rank}), on CPU",
-                           evidence + tail, data=data)
+        return CheckResult(
+            MEM_PEAK,
+            Status.PASS,
+            f"peak RSS {_size(top.rss_bytes)} per rank (rank {top.rank}), on CPU",
+            evidence + tail,
+            data=data,
+        )
     top, top_device = max(on_gpu, key=lambda pd: pd[1].reserved_bytes)
     totals = [(p, p.gpu_total_bytes) for p in peaks if p.gpu_total_bytes]
     evidence = []
     for p, d in on_gpu:
-        of = f", {d.reserved_bytes / p.gpu_total_bytes:.0%} of its {mib(p.gpu_total_bytes)}" \
-            if p.gpu_total_bytes else ""
-        evidence.append(f"rank {p.rank}: cuda:{d.index} peak allocated {size_text(d.allocated_bytes)}, "
-                        f"reserved {size_text(d.reserved_bytes)}{of}")
+        of = f", {d.reserved_bytes / p.gpu_total_bytes:.0%} of its {mib(p.gpu_total_bytes)}" if p.gpu_total_bytes else ""
+        evidence.append(
+            f"rank {p.rank}: cuda:{d.index} peak allocated {size_text(d.allocated_bytes)}, "
+            f"reserved {size_text(d.reserved_bytes)}{of}"
+        )
     reserved = size_text(top_device.reserved_bytes)
     if not totals:
-        return CheckResult(MEM_PEAK, Status.PASS, f"peak {reserved} reserved on rank {top.rank}",
-                           evidence + tail, data=data)
+        return CheckResult(MEM_PEAK, Status.PASS, f"peak {reserved} reserved on rank {top.rank}", evidence + tail, data=data)
     smallest, smallest_total = min(totals, key=lambda pt: pt[1])
     share = top_device.reserved_bytes / smallest_total
     data.update(smallest_gpu_bytes=smallest_total, share=round(share, 4))
     evidence.append(f"smallest GPU: {smallest.gpu_name} {mib(smallest_total)} (rank {smallest.rank})")
     if share > PEAK_WARN_SHARE:
-        return CheckResult(MEM_PEAK, Status.WARN,
-                           f"peak {reserved} reserved on rank {top.rank} is {share:.0%} of the smallest GPU: "
-                           f"little headroom for a longer sequence or a bigger batch", evidence + tail,
-                           PEAK_FIX, data=data)
-    return CheckResult(MEM_PEAK, Status.PASS,
-                       f"peak {reserved} reserved on rank {top.rank}, {share:.0%} of the smallest GPU",
-                       evidence + tail, data=data)
+        return CheckResult(
+            MEM_PEAK,
+            Status.WARN,
+            f"peak {reserved} reserved on rank {top.rank} is {share:.0%} of the smallest GPU: "
+            f"little headroom for a longer sequence or a bigger batch",
+            evidence + tail,
+            PEAK_FIX,
+            data=data,
+        )
+    return CheckResult(
+        MEM_PEAK,
+        Status.PASS,
+        f"peak {reserved} reserved on rank {top.rank}, {share:.0%} of the smallest GPU",
+        evidence + tail,
+        data=data,
+    )
 
 
 def _size(n: int | None) -> str:

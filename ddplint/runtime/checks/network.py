@@ -81,8 +81,7 @@ def ib_ports(sysfs: str = "/sys") -> list[IbPort]:
                 gbps = float(rate[0]) if rate else None
             except ValueError:
                 gbps = None
-            ports.append(IbPort(device, number, state, gbps,
-                                _read(os.path.join(where, "link_layer")) or "InfiniBand"))
+            ports.append(IbPort(device, number, state, gbps, _read(os.path.join(where, "link_layer")) or "InfiniBand"))
     return ports
 
 
@@ -100,8 +99,7 @@ def nccl_ib_hca_matches(spec: str, ports: list[IbPort]) -> list[IbPort]:
             wanted.append((device, int(port) if port.isdigit() else None))
 
     def hit(p: IbPort) -> bool:
-        return any((p.device == d if exact else p.device.startswith(d)) and n in (None, p.port)
-                   for d, n in wanted)
+        return any((p.device == d if exact else p.device.startswith(d)) and n in (None, p.port) for d, n in wanted)
 
     return [p for p in ports if hit(p) != exclude]
 
@@ -132,51 +130,64 @@ def unusable(names: list[str], info: Callable[[str], Interface] = interface) -> 
     seen = [info(n) for n in names]
     if any(i.up and i.addresses for i in seen):
         return []
-    return [f"{i.name} is {'up' if i.up else 'down'}"
-            + ("" if i.addresses else " with no address") for i in seen]
+    return [f"{i.name} is {'up' if i.up else 'down'}" + ("" if i.addresses else " with no address") for i in seen]
 
 
 def interconnect_check(environ: dict[str, str], nnodes: int, sysfs: str = "/sys") -> CheckResult:
     ports = ib_ports(sysfs)
     evidence = [p.describe() for p in ports] or ["no device under /sys/class/infiniband"]
-    data = {"ports": [{"name": p.name, "state": p.state, "rate_gbps": p.rate_gbps,
-                       "link_layer": p.link_layer} for p in ports]}
+    data = {"ports": [{"name": p.name, "state": p.state, "rate_gbps": p.rate_gbps, "link_layer": p.link_layer} for p in ports]}
     if nnodes == 1:
-        return CheckResult(NET_INTERCONNECT, Status.SKIP,
-                           "one node: NCCL does not use the network between nodes", evidence,
-                           data=data)
+        return CheckResult(
+            NET_INTERCONNECT, Status.SKIP, "one node: NCCL does not use the network between nodes", evidence, data=data
+        )
     if truthy(environ.get("NCCL_IB_DISABLE")):
-        return CheckResult(NET_INTERCONNECT, Status.SKIP, "NCCL_IB_DISABLE=1: NCCL uses TCP "
-                           f"sockets between nodes (see {ENV_LAUNCH})", evidence, data=data)
+        return CheckResult(
+            NET_INTERCONNECT,
+            Status.SKIP,
+            f"NCCL_IB_DISABLE=1: NCCL uses TCP sockets between nodes (see {ENV_LAUNCH})",
+            evidence,
+            data=data,
+        )
     if not ports:
-        return CheckResult(NET_INTERCONNECT, Status.SKIP, "no InfiniBand/RoCE device: NCCL "
-                           "uses TCP sockets between nodes", evidence, data=data)
+        return CheckResult(
+            NET_INTERCONNECT, Status.SKIP, "no InfiniBand/RoCE device: NCCL uses TCP sockets between nodes", evidence, data=data
+        )
     found = Findings()
     spec = environ.get("NCCL_IB_HCA")
     selected = nccl_ib_hca_matches(spec, ports) if spec else ports
     if spec and not selected:
-        found.add(Status.FAIL, f"NCCL_IB_HCA={spec} selects no port of this host (it has "
-                               f"{', '.join(p.name for p in ports)})",
-                  f"set NCCL_IB_HCA to some of {', '.join(p.device for p in ports)}, or unset it")
+        found.add(
+            Status.FAIL,
+            f"NCCL_IB_HCA={spec} selects no port of this host (it has {', '.join(p.name for p in ports)})",
+            f"set NCCL_IB_HCA to some of {', '.join(p.device for p in ports)}, or unset it",
+        )
     active = [p for p in selected if p.active]
     if selected and not active:
-        found.add(Status.WARN, f"no {'selected ' if spec else ''}InfiniBand/RoCE port is ACTIVE "
-                               f"({', '.join(p.name + ' ' + p.state for p in selected)}): NCCL "
-                               "falls back to TCP sockets between nodes",
-                  "check the cable and the subnet manager (ibstat; sminfo), or select the "
-                  "active ports with NCCL_IB_HCA")
+        found.add(
+            Status.WARN,
+            f"no {'selected ' if spec else ''}InfiniBand/RoCE port is ACTIVE "
+            f"({', '.join(p.name + ' ' + p.state for p in selected)}): NCCL "
+            "falls back to TCP sockets between nodes",
+            "check the cable and the subnet manager (ibstat; sminfo), or select the active ports with NCCL_IB_HCA",
+        )
     elif len(active) < len(selected):
         down = [p for p in selected if not p.active]
-        found.add(Status.WARN, f"{', '.join(p.name + ' ' + p.state for p in down)} not ACTIVE: "
-                               "the ranks near them share fewer links",
-                  "check those ports (ibstat), or leave them out with NCCL_IB_HCA")
+        found.add(
+            Status.WARN,
+            f"{', '.join(p.name + ' ' + p.state for p in down)} not ACTIVE: the ranks near them share fewer links",
+            "check those ports (ibstat), or leave them out with NCCL_IB_HCA",
+        )
     if found.items:
-        return CheckResult(NET_INTERCONNECT, found.status, found.summary, evidence, found.fix,
-                           data=data)
+        return CheckResult(NET_INTERCONNECT, found.status, found.summary, evidence, found.fix, data=data)
     total = sum(p.rate_gbps or 0 for p in active)
-    return CheckResult(NET_INTERCONNECT, Status.PASS,
-                       f"{len(active)} InfiniBand/RoCE port{'s' if len(active) > 1 else ''} "
-                       f"ACTIVE, {total:g} Gb/s together", evidence, data=data)
+    return CheckResult(
+        NET_INTERCONNECT,
+        Status.PASS,
+        f"{len(active)} InfiniBand/RoCE port{'s' if len(active) > 1 else ''} ACTIVE, {total:g} Gb/s together",
+        evidence,
+        data=data,
+    )
 
 
 def active_rates(sysfs: str = "/sys", environ: dict[str, str] | None = None) -> list[float]:

@@ -44,9 +44,9 @@ def is_agent(argv: list[str]) -> bool:
     heads = [a.rsplit("/", 1)[-1] for a in argv[:2]]
     if "torchrun" in heads:
         return True
-    return any(a == "-m" and argv[k + 1] in AGENT_MODULES for k, a in enumerate(argv[:-1])) or \
-        any(a.endswith(("torch/distributed/run.py", "torch/distributed/launch.py"))
-            for a in argv[:3])
+    return any(a == "-m" and argv[k + 1] in AGENT_MODULES for k, a in enumerate(argv[:-1])) or any(
+        a.endswith(("torch/distributed/run.py", "torch/distributed/launch.py")) for a in argv[:3]
+    )
 
 
 def _read(path: Path) -> bytes | None:
@@ -66,7 +66,7 @@ def process(pid: int, uptime: float | None = None) -> Proc | None:
     if stat is None:
         return None
     # the command name may hold spaces and parentheses: fields start after the last ")"
-    fields = stat[stat.rfind(b")") + 2:].split()
+    fields = stat[stat.rfind(b")") + 2 :].split()
     ppid, start_ticks = int(fields[1]), int(fields[19])
     uptime = _uptime() if uptime is None else uptime
     age = uptime - start_ticks / os.sysconf("SC_CLK_TCK") if uptime is not None else None

@@ -46,20 +46,26 @@ def nvml_view() -> dict:
     finally:
         reads.close()
     visible = visible_gpus(machine, os.environ.get("CUDA_VISIBLE_DEVICES")).indices
-    job = visible[:int(os.environ.get("LOCAL_WORLD_SIZE", len(visible)))]
+    job = visible[: int(os.environ.get("LOCAL_WORLD_SIZE", len(visible)))]
     gbps, basis = expected_busbw(machine, job)
-    return {"driver_version": machine.driver_version,
-            "cuda_driver_version": machine.cuda_driver_version, "visible": len(visible),
-            "uuids": [machine.gpus[i].uuid for i in visible],
-            "gpus": [{"name": machine.gpus[i].name, "capability": machine.gpus[i].compute_capability}
-                     for i in visible],
-            "expected_busbw_gbps": gbps, "basis": basis}
+    return {
+        "driver_version": machine.driver_version,
+        "cuda_driver_version": machine.cuda_driver_version,
+        "visible": len(visible),
+        "uuids": [machine.gpus[i].uuid for i in visible],
+        "gpus": [{"name": machine.gpus[i].name, "capability": machine.gpus[i].compute_capability} for i in visible],
+        "expected_busbw_gbps": gbps,
+        "basis": basis,
+    }
 
 
 def collect_rank_info() -> dict:
-    info = {"hostname": socket.gethostname(), "pid": os.getpid(),
-            "env": {k: os.environ[k] for k in IDENTITY_VARS if k in os.environ},
-            "versions": collect_versions()}
+    info = {
+        "hostname": socket.gethostname(),
+        "pid": os.getpid(),
+        "env": {k: os.environ[k] for k in IDENTITY_VARS if k in os.environ},
+        "versions": collect_versions(),
+    }
     if os.environ.get("LOCAL_RANK", "0") == "0":  # one NVML read per node is enough
         info["nvml"] = nvml_view()
         info["nics_gbps"] = active_rates()
@@ -99,7 +105,8 @@ def at_first_batch() -> dict:
     from torch.nn.parallel import DistributedDataParallel
 
     models, optimizers, modules, tensors = live_instances(
-        DistributedDataParallel, torch.optim.Optimizer, torch.nn.Module, torch.Tensor)
+        DistributedDataParallel, torch.optim.Optimizer, torch.nn.Module, torch.Tensor
+    )
     out = binding_info(models, modules, tensors)
     out["model"] = estimate(models, optimizers)
     return out
@@ -107,6 +114,13 @@ def at_first_batch() -> dict:
 
 def rank_checks(records: list[dict], log_tail: str | None = None) -> list[CheckResult]:
     """Every rank-side verdict; `log_tail` (torchrun's output) lets a stall quote NCCL's last line."""
-    return [versions_check(records), consistent_check(records), ranks_check(records),
-            distinct_check(records), allreduce_check(records, log_tail),
-            bandwidth_check(records), fit_check(records), peak_check(records)]
+    return [
+        versions_check(records),
+        consistent_check(records),
+        ranks_check(records),
+        distinct_check(records),
+        allreduce_check(records, log_tail),
+        bandwidth_check(records),
+        fit_check(records),
+        peak_check(records),
+    ]

@@ -19,29 +19,36 @@ def ranks_check(records: list[dict]) -> CheckResult:
     if not records:
         return CheckResult(ENV_RANKS, Status.SKIP, "no rank reported")
     found = Findings()
-    evidence = [f"rank {rank_of(r)}: {node(r)}, LOCAL_RANK={env(r).get('LOCAL_RANK')}, "
-                f"WORLD_SIZE={env(r).get('WORLD_SIZE')}, LOCAL_WORLD_SIZE="
-                f"{env(r).get('LOCAL_WORLD_SIZE')}, MASTER_ADDR={env(r).get('MASTER_ADDR')}, "
-                f"MASTER_PORT={env(r).get('MASTER_PORT')}" for r in sorted(records, key=rank_of)]
+    evidence = [
+        f"rank {rank_of(r)}: {node(r)}, LOCAL_RANK={env(r).get('LOCAL_RANK')}, "
+        f"WORLD_SIZE={env(r).get('WORLD_SIZE')}, LOCAL_WORLD_SIZE="
+        f"{env(r).get('LOCAL_WORLD_SIZE')}, MASTER_ADDR={env(r).get('MASTER_ADDR')}, "
+        f"MASTER_PORT={env(r).get('MASTER_PORT')}"
+        for r in sorted(records, key=rank_of)
+    ]
 
     for var in ("WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
         values = group_by(records, lambda r, v=var: env(r).get(v))
         if len(values) > 1:
             where = "; ".join(f"{v!r} on {ranks_text(rs)}" for v, rs in values.items())
-            found.add(Status.FAIL, f"{var} differs between ranks: {where}",
-                      "launch every node with the same --nnodes/--nproc-per-node and master "
-                      "address")
+            found.add(
+                Status.FAIL,
+                f"{var} differs between ranks: {where}",
+                "launch every node with the same --nnodes/--nproc-per-node and master address",
+            )
     world = _int(env(records[0]).get("WORLD_SIZE"))
     ranks = [_int(env(r).get("RANK")) for r in records]
     dup = sorted({r for r in ranks if r is not None and ranks.count(r) > 1})
     if dup or None in ranks:
-        found.add(Status.FAIL, f"RANK is not unique: {dup or 'missing on some ranks'}",
-                  "let torchrun assign RANK; do not export RANK in the launching shell")
+        found.add(
+            Status.FAIL,
+            f"RANK is not unique: {dup or 'missing on some ranks'}",
+            "let torchrun assign RANK; do not export RANK in the launching shell",
+        )
     if world is not None:
         outside = sorted(r for r in ranks if r is not None and not 0 <= r < world)
         if outside:
-            found.add(Status.FAIL, f"RANK {outside} outside 0..{world - 1}",
-                      "let torchrun assign RANK")
+            found.add(Status.FAIL, f"RANK {outside} outside 0..{world - 1}", "let torchrun assign RANK")
         missing = sorted(set(range(world)) - {r for r in ranks if r is not None})
         if missing:
             evidence.append(f"no record from {ranks_text(missing)} (see {RUN_FAILURE} / {RUN_HANG})")
@@ -52,32 +59,38 @@ def ranks_check(records: list[dict]) -> CheckResult:
     for where, recs in by_node.items():
         local = [_int(env(r).get("LOCAL_RANK")) for r in recs]
         if len(set(local)) != len(local):
-            found.add(Status.FAIL, f"LOCAL_RANK repeats on {where}: {local}",
-                      "give each node a distinct --node-rank")
+            found.add(Status.FAIL, f"LOCAL_RANK repeats on {where}: {local}", "give each node a distinct --node-rank")
         sizes = {_int(env(r).get("LOCAL_WORLD_SIZE")) for r in recs}
         complete = world is not None and len(records) == world
         if len(sizes) > 1 or (complete and sizes != {len(recs)}):
-            found.add(Status.FAIL, f"LOCAL_WORLD_SIZE {sorted(s for s in sizes if s is not None)} "
-                                   f"does not match the {len(recs)} ranks on {where}",
-                      "use the same --nproc-per-node on every node")
+            found.add(
+                Status.FAIL,
+                f"LOCAL_WORLD_SIZE {sorted(s for s in sizes if s is not None)} does not match the {len(recs)} ranks on {where}",
+                "use the same --nproc-per-node on every node",
+            )
         gpus = {part(r, "info").get("versions", {}).get("device_count") for r in recs}
         gpus -= {None, 0}
         local_world = max((s for s in sizes if s is not None), default=len(recs))
         same_view = len({env(r).get("CUDA_VISIBLE_DEVICES") for r in recs}) == 1
         if gpus and same_view and local_world > min(gpus):
-            found.add(Status.FAIL, f"{local_world} ranks on {where} but only {min(gpus)} GPUs "
-                                   "visible to them: ranks must share GPUs",
-                      f"use --nproc-per-node {min(gpus)} on {where}")
+            found.add(
+                Status.FAIL,
+                f"{local_world} ranks on {where} but only {min(gpus)} GPUs visible to them: ranks must share GPUs",
+                f"use --nproc-per-node {min(gpus)} on {where}",
+            )
     for rec in records:
         comm = part(rec, "comm")
-        if "rank" in comm and (comm["rank"] != rank_of(rec) or
-                               (world is not None and comm.get("world_size") != world)):
-            found.add(Status.FAIL, f"rank {rank_of(rec)} joined the process group as rank "
-                                   f"{comm['rank']} of {comm.get('world_size')}",
-                      "call init_process_group() without rank/world_size, or pass the "
-                      "RANK/WORLD_SIZE torchrun sets")
+        if "rank" in comm and (comm["rank"] != rank_of(rec) or (world is not None and comm.get("world_size") != world)):
+            found.add(
+                Status.FAIL,
+                f"rank {rank_of(rec)} joined the process group as rank {comm['rank']} of {comm.get('world_size')}",
+                "call init_process_group() without rank/world_size, or pass the RANK/WORLD_SIZE torchrun sets",
+            )
     if not found.items:
-        return CheckResult(ENV_RANKS, Status.PASS,
-                           f"{ranks_text(ranks)} of {world}: unique RANK and LOCAL_RANK, "
-                           "consistent WORLD_SIZE / MASTER_ADDR / MASTER_PORT", evidence)
+        return CheckResult(
+            ENV_RANKS,
+            Status.PASS,
+            f"{ranks_text(ranks)} of {world}: unique RANK and LOCAL_RANK, consistent WORLD_SIZE / MASTER_ADDR / MASTER_PORT",
+            evidence,
+        )
     return CheckResult(ENV_RANKS, found.status, found.summary, evidence, found.fix)

@@ -17,9 +17,17 @@ from ddplint.runtime.verdict import CheckResult, Status
 
 # Oldest Linux driver per CUDA toolkit release (NVIDIA CUDA release notes, table 3).
 MIN_DRIVER = {
-    (11, 8): "520.61.05", (12, 0): "525.60.13", (12, 1): "530.30.02", (12, 2): "535.54.03",
-    (12, 3): "545.23.06", (12, 4): "550.54.14", (12, 5): "555.42.02", (12, 6): "560.28.03",
-    (12, 8): "570.26", (12, 9): "575.51.03", (13, 0): "580.65.06",
+    (11, 8): "520.61.05",
+    (12, 0): "525.60.13",
+    (12, 1): "530.30.02",
+    (12, 2): "535.54.03",
+    (12, 3): "545.23.06",
+    (12, 4): "550.54.14",
+    (12, 5): "555.42.02",
+    (12, 6): "560.28.03",
+    (12, 8): "570.26",
+    (12, 9): "575.51.03",
+    (13, 0): "580.65.06",
 }
 
 
@@ -33,16 +41,20 @@ def cuda_compat(driver_version: str, driver_cuda: int, runtime: str) -> tuple[St
     major, minor = (int(x) for x in runtime.split(".")[:2])
     dmajor, dminor = driver_cuda // 1000, driver_cuda % 1000 // 10
     need = MIN_DRIVER.get((major, minor))
-    upgrade = f"upgrade the NVIDIA driver to {need} or newer" if need else \
-        f"upgrade the NVIDIA driver to one that supports CUDA {runtime}"
-    both = (f"driver {driver_version} supports CUDA {dmajor}.{dminor}; "
-            f"torch was built for CUDA {runtime}")
+    upgrade = (
+        f"upgrade the NVIDIA driver to {need} or newer"
+        if need
+        else f"upgrade the NVIDIA driver to one that supports CUDA {runtime}"
+    )
+    both = f"driver {driver_version} supports CUDA {dmajor}.{dminor}; torch was built for CUDA {runtime}"
     if dmajor < major:
-        return (Status.FAIL, f"{both}: torch cannot use the GPUs",
-                f"{upgrade}, or install a torch build for CUDA {dmajor}.x")
+        return (Status.FAIL, f"{both}: torch cannot use the GPUs", f"{upgrade}, or install a torch build for CUDA {dmajor}.x")
     if dmajor == major and dminor < minor:
-        return (Status.WARN, f"{both}: runs only through CUDA minor-version compatibility "
-                "(kernels that need PTX JIT fail)", upgrade)
+        return (
+            Status.WARN,
+            f"{both}: runs only through CUDA minor-version compatibility (kernels that need PTX JIT fail)",
+            upgrade,
+        )
     return Status.PASS, both, None
 
 
@@ -94,8 +106,9 @@ def _git_commit(path: str | None) -> str | None:
     if not path or not Path(path).is_file():
         return None
     try:
-        out = subprocess.run(["git", "-C", str(Path(path).resolve().parent), "rev-parse", "HEAD"],
-                             capture_output=True, text=True, timeout=5)
+        out = subprocess.run(
+            ["git", "-C", str(Path(path).resolve().parent), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
     return (out.stdout.strip() or None) if out.returncode == 0 else None
@@ -104,8 +117,9 @@ def _git_commit(path: str | None) -> str | None:
 def installed_packages() -> list[str]:
     import importlib.metadata
 
-    return sorted({f"{(d.metadata['Name'] or '?').lower().replace('_', '-')}=={d.version}"
-                   for d in importlib.metadata.distributions()})
+    return sorted(
+        {f"{(d.metadata['Name'] or '?').lower().replace('_', '-')}=={d.version}" for d in importlib.metadata.distributions()}
+    )
 
 
 def collect_versions() -> dict:
@@ -190,46 +204,62 @@ def versions_check(records: list[dict]) -> CheckResult:
     evidence = []
     for where, ranks in nodes.items():
         v = part(by_rank[ranks[0]], "info")["versions"]
-        nv: dict = next((part(by_rank[r], "info")["nvml"] for r in ranks
-                   if part(by_rank[r], "info").get("nvml")), {})
+        nv: dict = next((part(by_rank[r], "info")["nvml"] for r in ranks if part(by_rank[r], "info").get("nvml")), {})
         evidence.append(
             f"{where}: Python {v['python']}, torch {v['torch']}, CUDA "
             f"{v['cuda'] or 'none (CPU build)'}, cuDNN {v['cudnn'] or '-'}, NCCL {v['nccl'] or '-'}; "
-            f"torch.cuda.is_available()={v['cuda_available']}, device_count()={v['device_count']}")
+            f"torch.cuda.is_available()={v['cuda_available']}, device_count()={v['device_count']}"
+        )
         if nv.get("error"):
             evidence.append(f"{where}: {nv['error']}")
             continue
         if not nv:
             continue
         seen = nv["visible"]
-        evidence.append(f"{where}: NVML driver {nv['driver_version']} (CUDA "
-                        f"{driver_cuda_text(nv['cuda_driver_version'])}), {seen} GPUs visible")
+        evidence.append(
+            f"{where}: NVML driver {nv['driver_version']} (CUDA "
+            f"{driver_cuda_text(nv['cuda_driver_version'])}), {seen} GPUs visible"
+        )
         compat = None
         if v["cuda"]:
             compat = cuda_compat(nv["driver_version"], nv["cuda_driver_version"], v["cuda"])
             if compat[0] is not Status.PASS:
                 found.add(compat[0], f"{where}: {compat[1]}", compat[2])
         if seen and not v["cuda_available"]:
-            why = "torch is a CPU-only build" if not v["cuda"] else (
-                compat[1] if compat and compat[0] is Status.FAIL else "see the torch warning")
-            found.add(Status.FAIL, f"{where}: torch.cuda.is_available() is False while NVML "
-                                   f"sees {seen} GPUs ({why})",
-                      compat[2] if compat and compat[2] else
-                      "install a CUDA build of torch that matches the driver")
+            why = (
+                "torch is a CPU-only build"
+                if not v["cuda"]
+                else (compat[1] if compat and compat[0] is Status.FAIL else "see the torch warning")
+            )
+            found.add(
+                Status.FAIL,
+                f"{where}: torch.cuda.is_available() is False while NVML sees {seen} GPUs ({why})",
+                compat[2] if compat and compat[2] else "install a CUDA build of torch that matches the driver",
+            )
         elif v["cuda_available"] and v["device_count"] != seen:
-            found.add(Status.WARN, f"{where}: torch sees {v['device_count']} GPUs, NVML {seen}",
-                      "check CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER in the launch environment")
+            found.add(
+                Status.WARN,
+                f"{where}: torch sees {v['device_count']} GPUs, NVML {seen}",
+                "check CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER in the launch environment",
+            )
         for name, capability in _without_kernels(v.get("arch_list"), nv.get("gpus", [])):
             cc = f"{capability[0]}.{capability[1]}"
-            found.add(Status.FAIL, f"{where}: torch {v['torch']} has no kernels for the {name} "
-                                   f"(compute capability {cc}, sm_{capability[0]}{capability[1]}); "
-                                   f"it was built for {', '.join(v['arch_list'])}",
-                      "install a torch build for a newer CUDA that lists sm_"
-                      f"{capability[0]}{capability[1]} in torch.cuda.get_arch_list(); until then "
-                      "every kernel fails with 'no kernel image is available'")
+            found.add(
+                Status.FAIL,
+                f"{where}: torch {v['torch']} has no kernels for the {name} "
+                f"(compute capability {cc}, sm_{capability[0]}{capability[1]}); "
+                f"it was built for {', '.join(v['arch_list'])}",
+                "install a torch build for a newer CUDA that lists sm_"
+                f"{capability[0]}{capability[1]} in torch.cuda.get_arch_list(); until then "
+                "every kernel fails with 'no kernel image is available'",
+            )
     if found.items:
         return CheckResult(STACK_VERSIONS, found.status, found.summary, evidence, found.fix)
     v = part(by_rank[next(iter(nodes.values()))[0]], "info")["versions"]
-    return CheckResult(STACK_VERSIONS, Status.PASS,
-                       f"torch {v['torch']} (CUDA {v['cuda'] or 'none'}), Python {v['python']}"
-                       + ("" if len(nodes) == 1 else f" on {len(nodes)} nodes"), evidence)
+    return CheckResult(
+        STACK_VERSIONS,
+        Status.PASS,
+        f"torch {v['torch']} (CUDA {v['cuda'] or 'none'}), Python {v['python']}"
+        + ("" if len(nodes) == 1 else f" on {len(nodes)} nodes"),
+        evidence,
+    )

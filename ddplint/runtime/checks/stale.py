@@ -44,34 +44,40 @@ def find_stale(port: int | None = None, nnodes: int = 1) -> list[tuple[procs.Pro
     return out
 
 
-def stale_check(machine: Machine | None, job: list[int], port: int | None,
-                nnodes: int = 1) -> CheckResult:
+def stale_check(machine: Machine | None, job: list[int], port: int | None, nnodes: int = 1) -> CheckResult:
     stale = find_stale(port, nnodes)
     by_pid = {p.pid: (p, role) for p, role in stale}
-    evidence = [f"pid {p.pid} ({role}, running {procs.age_text(p.age_s)}): {p.command[:200]}"
-                for p, role in stale]
+    evidence = [f"pid {p.pid} ({role}, running {procs.age_text(p.age_s)}): {p.command[:200]}" for p, role in stale]
     holding = []
     if machine is not None:
         for i in job:
             for gp in machine.gpus[i].processes:
                 if gp.pid in by_pid:
-                    holding.append(f"pid {gp.pid} ({by_pid[gp.pid][1]}) holds "
-                                   f"{mib(gp.used_bytes)} on {machine.gpus[i].label}")
+                    holding.append(f"pid {gp.pid} ({by_pid[gp.pid][1]}) holds {mib(gp.used_bytes)} on {machine.gpus[i].label}")
     evidence += holding
-    data = {"processes": [{"pid": p.pid, "role": role, "command": p.command, "age_s": p.age_s}
-                          for p, role in stale]}
+    data = {"processes": [{"pid": p.pid, "role": role, "command": p.command, "age_s": p.age_s} for p, role in stale]}
     if not stale:
-        return CheckResult(ENV_STALE, Status.PASS, "no other torchrun agent or rank is running",
-                           data=data)
+        return CheckResult(ENV_STALE, Status.PASS, "no other torchrun agent or rank is running", data=data)
     agents = [p.pid for p, role in stale if role == "torchrun agent"]
     targets = agents or [p.pid for p, _ in stale]
-    fix = (f"if they are left over from an earlier run: kill {' '.join(map(str, targets))}"
-           + (" (stopping an agent stops its ranks)" if agents else ""))
+    fix = f"if they are left over from an earlier run: kill {' '.join(map(str, targets))}" + (
+        " (stopping an agent stops its ranks)" if agents else ""
+    )
     if holding:
-        return CheckResult(ENV_STALE, Status.FAIL,
-                           f"processes of an earlier job hold memory on this job's GPUs: "
-                           f"{'; '.join(holding)}", evidence, fix, data=data)
+        return CheckResult(
+            ENV_STALE,
+            Status.FAIL,
+            f"processes of an earlier job hold memory on this job's GPUs: {'; '.join(holding)}",
+            evidence,
+            fix,
+            data=data,
+        )
     ranks = len(stale) - len(agents)
-    return CheckResult(ENV_STALE, Status.WARN,
-                       f"{plural(len(agents), 'torchrun agent')} and {plural(ranks, 'rank')} "
-                       "of another job still running", evidence, fix, data=data)
+    return CheckResult(
+        ENV_STALE,
+        Status.WARN,
+        f"{plural(len(agents), 'torchrun agent')} and {plural(ranks, 'rank')} of another job still running",
+        evidence,
+        fix,
+        data=data,
+    )

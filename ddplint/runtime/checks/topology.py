@@ -15,9 +15,11 @@ from ddplint.runtime.nvml import (
 from ddplint.runtime.registry import GPU_TOPOLOGY
 from ddplint.runtime.verdict import CheckResult, Status
 
-LEGEND = ("X = self, NV# = # NVLinks, PIX = one PCIe bridge, PXB = several PCIe bridges, "
-          "PHB = PCIe host bridge, NODE = host bridges within a NUMA node, "
-          "SYS = across NUMA nodes (the inter-socket link)")
+LEGEND = (
+    "X = self, NV# = # NVLinks, PIX = one PCIe bridge, PXB = several PCIe bridges, "
+    "PHB = PCIe host bridge, NODE = host bridges within a NUMA node, "
+    "SYS = across NUMA nodes (the inter-socket link)"
+)
 
 
 def link_matrix(machine: Machine, job: list[int]) -> list[str]:
@@ -69,9 +71,12 @@ def expected_busbw(machine: Machine, job: list[int]) -> tuple[float | None, str]
 
 def topology_check(machine: Machine, job: list[int]) -> CheckResult:
     if len(job) < 2:
-        return CheckResult(GPU_TOPOLOGY, Status.SKIP,
-                           f"{plural(len(job), 'GPU')} per node: no GPU-to-GPU link to check",
-                           link_matrix(machine, job) if job else [])
+        return CheckResult(
+            GPU_TOPOLOGY,
+            Status.SKIP,
+            f"{plural(len(job), 'GPU')} per node: no GPU-to-GPU link to check",
+            link_matrix(machine, job) if job else [],
+        )
     found = Findings()
     evidence = link_matrix(machine, job) + [f"Legend: {LEGEND}"]
     active_counts = {i: len(machine.gpus[i].active_links) for i in job}
@@ -84,31 +89,43 @@ def topology_check(machine: Machine, job: list[int]) -> CheckResult:
         version = NVLINK_VERSIONS[code][0] if code in NVLINK_VERSIONS else "?"
         down = [link["link"] for link in links if link.get("state") != 1]
         label = machine.gpus[i].label
-        evidence.append(f"{label}: {active_counts[i]}/{len(links)} NVLinks active "
-                        f"(NVLink {version})" + (f", inactive: {down}" if down else ""))
+        evidence.append(
+            f"{label}: {active_counts[i]}/{len(links)} NVLinks active "
+            f"(NVLink {version})" + (f", inactive: {down}" if down else "")
+        )
         if active_counts[i] < most:
-            found.add(Status.WARN, f"{label} has {active_counts[i]} active NVLinks where its "
-                                   f"peers have {most}: a degraded link slows every collective",
-                      f"check `nvidia-smi nvlink -s -i {machine.gpus[i].index}` and have the "
-                      "link or GPU serviced")
+            found.add(
+                Status.WARN,
+                f"{label} has {active_counts[i]} active NVLinks where its "
+                f"peers have {most}: a degraded link slows every collective",
+                f"check `nvidia-smi nvlink -s -i {machine.gpus[i].index}` and have the link or GPU serviced",
+            )
     sys_pairs = [(i, j) for i in job for j in job if i < j and machine.link(i, j) == "SYS"]
     if sys_pairs:
-        shown = ", ".join(f"{machine.gpus[i].label}-{machine.gpus[j].label}"
-                          for i, j in sys_pairs[:6])
+        shown = ", ".join(f"{machine.gpus[i].label}-{machine.gpus[j].label}" for i, j in sys_pairs[:6])
         more = f" and {len(sys_pairs) - 6} more" if len(sys_pairs) > 6 else ""
-        found.add(Status.WARN, f"{shown}{more} connect through SYS (across CPU sockets): "
-                               "NCCL traffic crosses the inter-socket link",
-                  _same_socket_fix(machine, job))
+        found.add(
+            Status.WARN,
+            f"{shown}{more} connect through SYS (across CPU sockets): NCCL traffic crosses the inter-socket link",
+            _same_socket_fix(machine, job),
+        )
     gbps, basis = expected_busbw(machine, job)
     if gbps:
-        evidence.append(f"links allow an all_reduce bus bandwidth of about {gbps:.0f} GB/s "
-                        f"({basis})")
-    summary = found.summary if found.items else (
-        f"{len(job)} GPUs linked by {basis}" if gbps else f"{len(job)} GPUs")
+        evidence.append(f"links allow an all_reduce bus bandwidth of about {gbps:.0f} GB/s ({basis})")
+    summary = found.summary if found.items else (f"{len(job)} GPUs linked by {basis}" if gbps else f"{len(job)} GPUs")
     return CheckResult(
-        GPU_TOPOLOGY, found.status, summary, evidence, found.fix,
-        data={"gpus": job, "matrix": [[machine.link(i, j) for j in job] for i in job],
-              "expected_busbw_gbps": gbps, "basis": basis})
+        GPU_TOPOLOGY,
+        found.status,
+        summary,
+        evidence,
+        found.fix,
+        data={
+            "gpus": job,
+            "matrix": [[machine.link(i, j) for j in job] for i in job],
+            "expected_busbw_gbps": gbps,
+            "basis": basis,
+        },
+    )
 
 
 def _same_socket_fix(machine: Machine, job: list[int]) -> str:
@@ -118,7 +135,9 @@ def _same_socket_fix(machine: Machine, job: list[int]) -> str:
             by_node.setdefault(gpu.numa_node, []).append(pos)
     for node, gpus in sorted(by_node.items()):
         if len(gpus) >= len(job):
-            picked = ",".join(str(g) for g in gpus[:len(job)])
-            return (f"keep the job on one socket (CUDA_VISIBLE_DEVICES={picked}, NUMA node "
-                    f"{node}) or expect lower all_reduce bandwidth")
+            picked = ",".join(str(g) for g in gpus[: len(job)])
+            return (
+                f"keep the job on one socket (CUDA_VISIBLE_DEVICES={picked}, NUMA node "
+                f"{node}) or expect lower all_reduce bandwidth"
+            )
     return "expect lower all_reduce bandwidth; bind each rank to its GPU's NUMA node"
