@@ -466,3 +466,40 @@ def test_shared_memory_var_tmp_xdg_symlinked_and_relative_outputs_are_contained(
     finally:
         for d in (work, disk, xdg):
             shutil.rmtree(d, ignore_errors=True)
+
+
+def test_a_directory_from_before_the_run_can_be_renamed(tmp_path):
+    """The overlay refuses to rename a directory of the layer below (EXDEV); the rank's rename
+    still works, and the user's directory is untouched."""
+    (tmp_path / "runs" / "latest").mkdir(parents=True)
+    (tmp_path / "runs" / "latest" / "old.txt").write_text("old run\\n")
+    shutil.copy(FIXTURES / "renames_directory.py", tmp_path)
+    before = snapshot(tmp_path / "runs")
+    out = tmp_path.parent / f"{tmp_path.name}-report.json"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ddplint",
+            "--runtime",
+            "--allow-no-data",
+            "--format",
+            "json",
+            "--output",
+            str(out),
+            "renames_directory.py",
+        ],
+        cwd=tmp_path,
+        env=env(),
+        capture_output=True,
+        text=True,
+        timeout=WAIT_S,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(out.read_text())
+    failure = next(c for c in report["checks"] if c["check"] == "run.failure")
+    assert failure["status"] == "PASS", failure
+    assert snapshot(tmp_path / "runs") == before
+    written = {Path(w["path"]).relative_to(tmp_path).as_posix() for w in report["writes"]}
+    assert {"runs/previous/old.txt", "runs/latest/log.txt"} <= written, written

@@ -27,9 +27,11 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import errno
 import io
 import logging
 import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -60,6 +62,16 @@ def _writer() -> tuple[str | None, str | None]:
                 site = f"{fn}:{f.f_lineno}"
         f = f.f_back
     return first, site
+
+
+def _move_directory(src, dst) -> None:
+    """What rename(2) does, for a directory the sandbox's overlay will not rename (EXDEV: it
+    comes from the layer below): copy it, then delete it. An empty directory at `dst` is
+    replaced, a full one fails as rename would (ENOTEMPTY)."""
+    if os.path.isdir(dst) and not os.path.islink(dst):
+        os.rmdir(dst)
+    shutil.copytree(src, dst, symlinks=True)
+    shutil.rmtree(src)
 
 
 class WriteRedirector:
@@ -195,7 +207,12 @@ class WriteRedirector:
             d = self._for_write(dst, "os." + key)
             source = self._for_read(src)
             if d is None:
-                return real(source, dst)
+                try:
+                    return real(source, dst)
+                except OSError as exc:
+                    if exc.errno != errno.EXDEV or not os.path.isdir(source) or os.path.islink(source):
+                        raise
+                    return _move_directory(source, dst)
             if source is src and self._scratch_path(src) is not None and os.path.isfile(src):
                 # The source is a user file: copy it rather than move it away.
                 with self._orig["open"](src, "rb") as a, self._orig["open"](d, "wb") as b:
