@@ -470,3 +470,17 @@ def test_a_batch_looked_at_before_set_epoch_is_not_an_epoch(runs):
     run = runs("peek_batch.py")
     c = run.check("data.set_epoch")
     assert c["status"] == "PASS" and "set_epoch(0), set_epoch(1)" in c["summary"], c
+
+
+def test_a_dataset_that_ignores_the_index_is_judged_by_content(runs):
+    """Random windows, the same seed on every rank: disjoint indices, identical batches."""
+    c = runs("random_windows.py").check("data.content")
+    assert c["status"] == "FAIL" and c["rule"] == "DDP201", c
+    assert "the ranks train on the same samples although their indices differ" in c["summary"]
+    assert c["evidence"][-1].startswith("the same index read twice gave different content")
+    assert c["data"]["loaders"][0]["index_stable"] is False
+
+
+def test_random_windows_seeded_by_rank_pass(runs):
+    run = runs("random_windows.py", script_args=("--seed-by-rank",))
+    assert run.status()["data.content"] == "PASS" and run.status()["data.disjoint"] == "PASS", run.report

@@ -243,7 +243,7 @@ def test_chain_dataset_lists_its_iterable_roots():
     a, b = Stream(3), Stream(4)
     chain = DatasetChain(ChainDataset([a, b]))
     assert chain.text == "ChainDataset[Stream, Stream]" and chain.roots == [a, b]
-    assert read_anchors(a, 3) is None  # no index into a stream
+    assert read_anchors(a, 3) == (None, None)  # no index into a stream
 
 
 def test_sampler_chain_finds_the_distributed_sampler_in_every_shape():
@@ -268,10 +268,12 @@ def test_anchors_agree_under_random_augmentation_and_leave_the_rng_alone():
     ds = Noisy(torch.zeros(10))
     torch.manual_seed(123)
     before = torch.get_rng_state()
-    first = read_anchors(ds, 10)
+    first, stable = read_anchors(ds, 10)
     assert torch.equal(torch.get_rng_state(), before)
     torch.manual_seed(7)  # another rank's seed
-    assert read_anchors(ds, 10) == first and len(first) == 5
+    assert read_anchors(ds, 10) == (first, stable) and first is not None and len(first) == 5
+    assert stable is False  # random noise: the same index read twice differs
+    assert read_anchors(TensorDataset(torch.arange(10.0)), 10)[1] is True
 
 
 def test_a_loader_the_probe_cannot_read_still_runs(tmp_path):

@@ -260,6 +260,41 @@ def _documented_drops(loader: Loader, world: int, n: int) -> tuple[int, list[str
     return drops, why
 
 
+def _own_repeats(loader: Loader, batches: int) -> float:
+    """The largest share of a rank's samples whose content it reads more than once itself (in
+    the first batches): what identical content across ranks must be weighed against."""
+    shares = []
+    for lrec in loader.per_rank.values():
+        fps = [fp for batch in lrec.epochs[0].fingerprints[:batches] for fp in batch]
+        if fps:
+            shares.append(1 - len(set(fps)) / len(fps))
+    return max(shares, default=0.0)
+
+
+def _unstable_content(loader: Loader, name: str, pairs, batches: int, b: Basis) -> Verdict | None:
+    """A dataset whose content does not follow the index: the indices prove nothing, the
+    content decides, against each rank's own repeat rate."""
+    if not pairs or all(r.index_stable is not False for r in loader.meta.roots):
+        return None
+    own = _own_repeats(loader, batches)
+    ratio = pairs[0][3]
+    if ratio < _CONTENT_FAIL_RATIO or ratio <= 2 * own + 0.1:
+        return None
+    lines = [_pair_line(p, f"samples in the first {batches} batches", "received identical content for") for p in pairs[:3]]
+    lines.append(
+        f"the same index read twice gave different content: the dataset does not follow the index, "
+        f"so disjoint indices ({b.tag}) do not make disjoint data; each rank repeats {own:.0%} of its own"
+    )
+    return (
+        Status.FAIL,
+        f"{name}: the ranks train on the same samples although their indices differ ({lines[0]})",
+        lines[1:],
+        "DDP201",
+        "seed each rank's random draws differently (torch.manual_seed(base_seed + rank)), or make __getitem__ "
+        "depend on its index",
+    )
+
+
 def _fingerprints(loader: Loader, batches: int | None = None) -> dict[int, set[str]]:
     out = {}
     for rank, lrec in loader.per_rank.items():
@@ -684,6 +719,11 @@ def check_content(loaders: list[Loader], world: int, base: str, batches: int) ->
             continue
         name, b = loader.name(base), loader.basis
         pairs = _fingerprint_pairs(_fingerprints(loader, batches))
+        unstable = _unstable_content(loader, name, pairs, batches, b) if b.by_index else None
+        if unstable is not None:
+            data.append({"site": loader.site, "batches": batches, "pairs": [list(p) for p in pairs], "index_stable": False})
+            out.append(unstable)
+            continue
         disjoint = False
         if b.by_index and loader.meta.replacement and not loader.shared_draws.excessive:
             data.append({"site": loader.site, "batches": batches, "pairs": [list(p) for p in pairs]})

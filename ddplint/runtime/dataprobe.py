@@ -231,20 +231,23 @@ class DatasetChain:
         return [RootData(_qualname(r), _length(r)) for r in self.roots]
 
 
-def read_anchors(root, length: int | None) -> list[str] | None:
+def read_anchors(root, length: int | None) -> tuple[list[str] | None, bool | None]:
     """Fingerprints of the samples at a few fixed positions, every RNG seeded alike (random
-    augmentations then agree across ranks) and restored afterwards; None when unreadable."""
+    augmentations then agree across ranks) and restored afterwards; and whether the first
+    position, read again once the RNG has moved on, gives the same content: a dataset whose
+    `__getitem__` ignores the index (random windows) does not. (None, None) when unreadable."""
     from torch.utils.data import IterableDataset
 
     if isinstance(root, IterableDataset) or not length:
-        return None
+        return None, None
     positions = sorted({round(i * (length - 1) / (_ANCHORS - 1)) for i in range(_ANCHORS)})
     saved = _save_rng(())
     try:
         _seed_all(0)
-        return [whole_digest(root[i]).hex() for i in positions]
+        anchors = [whole_digest(root[i]).hex() for i in positions]
+        return anchors, whole_digest(root[positions[0]]).hex() == anchors[0]
     except Exception:  # noqa: BLE001 - the user's dataset: unreadable is an answer
-        return None
+        return None, None
     finally:
         _restore_rng(saved)
 
@@ -559,7 +562,10 @@ class LoaderTracker:
             loader = self._last_loader[site]
             self._drain_set_epoch(loader, rec)
             roots = self._chains[site].roots
-            rec.roots = [replace(r, anchors=read_anchors(obj, r.length)) for r, obj in zip(rec.roots, roots, strict=False)]
+            read = [read_anchors(obj, r.length) for r, obj in zip(rec.roots, roots, strict=False)]
+            rec.roots = [
+                replace(r, anchors=anchors, index_stable=stable) for r, (anchors, stable) in zip(rec.roots, read, strict=False)
+            ]
             out[site] = asdict(rec)
         return out
 

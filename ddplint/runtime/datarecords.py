@@ -25,6 +25,7 @@ class RootData:
     kind: str  # module.qualname of its class
     length: int | None
     anchors: list[str] | None = None  # fingerprints of a few samples at fixed positions; None: not read
+    index_stable: bool | None = None  # one index read twice gave the same content; None: not read
 
     def same_as(self, other: RootData) -> bool:
         """The same data: the same class and length and identical anchor samples."""
