@@ -26,14 +26,9 @@ def copy_fixture(tmp_path: Path) -> Path:
     return script
 
 
-def test_deadlock_is_reported_within_timeout_and_leaves_no_process(tmp_path):
-    import jsonschema
-
-    script = copy_fixture(tmp_path)
-    out = tmp_path / "report.json"
-    assert processes_naming(str(script)) == []
-    start = time.monotonic()
-    proc = subprocess.run(
+def audit_until_timeout(script: Path, out: Path) -> subprocess.CompletedProcess:
+    """`ddplint --runtime --timeout TIMEOUT` of a script that hangs, JSON report to `out`."""
+    return subprocess.run(
         [
             sys.executable,
             "-m",
@@ -47,12 +42,23 @@ def test_deadlock_is_reported_within_timeout_and_leaves_no_process(tmp_path):
             str(out),
             str(script),
         ],
-        cwd=tmp_path,
+        cwd=script.parent,
         env=env(),
         capture_output=True,
         text=True,
         timeout=TIMEOUT + 2 * MARGIN,
+        check=False,
     )
+
+
+def test_deadlock_is_reported_within_timeout_and_leaves_no_process(tmp_path):
+    import jsonschema
+
+    script = copy_fixture(tmp_path)
+    out = tmp_path / "report.json"
+    assert processes_naming(str(script)) == []
+    start = time.monotonic()
+    proc = audit_until_timeout(script, out)
     wall = time.monotonic() - start
     assert wall < TIMEOUT + MARGIN, wall
     assert processes_naming(str(script)) == []
@@ -208,31 +214,13 @@ def test_sigkill_of_ddplint_leaves_no_process(tmp_path):
 
 
 def test_a_stuck_dataloader_worker_is_named_with_its_line(tmp_path):
-    """Rank 1's worker never returns from __getitem__: the report names the worker's line, says
-    rank 0 finished (not a line of ddplint's own), and does not claim no DataLoader was iterated."""
+    """Rank 1's worker never returns from __getitem__: the report points at rank 1's loop, says
+    rank 0 finished (not a line of ddplint's own), and does not claim no DataLoader was iterated.
+    (The worker's own line is asserted on a recorded dump below.)"""
     script = tmp_path / "stuck_worker.py"
     shutil.copy(FIXTURES / "stuck_worker.py", script)
     out = tmp_path / "report.json"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "ddplint",
-            "--runtime",
-            "--timeout",
-            str(TIMEOUT),
-            "--format",
-            "json",
-            "--output",
-            str(out),
-            str(script),
-        ],
-        cwd=tmp_path,
-        env=env(),
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT + 2 * MARGIN,
-    )
+    proc = audit_until_timeout(script, out)
     assert proc.returncode == 1, proc.stderr
     assert processes_naming(str(script)) == []
     hang = next(c for c in json.loads(out.read_text())["checks"] if c["check"] == "run.hang")
