@@ -21,6 +21,7 @@ from ddplint.lint.names import (
     arg,
     call_parameters,
     dotted,
+    format_call,
     has_keyword,
     int_value,
     reference,
@@ -265,6 +266,9 @@ def _device_arguments(site: CallSite, binder: bool) -> Iterator[tuple[cst.BaseEx
 
 
 def _names_device(call: cst.Call) -> bool:
+    """`torch.device(...)`, the current accelerator, or a device string formatted (`"cuda:{}".format(i)`)."""
+    if format_call(call):
+        return True
     name = reference(call.func)
     return name is not None and name.rsplit(".", 1)[-1] in {"device", "current_accelerator"}
 

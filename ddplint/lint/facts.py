@@ -15,6 +15,7 @@ from ddplint.lint.names import (
     CANONICAL,
     arg,
     dotted,
+    format_call,
     int_value,
     reference,
     string_value,
@@ -284,6 +285,8 @@ class ModuleFacts:
                 return None
             return self.role_of_name(name, function)
         if type(expr) is cst.Call:
+            if format_call(expr):
+                return self._formatted([a.value for a in expr.args], function)  # "cuda:{}".format(rank)
             callee = self.callee(expr)
             if callee in CALL_ROLES:
                 return CALL_ROLES[callee]
@@ -297,14 +300,7 @@ class ModuleFacts:
         if type(expr) is cst.BinaryOperation:
             return self._arithmetic(expr, function)
         if type(expr) is cst.FormattedString:
-            for part in expr.parts:
-                if type(part) is cst.FormattedStringExpression:
-                    role = self.role_of(part.expression, function)
-                    if role in {Role.LOCAL_RANK, Role.LOCAL_DEVICE}:
-                        return Role.LOCAL_DEVICE
-                    if role is Role.GLOBAL_RANK:
-                        return role
-            return None
+            return self._formatted([p.expression for p in expr.parts if type(p) is cst.FormattedStringExpression], function)
         if type(expr) is cst.Comparison:
             if any(int_value(c.comparator) == 0 for c in expr.comparisons) and self.role_of(expr.left, function) in RANKS:
                 return Role.MAIN_FLAG
@@ -313,9 +309,23 @@ class ModuleFacts:
             return self.role_of(expr.body, function) or self.role_of(expr.orelse, function)
         return None
 
+    def _formatted(self, values: list[cst.BaseExpression], function: str) -> Role | None:
+        """A string built from values (`f"cuda:{local_rank}"`): a device of this rank's own if one
+        is the local rank, the global rank's if one is that."""
+        for value in values:
+            role = self.role_of(value, function)
+            if role in {Role.LOCAL_RANK, Role.LOCAL_DEVICE}:
+                return Role.LOCAL_DEVICE
+            if role is Role.GLOBAL_RANK:
+                return role
+        return None
+
     def _arithmetic(self, expr: cst.BinaryOperation, function: str) -> Role | None:
         """`rank % gpus_per_node` is a GPU of this node; `node * gpus_per_node + gpu` and
-        `rank + offset` stay unique over all nodes."""
+        `rank + offset` stay unique over all nodes; `"cuda:%d" % rank` formats a device."""
+        if type(expr.operator) is cst.Modulo and string_value(expr.left) is not None:
+            values = [e.value for e in expr.right.elements] if type(expr.right) is cst.Tuple else [expr.right]
+            return self._formatted(values, function)
         left, right = self.role_of(expr.left, function), self.role_of(expr.right, function)
         if type(expr.operator) is cst.Modulo:
             return Role.LOCAL_RANK if left in RANKS else None
@@ -733,6 +743,12 @@ def _exception_names(expr: cst.BaseExpression | None) -> set[str]:
     return {name.rsplit(".", 1)[-1]} if name else set()
 
 
+def in_main_block(event: CallSite | Assignment) -> bool:
+    """At module level inside `if __name__ == "__main__":`, which processes that mp.spawn starts
+    skip (they import the module under another name)."""
+    return not event.function and any(not c.negated and _is_main_block(c.test) for c in event.conditions)
+
+
 def _is_main_block(test: cst.BaseExpression) -> bool:
     """`__name__ == "__main__"`, either way round."""
     if type(test) is not cst.Comparison or len(test.comparisons) != 1:
@@ -804,8 +820,28 @@ def spawn_targets(facts: ModuleFacts) -> set[str]:
         else:
             continue
         own = _plain_parameters(facts, call.function)
-        targets |= {name for fn in handed if (name := dotted(fn)) is not None and name not in own}
+        named = (dotted(fn) for fn in handed)
+        targets |= {_method_of_self(facts, name, call.function) for name in named if name is not None and name not in own}
     return targets
+
+
+def _method_of_self(facts: ModuleFacts, name: str, function: str) -> str:
+    """`self.worker` handed on inside a method of `Launcher` is `Launcher.worker`."""
+    if name.startswith("self.") and name.count(".") == 1 and "." in function:
+        candidate = f"{function.split('.')[0]}.{name[5:]}"
+        if candidate in facts.functions:
+            return candidate
+    return name
+
+
+def process_index_parameter(facts: ModuleFacts, target: str) -> str | None:
+    """The parameter of a function mp.spawn starts that receives the process index: the first,
+    after `self` for a method."""
+    info = facts.functions.get(target)
+    if info is None:
+        return None
+    params = info.params[1:] if "." in target and info.params[:1] in (("self",), ("cls",)) else info.params
+    return params[0] if params else None
 
 
 def spawning_parameters(facts: ModuleFacts) -> dict[str, set[str]]:
@@ -862,9 +898,9 @@ def entry_points(facts: ModuleFacts) -> set[str]:
 
 def _infer_roles(facts: ModuleFacts) -> None:
     for target in spawn_targets(facts):
-        info = facts.functions.get(target)
-        if info is not None and info.params:
-            facts.roles[(target, info.params[0])] = Role.LOCAL_RANK
+        index = process_index_parameter(facts, target)
+        if index is not None:
+            facts.roles[(target, index)] = Role.LOCAL_RANK
     fallback: set[tuple[str, str]] = set()  # names held local where a branch binds the global rank
     branch_global: set[tuple[str, str]] = set()
     for _ in range(2):  # a second round lets roles flow through one more assignment
@@ -980,7 +1016,9 @@ def _detect_distributed(facts: ModuleFacts) -> bool:
             return True
         if call.method == "add_argument" and string_value(arg(call.node, 0, None)) in {"--local_rank", "--local-rank"}:
             return True
-    if facts.env_reads & ENV_ROLES.keys():
+    # a rank read from the launcher's environment; the world size alone (`WORLD_SIZE` with a
+    # default of 1) is read by single-process code too
+    if any(ENV_ROLES.get(name) in RANKS for name in facts.env_reads):
         return True
     return any(role in RANKS for role in facts.roles.values())
 

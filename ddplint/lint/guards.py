@@ -30,6 +30,7 @@ from ddplint.lint.facts import (
     Condition,
     ModuleFacts,
     constructed_method,
+    in_main_block,
 )
 from ddplint.lint.launch import LaunchTests
 from ddplint.lint.names import dotted, int_value, names_in, reference, string_value
@@ -82,6 +83,8 @@ class Guards:
         self._helpers = set(ctx.config.main_process_helpers)
         self._extra_predicates = set(ctx.config.main_process_predicates)
         self._one_process: dict[tuple[int, str], bool] = {}
+        self._launchers: dict[tuple[int, str], bool] = {}
+        self._callees: dict[int, dict[int, str]] = {}
         self.launch = LaunchTests(self)
 
     # -- tests -------------------------------------------------------------------------
@@ -320,7 +323,7 @@ class Guards:
             and self._rankish(left, facts, path, function)
         ):
             return MAIN if type(op) is cst.LessThan else NOTMAIN  # `rank < 1`, `rank >= 1`
-        if dotted(right) == "None" and type(op) in (cst.Is, cst.IsNot) and facts.role_of(left, function) in RANKS:
+        if dotted(right) == "None" and type(op) in (cst.Is, cst.IsNot) and self._named_rank(left, facts, function):
             return SINGLE if type(op) is cst.Is else DIST  # `rank is None`: no process group
         if (
             type(op) in (cst.In, cst.NotIn)
@@ -348,6 +351,15 @@ class Guards:
             # `rank == world_size - 1`: one process passes, as with rank 0
             return MAIN if type(op) is cst.Equal else NOTMAIN
         return None
+
+    @staticmethod
+    def _named_rank(expr: cst.BaseExpression, facts: ModuleFacts, function: str) -> bool:
+        """Holds a rank by origin, or by a name that says rank (`rank=None` given only when
+        distributed); a `gpu` may be None for other reasons (no GPU chosen)."""
+        if facts.role_of(expr, function) in RANKS:
+            return True
+        name = reference(expr)
+        return name is not None and "rank" in last_part(name) and facts.holds_rank(expr, function)
 
     def _one_rank(self, left, right, facts: ModuleFacts, path: Path, function: str) -> bool:
         """A rank compared with a value that is the same on every process (a literal, or an
@@ -494,6 +506,8 @@ class Guards:
         facts, path = self.ctx.facts, self.ctx.path
         if self._own_guards(event, facts, path):
             return True
+        if self.in_launcher(event, facts, path) and not self._starts_own_group(event.function, facts, path):
+            return True  # the parent of mp.spawn; one that joins a group itself is a rank of some launch
         info = _enclosing_function(facts, event.function)
         if info is None:
             return False
@@ -532,7 +546,7 @@ class Guards:
             )
         return self._every_rank[key]
 
-    def in_launcher(self, site: CallSite, facts: ModuleFacts, path: Path) -> bool:
+    def in_launcher(self, site: CallSite | Assignment, facts: ModuleFacts, path: Path) -> bool:
         """In the launcher process, the function that spawns the ranks (`os.makedirs(run_dir)`,
         `mp.spawn(worker, ...)`, then the results written): it runs once.
 
@@ -544,12 +558,40 @@ class Guards:
         itself in the process (`else: worker(0, args)`) is the single-process fallback of a
         launcher, not a group of its own.
         """
-        spawns = [c for c in facts.calls_in(site.function) if c.name in SPAWN]
+        if not site.function and not in_main_block(site):
+            return False  # module-level code outside the `__main__` block runs in every spawned process too
+        spawns = [c for c in facts.calls_in(site.function) if self._launches(c, facts, path)]
         if not spawns:
             return False
         if any(site.blocks[: len(c.blocks)] == c.blocks for c in spawns):
             return True
         return not self._starts_own_group(site.function, facts, path)
+
+    def _launches(self, site: CallSite, facts: ModuleFacts, path: Path) -> bool:
+        """The call starts the ranks: mp.spawn, or a function of the module that does so in its
+        own process (`launcher.run()` where `def run(self): mp.spawn(self.worker, ...)`), so
+        that its caller is the launcher too (`run = wandb.init(); launcher.run(run)`)."""
+        if site.name in SPAWN:
+            return True
+        callee = self._callee(site, facts)
+        return callee is not None and self._is_launcher(callee, facts, path)
+
+    def _is_launcher(self, function: str, facts: ModuleFacts, path: Path) -> bool:
+        key = (id(facts), function)
+        if key not in self._launchers:
+            self._launchers[key] = False  # a recursive cycle starts nothing
+            self._launchers[key] = any(
+                self._launches(c, facts, path) and (not c.conditions or not self._starts_own_group(function, facts, path))
+                for c in facts.calls_in(function)
+            )
+        return self._launchers[key]
+
+    def _callee(self, site: CallSite, facts: ModuleFacts) -> str | None:
+        """The function of the module a call site calls, as the call graph resolves it."""
+        key = id(facts)
+        if key not in self._callees:
+            self._callees[key] = {id(c.node): function for function, sites in self.callers(facts).items() for c in sites}
+        return self._callees[key].get(id(site.node))
 
     def _starts_own_group(self, function: str, facts: ModuleFacts, path: Path) -> bool:
         """The function starts a process group that several processes join, itself or through a

@@ -21,7 +21,7 @@ from ddplint.lint.devices import (
     parameter_names,
     parsed_arguments,
 )
-from ddplint.lint.facts import Assignment, spawn_targets
+from ddplint.lint.facts import Assignment, process_index_parameter, spawn_targets
 from ddplint.lint.paths import Event, dominates
 from ddplint.lint.roles import Role, last_part
 
@@ -128,10 +128,9 @@ def _integer(ctx: LintContext, value: cst.BaseExpression) -> bool:
 def _parameter(ctx: LintContext, at: Event) -> LocalRank | None:
     """The first parameter of a function that torch.multiprocessing.spawn starts: the process index."""
     facts = ctx.facts
-    info = facts.functions.get(at.function)
-    if info is None or at.function not in spawn_targets(facts) or not info.params:
+    first = process_index_parameter(facts, at.function) if at.function in spawn_targets(facts) else None
+    if first is None:
         return None
-    first = info.params[0]
     if facts.roles.get((at.function, first)) is not Role.LOCAL_RANK:
         return None
     if facts.reaching(first, at.function, at.order, at.blocks):

@@ -196,3 +196,13 @@ def call_parameters(call: cst.Call, definition: cst.FunctionDef) -> list[cst.Par
     if params and params[0].name.value in {"self", "cls"} and bound:
         return params[1:]
     return params
+
+
+def format_call(expr: cst.BaseExpression) -> bool:
+    """`"cuda:{}".format(...)`: a string literal's format method."""
+    return (
+        type(expr) is cst.Call
+        and type(expr.func) is cst.Attribute
+        and expr.func.attr.value == "format"
+        and string_value(expr.func.value) is not None
+    )

@@ -71,6 +71,8 @@ def effect_of(site: CallSite, facts: ModuleFacts, bindings: constants.Bindings |
             return None
         return None if _per_rank(target, facts, site.function) else CHECKPOINT
     if name in LOG_WRITERS or name == "wandb.init" and not has_keyword(call, "group"):
+        if name == "wandb.init" and string_value(arg(call, None, "mode")) == "disabled":
+            return None  # a disabled run logs nothing (the usual choice on the other ranks)
         return None if _per_rank_call(call, facts, site.function) else LOG
     if name in {"open", "io.open"} or site.method == "open" and name not in {"os.open", "gzip.open"}:
         if site.method == "open":
