@@ -421,9 +421,9 @@ class Guards:
                 return True
             if name in {"int", "str"} and expr.args:
                 return self._rankish(expr.args[0].value, facts, path, function)
-            if facts.role_of(expr, function) is None:
-                return self._project_rank(facts, path, name)
-        if facts.holds_rank(expr, function):
+            if facts.role_of(expr, function) is None and self._project_rank(facts, path, name):
+                return True
+        if facts.holds_rank(expr, function):  # also `getattr(opts, "rank")`
             return True
         reference_name = reference(expr) if type(expr) in (cst.Name, cst.Attribute, cst.Subscript) else None
         if reference_name is None:

@@ -46,10 +46,17 @@ def data_name(name: str | None) -> str | None:
 
 def reference(expr: cst.BaseExpression) -> str | None:
     """A dotted name for what an expression refers to, reading constant keys as attributes:
-    `args.gpu`, `opt["rank"]` -> "opt.rank", `cfg["train"].rank` -> "cfg.train.rank"."""
+    `args.gpu`, `opt["rank"]` -> "opt.rank", `cfg["train"].rank` -> "cfg.train.rank",
+    `getattr(opts, "ddp.rank", 0)` -> "opts.ddp.rank"."""
     parts: list[str] = []
     while True:
-        if type(expr) is cst.Attribute:
+        if type(expr) is cst.Call and dotted(expr.func) == "getattr" and len(expr.args) in (2, 3):
+            key = string_value(expr.args[1].value)
+            if key is None or not all(part.isidentifier() for part in key.split(".")):
+                return None
+            parts.extend(reversed(key.split(".")))
+            expr = expr.args[0].value
+        elif type(expr) is cst.Attribute:
             parts.append(expr.attr.value)
             expr = expr.value
         elif type(expr) is cst.Subscript and len(expr.slice) == 1 and type(expr.slice[0].slice) is cst.Index:
