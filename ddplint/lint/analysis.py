@@ -77,7 +77,7 @@ def analyse(path, text, lines, config, rules, project, result: LintResult, modul
                 first = str(exc).strip().splitlines()[0] if str(exc).strip() else "parse error"
                 result.errors.append(FileError(str(path), f"libcst cannot parse this file ({first}); skipped"))
                 return
-        facts = facts_mod.collect(module)
+        facts = facts_mod.collect(module, project.star_names(path, module))
         project.remember(path, text, module, facts)
     ctx = LintContext(path, module, facts, project, config)
     ignored = config.ignored_in(path)

@@ -1039,8 +1039,10 @@ def _rpc_only(facts: ModuleFacts) -> bool:
     return any(n.startswith(RPC) for n in distributed) and all(n.startswith(RPC) for n in distributed) and DDP not in names
 
 
-def collect(module: cst.Module) -> ModuleFacts:
-    facts = ModuleFacts()
+def collect(module: cst.Module, star_names: dict[str, str] | None = None) -> ModuleFacts:
+    """The facts of a module; `star_names` are the names its `from m import *` lines bring in
+    from the project (name -> qualified name), read before its own imports, which override them."""
+    facts = ModuleFacts(imports=dict(star_names or {}))
     _Collector(facts).walk(module)
     _requalify(facts)
     _index(facts)

@@ -5,6 +5,7 @@ and where the epoch loop is. Shared by the data rules (DDP201-DDP205).
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import libcst as cst
 
@@ -87,17 +88,41 @@ def dataset_shards(ctx: LintContext, expr: cst.BaseExpression | None, site: Call
     for e in exprs:
         if any(SHARD_WORDS.search(n.rsplit(".", 1)[-1]) for n in names_in(e)):
             return True
-        if type(e) is cst.Call and _class_reads_rank(ctx, facts.callee(e)):
+        if _built_by_rank_reading_class(ctx, e, ctx.facts, ctx.path):
             return True
     return False
 
 
-def _class_reads_rank(ctx: LintContext, name: str | None) -> bool:
+def _built_by_rank_reading_class(ctx: LintContext, e: cst.BaseExpression, facts: ModuleFacts, path: Path, depth: int = 4) -> bool:
+    """The value comes from a class that reads the rank: constructed directly, through a project
+    factory that returns the class (`create_dataset(cfg)(split="train")`), from a method of such
+    an object (`.get_data()`), or taken from what one yields (`next(...)`)."""
+    if depth == 0 or type(e) is not cst.Call:
+        return False
+    callee = facts.callee(e)
+    if _class_reads_rank(ctx, callee, facts, path):
+        return True
+    if callee in {"next", "iter"} and e.args:
+        return _built_by_rank_reading_class(ctx, e.args[0].value, facts, path, depth - 1)
+    if type(e.func) is cst.Call:  # a factory's result called: the class it returned, constructed
+        resolved = ctx.resolve_function(facts, path, facts.callee(e.func))
+        if resolved is not None:
+            inner, inner_path, function = resolved
+            returned = [dotted(r) for r in inner.functions[function].returns]
+            if any(_class_reads_rank(ctx, inner.qualify(r) or r, inner, inner_path) for r in returned if r):
+                return True
+        return _built_by_rank_reading_class(ctx, e.func, facts, path, depth - 1)
+    if type(e.func) is cst.Attribute:  # a method of an object built here
+        return _built_by_rank_reading_class(ctx, e.func.value, facts, path, depth - 1)
+    return False
+
+
+def _class_reads_rank(ctx: LintContext, name: str | None, facts: ModuleFacts, path: Path) -> bool:
     if not name:
         return False
-    found = (ctx.facts, name) if ctx.facts.has_members(name) else None
+    found = (facts, name) if facts.has_members(name) else None
     if found is None:
-        resolved = ctx.project.resolve(ctx.path, name)
+        resolved = ctx.project.resolve(path, name)
         if resolved is None or not resolved[2]:
             return False
         found = (resolved[1], resolved[2])

@@ -15,6 +15,7 @@ import libcst as cst
 
 from ddplint.lint import facts as facts_mod
 from ddplint.lint import limits
+from ddplint.lint import names as names_mod
 from ddplint.lint import positions as positions_mod
 from ddplint.lint.source import SourceError, read_source
 
@@ -56,7 +57,7 @@ class ProjectIndex:
                 text = read_source(path)
                 if not _too_complex(text, path):
                     module = cst.parse_module(text)
-                    self._cache[path] = (text, module, facts_mod.collect(module))
+                    self._cache[path] = (text, module, facts_mod.collect(module, self.star_names(path, module)))
             except (SourceError, cst.ParserSyntaxError, RecursionError):
                 pass
         cached = self._cache[path]
@@ -93,6 +94,28 @@ class ProjectIndex:
         module_path, attr = located
         found = self.facts_for(module_path)
         return (module_path, found, attr) if found is not None else None
+
+    def star_names(self, importer: Path, module: cst.Module) -> dict[str, str]:
+        """What the module's top-level `from m import *` lines bring in from project modules: the
+        public functions and classes m defines, and the modules and names m imports (absolutely),
+        each as its qualified name. Later star imports win, as in Python."""
+        names: dict[str, str] = {}
+        for statement in module.body:
+            if type(statement) is not cst.SimpleStatementLine:
+                continue
+            for small in statement.body:
+                if type(small) is not cst.ImportFrom or not isinstance(small.names, cst.ImportStar):
+                    continue
+                prefix = "." * len(small.relative) + (names_mod.dotted(small.module) or "")
+                found = self.resolve(importer, prefix)
+                if found is None or found[2]:
+                    continue
+                _, star, _ = found
+                names.update({k: v for k, v in star.imports.items() if not k.startswith("_") and not v.startswith(".")})
+                sep = "" if prefix.endswith(".") else "."
+                defined = {name.split(".")[0] for name in star.functions}
+                names.update({name: f"{prefix}{sep}{name}" for name in defined if not name.startswith("_")})
+        return names
 
     def _lookup(self, importer: Path, qualified: str) -> Lookup:
         """Where `qualified` lives for `importer`, looked up on disk once per run."""
