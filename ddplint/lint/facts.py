@@ -187,6 +187,7 @@ class ModuleFacts:
     is_distributed: bool = False
     rpc_only: bool = False  # RPC workers and no process group or DDP replica: not data-parallel
     is_script: bool = False  # has an `if __name__ == "__main__":` block
+    names_read: set[str] = field(default_factory=set)  # every name the module's code mentions (not a def's own name)
     idle_with_calls: set[int] = field(default_factory=set)  # id() of `with open(...): pass` items
     attributes: set[str] = field(default_factory=set)  # every `x.<name>` used: "local_rank", "gpu"
     asserts: list[Assert] = field(default_factory=list)
@@ -582,6 +583,9 @@ class _Collector(Walker):
         if info is not None and node.value is not None:
             info.returns.append(node.value)
 
+    def visit_Name(self, node: cst.Name) -> None:
+        self.facts.names_read.add(node.value)
+
     def visit_SimpleString(self, node: cst.SimpleString) -> None:
         if len(node.value) < 32:  # `for v in ("LOCAL_RANK", "SLURM_LOCALID"): os.environ[v]`
             value = node.evaluated_value
@@ -795,12 +799,22 @@ def constructed_method(facts: ModuleFacts, call: cst.Call) -> str | None:
 PROCESS_CLASSES = frozenset({"multiprocessing.Process", "torch.multiprocessing.Process"})
 
 
+def never_runs(facts: ModuleFacts, function: str) -> bool:
+    """A top-level function of a script that nothing in it names (not called, handed on or
+    decorated): left-over code that the script never runs. Importers of a script are rare."""
+    top = function.split(".")[0]
+    return facts.is_script and top in facts.functions and top not in facts.names_read
+
+
 def starts_own_workers(facts: ModuleFacts) -> bool:
     """The script starts its worker processes itself (`mp.spawn(...)`, `Process(target=...)`):
     it owns their rendezvous and their options, no launcher passes them."""
-    return any(
-        site.name in SPAWN or site.name in PROCESS_CLASSES and arg(site.node, None, "target") is not None for site in facts.calls
-    )
+    return any(starts_workers(site) for site in facts.calls)
+
+
+def starts_workers(site: CallSite) -> bool:
+    """`mp.spawn(...)`, or a `Process(target=...)` built to run one."""
+    return site.name in SPAWN or site.name in PROCESS_CLASSES and arg(site.node, None, "target") is not None
 
 
 def spawn_targets(facts: ModuleFacts) -> set[str]:

@@ -23,7 +23,6 @@ import libcst as cst
 from ddplint.lint.facts import (
     COLLECTIVES,
     INIT_PG,
-    SPAWN,
     Assert,
     Assignment,
     CallSite,
@@ -31,6 +30,7 @@ from ddplint.lint.facts import (
     ModuleFacts,
     constructed_method,
     in_main_block,
+    starts_workers,
 )
 from ddplint.lint.launch import LaunchTests
 from ddplint.lint.names import dotted, int_value, names_in, reference, string_value
@@ -568,10 +568,10 @@ class Guards:
         return not self._starts_own_group(site.function, facts, path)
 
     def _launches(self, site: CallSite, facts: ModuleFacts, path: Path) -> bool:
-        """The call starts the ranks: mp.spawn, or a function of the module that does so in its
+        """The call starts the ranks: mp.spawn or a worker Process, or a function of the module that does so in its
         own process (`launcher.run()` where `def run(self): mp.spawn(self.worker, ...)`), so
         that its caller is the launcher too (`run = wandb.init(); launcher.run(run)`)."""
-        if site.name in SPAWN:
+        if starts_workers(site):
             return True
         callee = self._callee(site, facts)
         return callee is not None and self._is_launcher(callee, facts, path)

@@ -146,6 +146,8 @@ def is_training(facts: ModuleFacts, site: CallSite, dataset: cst.BaseExpression 
     if type(shuffle) is cst.Name and shuffle.value == "True":
         return True
     words = " ".join([*bound_names(facts, site.node), *(names_in(dataset) if dataset is not None else ())])
+    if is_false(shuffle) and EVAL_WORDS.search(words):
+        return False  # an unshuffled evaluation pass, also over training data (`trainval`, `train_eval`)
     if "train" in words.lower():
         return True
     if EVAL_WORDS.search(words):

@@ -71,8 +71,10 @@ class MissingSetEpoch(Rule):
             if id(site.node) in by_loader or by_loader & {id(b.value) for b in facts.bindings_of(site.node)}:
                 continue  # loader.sampler.set_epoch(epoch) for the loader it was given to
             dataset = arg(site.node, 0, "dataset")
-            if EVAL_WORDS.search(" ".join([*names, *(names_in(dataset) if dataset is not None else ())])):
-                continue  # an evaluation sampler: its order does not matter
+            held = None if names else _holder(facts, site)  # given inline to a named loader
+            words = [*names, *(names_in(dataset) if dataset is not None else ()), (reference(dataset) or "") if dataset else ""]
+            if EVAL_WORDS.search(" ".join([*words, held[1] if held is not None else ""])):
+                continue  # an evaluation sampler (or the sampler of an evaluation loader): its order does not matter
             if names and {n.rsplit(".", 1)[-1] for n in names} & lasts:
                 continue
             if any(_escapes(ctx, n) for n in names):
@@ -83,7 +85,6 @@ class MissingSetEpoch(Rule):
                 continue  # returned to a caller that keeps it under its own name (`self._sampler, ... = ...`)
             if lasts & {"sampler", "batch_sampler"} or not names and receivers:
                 continue  # loader.sampler.set_epoch(epoch)
-            held = None if names else _holder(facts, site)  # given inline to a named loader
             label = names[0] if names else held[1] if held is not None else "sampler"
             built = inside.get(site)
             yield Finding(

@@ -9,7 +9,7 @@ import libcst as cst
 
 from ddplint.diagnostics import Severity
 from ddplint.lint.context import LintContext
-from ddplint.lint.facts import Assignment, CallSite, ModuleFacts, starts_own_workers
+from ddplint.lint.facts import Assignment, CallSite, ModuleFacts, never_runs, starts_own_workers
 from ddplint.lint.helpers import ask_helper
 from ddplint.lint.names import arg, dotted, int_value, names_in, reference, string_value
 from ddplint.lint.roles import LOCAL_RANK_FLAGS
@@ -30,7 +30,7 @@ class HardCodedMasterPort(Rule):
             return
         for variable in RENDEZVOUS:
             for write in facts.env_writes.get(variable, []):
-                if _pinned(write, facts):
+                if _pinned(write, facts) and not never_runs(facts, write.function):
                     yield Finding(
                         write.value,
                         f"{variable} is hard-coded in a script that torchrun launches: it overrides the "
