@@ -503,3 +503,41 @@ def test_a_directory_from_before_the_run_can_be_renamed(tmp_path):
     assert snapshot(tmp_path / "runs") == before
     written = {Path(w["path"]).relative_to(tmp_path).as_posix() for w in report["writes"]}
     assert {"runs/previous/old.txt", "runs/latest/log.txt"} <= written, written
+
+
+def test_a_write_outside_the_overlaid_directories_fails_and_never_reaches_the_disk(tmp_path):
+    """The rest of the file system is read-only to the job: the write fails with EROFS, the
+    report names that as the cause, and the directory stays empty."""
+    home = Path(os.path.realpath(Path.home()))
+    parent = home / ".cache" / "ddplint-tests"
+    if any(parent == p or p in parent.parents for p in (ROOT, Path(os.path.realpath(tempfile.gettempdir())), tmp_path)):
+        pytest.skip("no directory outside the project, the temp directory and the test's $HOME")
+    parent.mkdir(parents=True, exist_ok=True)
+    elsewhere = Path(tempfile.mkdtemp(prefix="elsewhere-", dir=parent))
+    try:
+        e = env()
+        e["HOME"] = str(tmp_path)
+        e["ELSEWHERE"] = str(elsewhere)
+        project = tmp_path / "project"
+        project.mkdir()
+        shutil.copy(FIXTURES / "writes_elsewhere.py", project)
+        report_path = tmp_path / "report.json"
+        proc = subprocess.run(
+            [sys.executable, "-m", "ddplint", "--runtime", "--allow-no-data", "--format", "json"]
+            + ["--output", str(report_path), "writes_elsewhere.py"],
+            cwd=project,
+            env=e,
+            capture_output=True,
+            text=True,
+            timeout=WAIT_S,
+            check=False,
+        )
+        assert list(elsewhere.iterdir()) == [], "the write reached the disk"
+        checks = {c["check"]: c for c in json.loads(report_path.read_text())["checks"]}
+        failure = checks["run.failure"]
+        assert failure["status"] == "FAIL" and any("read-only file system" in line for line in failure["evidence"]), failure
+        sandbox = checks["io.sandbox"]
+        assert sandbox["status"] == "PASS" and "read-only to the job" in sandbox["summary"], sandbox
+        assert proc.returncode == 1, proc.stderr
+    finally:
+        shutil.rmtree(elsewhere, ignore_errors=True)

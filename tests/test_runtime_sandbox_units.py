@@ -132,8 +132,8 @@ def test_writes_name_the_ranks_the_probe_saw_and_the_rest_unknown(layer):
     assert (writes["newdir/new.bin"]["ranks"], writes["newdir/new.bin"]["seen_by_probe"]) == ([0], True)
     assert (writes["edited.txt"]["ranks"], writes["edited.txt"]["seen_by_probe"]) == ([], False)
     assert (writes["tmpfile"]["change"], writes["tmpfile"]["ranks"]) == (None, [1])  # left nothing behind
-    check = check_sandbox(Containment(roots=(str(real),)), list(writes.values()), str(real))
-    assert check.status is Status.PASS
+    check = check_sandbox(Containment(roots=(str(real),), sealed=True), list(writes.values()), str(real))
+    assert check.status is Status.PASS and "the rest of the file system was read-only" in check.summary
     assert "edited.txt [content" in "\n".join(check.evidence)
     assert "edited.txt" in next(e for e in check.evidence if "rank unknown" in e)
 
@@ -186,3 +186,10 @@ def test_shared_scratch_is_var_tmp_and_moved_xdg_directories(tmp_path):
     assert str(tmp_path / "c") in found and "relative/ignored" not in found
     assert str(tmp_path / "absent") not in found
     assert ("/var/tmp" in found) == os.path.isdir("/var/tmp")
+
+
+def test_the_disk_is_not_said_untouched_unless_the_rest_was_read_only(layer):
+    real, layers = layer
+    writes = writes_report(layer_changes(layers, "/nowhere"), {})
+    check = check_sandbox(Containment(roots=(str(real),)), writes, str(real))
+    assert check.status is Status.WARN and "unknown" in check.summary and "none reached" not in check.summary

@@ -36,11 +36,13 @@ from ddplint.runtime.registry import (
     RUN_HANG,
 )
 from ddplint.runtime.sandbox import (
+    Outcome,
     Plan,
     layer_changes,
     plan_roots,
     shared_scratch,
     unavailable_reason,
+    within,
 )
 from ddplint.runtime.sandbox_checks import (
     Containment,
@@ -237,6 +239,15 @@ def _containment(options: RuntimeOptions, script) -> Containment:
     return Containment(tuple(roots), tuple(skipped))
 
 
+def _contained_by(containment: Containment, sandbox: Outcome) -> Containment:
+    """What the sandbox left uncontained: mounts below an overlaid directory bound as they are,
+    mounts elsewhere it could not make read-only, and the directories that could not be overlaid
+    (`/` itself) where they lie on one of those; on a mount made read-only nothing is written."""
+    unsealed = sandbox.unsealed
+    left = [p for p in containment.skipped if any(within(p, u) for u in unsealed)]
+    return replace(containment, skipped=tuple(dict.fromkeys([*left, *sandbox.uncontained, *unsealed])), sealed=True)
+
+
 def _merge(options, script, host, result, nproc, world, backend, on_cpu, port, elapsed, containment, changes, preflight) -> dict:
     from ddplint.runtime import report as rpt
     from ddplint.runtime.checks.rank import rank_checks
@@ -266,8 +277,8 @@ def _merge(options, script, host, result, nproc, world, backend, on_cpu, port, e
         checks.insert(0, check_reached(loaders_of(records), failure, hang, options.allow_no_data))
     checks += [failure, hang]
     writes = writes_report(changes, records)
-    if result.sandbox is not None and result.sandbox.uncontained:  # mounts below an overlaid one
-        containment = replace(containment, skipped=(*containment.skipped, *result.sandbox.uncontained))
+    if result.sandbox is not None:
+        containment = _contained_by(containment, result.sandbox)
     if not preflight:
         checks.append(check_sandbox(containment, writes, base))
         checks.append(check_leftovers(result.sandbox, records))

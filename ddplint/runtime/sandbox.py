@@ -10,8 +10,10 @@ script's arguments): the real directory is the read-only lower layer, the upper 
 ddplint's run directory. Every write, rename, deletion, truncation, chmod, link, FIFO or
 database file, from Python, C, a subprocess or a spawned child, lands in the upper layer;
 nothing of it is ever copied back. The run directory itself is bound back over its overlaid
-view so the ranks' records reach the launcher. /dev (GPUs, /dev/shm), /proc, /sys, the network
-namespace and everything outside the overlaid directories are the host's own.
+view so the ranks' records reach the launcher. Every other writable mount (/ itself, a data
+disk) is then made read-only to the job: a write there fails (EROFS) instead of reaching the
+disk, and the report says why. /dev (GPUs; /dev/shm gets a private tmpfs), /proc, /sys and the
+network namespace are the host's own.
 
 The init starts torchrun, reaps every orphan, and when torchrun has exited lists the processes
 still running in the namespace (after a grace period: DataLoader workers notice their parent's
@@ -103,6 +105,7 @@ class Outcome:
     leftovers: list[Leftover] = field(default_factory=list)
     processes_visible: bool = True  # /proc of the namespace could be mounted
     uncontained: list[str] = field(default_factory=list)  # mounts below a root bound as they are
+    unsealed: list[str] = field(default_factory=list)  # mounts outside the roots left writable to the job
 
     @classmethod
     def read(cls, rundir: Path) -> Outcome | None:
@@ -136,7 +139,7 @@ def _existing_dir(path: str) -> str:
     return p
 
 
-def _in(path: str, parent: str) -> bool:
+def within(path: str, parent: str) -> bool:
     return path == parent or path.startswith(parent.rstrip(os.sep) + os.sep)
 
 
@@ -162,7 +165,7 @@ def plan_roots(
     real = {os.path.realpath(w) for w in wanted if w}
     roots: list[str] = []
     for r in sorted(real - {os.sep}):
-        if not any(_in(r, kept) for kept in [*roots, *_NEVER[1:]]):
+        if not any(within(r, kept) for kept in [*roots, *_NEVER[1:]]):
             roots.append(r)
     return roots, sorted(real & {os.sep})
 
@@ -191,7 +194,7 @@ def _symlink_targets(project: Path) -> list[str]:
             path = os.path.join(parent, name)
             if os.path.islink(path):
                 real = os.path.realpath(path)
-                if not _in(real, str(project)) and os.path.isdir(real):  # (a venv's bin/python: not data)
+                if not within(real, str(project)) and os.path.isdir(real):  # (a venv's bin/python: not data)
                     targets.append(real)
         if seen >= SYMLINK_SCAN:
             break
@@ -270,17 +273,55 @@ def _unescape(field: str) -> str:
     return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
 
 
-def _mounts_below(root: str) -> list[tuple[str, bool]]:
-    """(mount point, read-only) of every mount strictly below `root`, outermost first: an
-    overlay on `root` would hide them (overlayfs does not cross mount points)."""
-    found: dict[str, bool] = {}
+def _mounts() -> dict[str, frozenset[str]]:
+    """Mount point -> its per-mount options (`ro`, `nosuid`, `relatime`...), the topmost mount
+    of each point, as this mount namespace sees them."""
+    found: dict[str, frozenset[str]] = {}
     with open("/proc/self/mountinfo") as f:
         for line in f:
             fields = line.split()
-            point = _unescape(fields[4])
-            if point != root and _in(point, root):
-                found[point] = "ro" in fields[5].split(",")  # the last (topmost) one wins
-    return sorted(found.items(), key=lambda m: m[0].count(os.sep))
+            found[_unescape(fields[4])] = frozenset(fields[5].split(","))  # the last (topmost) one wins
+    return found
+
+
+def _mounts_below(root: str) -> list[tuple[str, bool]]:
+    """(mount point, read-only) of every mount strictly below `root`, outermost first: an
+    overlay on `root` would hide them (overlayfs does not cross mount points)."""
+    below = [(point, "ro" in options) for point, options in _mounts().items() if point != root and within(point, root)]
+    return sorted(below, key=lambda m: m[0].count(os.sep))
+
+
+# Per-mount flags that a read-only remount must repeat: the kernel refuses to clear one that a
+# more privileged namespace set (a locked flag), and a bind remount sets them all at once.
+_KEPT_FLAGS = {
+    "nosuid": MS_NOSUID,
+    "nodev": MS_NODEV,
+    "noexec": MS_NOEXEC,
+    "noatime": 1 << 10,
+    "nodiratime": 1 << 11,
+    "relatime": 1 << 21,
+    "strictatime": 1 << 24,
+}
+
+
+def _seal_rest(kept: list[str]) -> list[str]:
+    """Make every writable mount outside `kept` (the overlaid directories, the run directory)
+    read-only to the job, / and any data disk alike: a write there fails instead of reaching the
+    disk. /proc, /sys and /dev stay as they are (/dev/shm is private already). Returns the mount
+    points that could not be made read-only."""
+    unsealed = []
+    for point, options in sorted(_mounts().items()):
+        if "ro" in options or any(within(point, d) for d in (*_NEVER[1:], *kept)):
+            continue
+        flags = MS_BIND | MS_REMOUNT | MS_RDONLY
+        for name, bit in _KEPT_FLAGS.items():
+            if name in options:
+                flags |= bit
+        try:
+            _mount("none", point, None, flags)
+        except OSError:
+            unsealed.append(point)
+    return unsealed
 
 
 def _cover(root: str, name: str, rundir: Path, keep: int) -> tuple[list[tuple[str, str]], list[str]]:
@@ -301,7 +342,7 @@ def _cover(root: str, name: str, rundir: Path, keep: int) -> tuple[list[tuple[st
         for _, _, fd in below:
             os.close(fd)
         return [], [root]
-    if _in(str(rundir), root):  # the layers below must be made on the real file system
+    if within(str(rundir), root):  # the layers below must be made on the real file system
         _mount(f"/proc/self/fd/{keep}", str(rundir), None, MS_BIND)
     covered, uncontained = [(root, name)], []
     for k, (point, read_only, fd) in enumerate(below, 1):
@@ -486,7 +527,7 @@ def _deleted_below(lower: str, upper_dir: str) -> list[Change]:
 
 def _machinery(path: str, tempdir: str) -> bool:
     """Scratch of torchrun, torch and multiprocessing in the temp directory: not the script's."""
-    if not _in(path, tempdir) or path == tempdir:
+    if not within(path, tempdir) or path == tempdir:
         return False
     return os.path.relpath(path, tempdir).split(os.sep)[0].startswith(MACHINERY)
 
@@ -618,6 +659,11 @@ def _init(spec: dict, keeper: int) -> int:
             outcome.uncontained += uncontained
         os.close(keep)
         outcome.uncontained += _private_shm()
+        points = [point for point, _ in covered]
+        if not any(within(str(rundir), point) for point in points):  # records and layers are written there
+            _mount(str(rundir), str(rundir), None, MS_BIND)
+            points.append(str(rundir))
+        outcome.unsealed = _seal_rest(points)
         (rundir / LAYERS / MAP).write_text(json.dumps(covered))
         os.chdir(spec["cwd"])  # the working directory, seen through its overlay
         if outcome.processes_visible:

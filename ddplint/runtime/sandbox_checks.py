@@ -37,6 +37,7 @@ class Containment:
     skipped: tuple[str, ...] = ()  # directories the job may write to that could not be overlaid
     unavailable: str | None = None  # the kernel or a container forbids namespaces: why
     disabled: bool = False  # --no-sandbox
+    sealed: bool = False  # the sandbox made every other writable mount read-only to the job
 
     @property
     def sandboxed(self) -> bool:
@@ -130,7 +131,7 @@ def check_sandbox(containment: Containment, writes: list[dict], base: str) -> Ch
     if len(changed) > SHOWN:
         evidence.append(f"... and {len(changed) - SHOWN} more (all of them in --format json)")
     if containment.skipped:
-        evidence.append(f"not contained (cannot be overlaid): {', '.join(containment.skipped)}")
+        evidence.append(f"not contained (cannot be overlaid or made read-only): {', '.join(containment.skipped)}")
         return CheckResult(
             IO_SANDBOX,
             Status.WARN,
@@ -139,10 +140,21 @@ def check_sandbox(containment: Containment, writes: list[dict], base: str) -> Ch
             evidence,
             data=data,
         )
+    if not containment.sealed:  # the sandbox said nothing of the rest of the file system
+        return CheckResult(
+            IO_SANDBOX,
+            Status.WARN,
+            f"{said} in the job's copy-on-write layer, discarded; whether the rest of the file system "
+            "was kept read-only is unknown (the sandbox wrote no outcome)",
+            evidence,
+            data=data,
+        )
+    evidence.append("everything else read-only to the job, but /proc, /sys and /dev (/dev/shm private)")
     return CheckResult(
         IO_SANDBOX,
         Status.PASS,
-        f"{said} in the job's copy-on-write layer, discarded; none reached your disk",
+        f"{said} in the job's copy-on-write layer, discarded; the rest of the file system was "
+        "read-only to the job: none reached your disk",
         evidence,
         data=data,
     )

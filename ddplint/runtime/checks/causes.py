@@ -52,6 +52,15 @@ CAUSES = (
         f"torch.cuda.get_arch_list() must list its sm_XY (see {STACK_VERSIONS})",
     ),
     Cause(
+        re.compile(r"\[Errno 30\] Read-only file system|\bEROFS\b"),
+        "a write to a read-only file system: under the audit's sandbox that is any directory "
+        "outside the ones it overlays (the project, the working directory, $HOME, the temp "
+        "directory, /var/tmp, the directories the arguments and the project's symlinks name), "
+        "kept read-only so that nothing reaches your disk",
+        "if the directory is writable outside the audit, pass it to the script as an argument (it "
+        "is then overlaid too), or run the audit with --no-sandbox to let the job write there for real",
+    ),
+    Cause(
         re.compile(r"Duplicate GPU detected|Multiple Ranks are using the same GPU", re.I),
         f"two ranks drive the same GPU (see {BIND_DISTINCT})",
         BIND_FIX,
