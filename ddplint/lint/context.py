@@ -16,6 +16,7 @@ from ddplint.lint.facts import (
     constructed_method,
     entry_points,
     passed,
+    process_targets,
     spawn_targets,
     spawning_parameters,
 )
@@ -173,13 +174,13 @@ class LintContext:
         return Summaries(self)
 
     def spawn_targets(self, facts: ModuleFacts) -> set[str]:
-        """Functions that every rank starts in: what mp.spawn starts, and what a command-line
-        runner (`absl.app.run(main)`, `fire.Fire(main)`) calls in each process. In the linted
+        """Functions that every rank starts in: what mp.spawn or a worker Process starts, and what a
+        command-line runner (`absl.app.run(main)`, `fire.Fire(main)`) calls in each process. In the linted
         module, also what it hands to a project helper that passes it on to mp.spawn
         (`launch(main, n_gpu)` where `def launch(fn, n): mp.spawn(fn, nprocs=n)`)."""
         key = (id(facts), "spawn")
         if key not in self._resolve_cache:
-            self._resolve_cache[key] = spawn_targets(facts) | entry_points(facts)
+            self._resolve_cache[key] = spawn_targets(facts) | entry_points(facts) | process_targets(facts)
             if facts is self.facts:
                 self._resolve_cache[key] |= self._spawned_through_helpers()
         return self._resolve_cache[key]

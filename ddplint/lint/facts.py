@@ -23,6 +23,7 @@ from ddplint.lint.names import (
 from ddplint.lint.roles import (
     CALL_ROLES,
     ENV_ROLES,
+    LOCAL_RANK_FLAGS,
     NAME_ROLES,
     RANK_NAMES,
     RANKS,
@@ -799,6 +800,19 @@ def constructed_method(facts: ModuleFacts, call: cst.Call) -> str | None:
 PROCESS_CLASSES = frozenset({"multiprocessing.Process", "torch.multiprocessing.Process"})
 
 
+def local_rank_flag(site: CallSite) -> str | None:
+    """The `--local_rank`/`--local-rank` option an `add_argument(...)` call declares, among its
+    option strings (`add_argument("-r", "--local_rank", type=int)`)."""
+    if site.method != "add_argument":
+        return None
+    for argument in site.node.args:
+        if argument.keyword is not None:
+            break
+        if (flag := string_value(argument.value)) in LOCAL_RANK_FLAGS:
+            return flag
+    return None
+
+
 def never_runs(facts: ModuleFacts, function: str) -> bool:
     """A top-level function of a script that nothing in it names (not called, handed on or
     decorated): left-over code that the script never runs. Importers of a script are rare."""
@@ -891,6 +905,26 @@ def _plain_parameters(facts: ModuleFacts, function: str) -> tuple[str, ...]:
     directly and fill its parameters from the first)."""
     info = facts.functions.get(function)
     return info.params if info is not None and "." not in function else ()
+
+
+def process_targets(facts: ModuleFacts) -> set[str]:
+    """Functions of the module that a worker Process runs (`Process(target=init_process, args=(rank, size, run))`),
+    and the functions handed to them that they call (`fn(rank, size)` for `run`): the PyTorch
+    tutorial's way of starting ranks without a launcher."""
+    found: set[str] = set()
+    for site in facts.calls:
+        if site.name not in PROCESS_CLASSES or (target := dotted(arg(site.node, None, "target"))) not in facts.functions:
+            continue
+        found.add(target)
+        given = arg(site.node, None, "args")
+        if type(given) is not cst.Tuple:
+            continue
+        called = {c.name for c in facts.calls_in(target)}
+        for param, element in zip(facts.functions[target].params, given.elements, strict=False):
+            handed = dotted(element.value)
+            if param in called and handed in facts.functions:
+                found.add(handed)
+    return found
 
 
 # Command-line runners that call the function they are handed once per process: under torchrun,
@@ -1028,7 +1062,7 @@ def _detect_distributed(facts: ModuleFacts) -> bool:
         name = call.name or ""
         if _distributed_call(name) or name in SPAWN or name in {DDP, "torch.utils.data.DistributedSampler"}:
             return True
-        if call.method == "add_argument" and string_value(arg(call.node, 0, None)) in {"--local_rank", "--local-rank"}:
+        if local_rank_flag(call) is not None:
             return True
     # a rank read from the launcher's environment; the world size alone (`WORLD_SIZE` with a
     # default of 1) is read by single-process code too

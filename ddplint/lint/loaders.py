@@ -90,7 +90,21 @@ def dataset_shards(ctx: LintContext, expr: cst.BaseExpression | None, site: Call
             return True
         if _built_by_rank_reading_class(ctx, e, ctx.facts, ctx.path):
             return True
-    return False
+    return _given_the_rank(facts, expr, site)
+
+
+def _given_the_rank(facts: ModuleFacts, expr: cst.BaseExpression, site: CallSite) -> bool:
+    """A method of the dataset (or of each dataset in the container it comes from) is called
+    with the rank in the loader's function: `for data in split_data.values(): data.select(rank)`."""
+    roots = {name.split(".")[0] for name in names_in(expr)}
+    elements = [a for a in facts.assignments_within(site.function) if a.element]
+    receivers = roots | {a.target for a in elements if roots & {n.split(".")[0] for n in names_in(a.value)}}
+    return any(
+        c.name is not None
+        and c.name.rpartition(".")[0] in receivers
+        and any(facts.holds_rank(a.value, c.function) for a in c.node.args)
+        for c in facts.calls_in(site.function)
+    )
 
 
 def _built_by_rank_reading_class(ctx: LintContext, e: cst.BaseExpression, facts: ModuleFacts, path: Path, depth: int = 4) -> bool:

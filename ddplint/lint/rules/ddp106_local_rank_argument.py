@@ -6,9 +6,7 @@ from collections.abc import Iterator
 
 from ddplint.diagnostics import Severity
 from ddplint.lint.context import LintContext
-from ddplint.lint.facts import starts_own_workers
-from ddplint.lint.names import arg, string_value
-from ddplint.lint.roles import LOCAL_RANK_FLAGS
+from ddplint.lint.facts import local_rank_flag, starts_own_workers
 from ddplint.lint.rules.base import Finding, Rule
 
 
@@ -20,11 +18,7 @@ class LocalRankArgument(Rule):
     severity = Severity.WARNING
 
     def check(self, ctx: LintContext) -> Iterator[Finding]:
-        flags = [
-            (site, flag)
-            for site in ctx.facts.calls
-            if site.method == "add_argument" and (flag := string_value(arg(site.node, 0, None))) in LOCAL_RANK_FLAGS
-        ]
+        flags = [(site, flag) for site in ctx.facts.calls if (flag := local_rank_flag(site)) is not None]
         if (
             not flags
             or starts_own_workers(ctx.facts)

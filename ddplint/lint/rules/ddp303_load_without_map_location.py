@@ -17,6 +17,7 @@ from ddplint.lint.names import (
     dotted,
     has_star_kwargs,
     names_in,
+    reference,
     with_argument,
 )
 from ddplint.lint.paths import never_runs
@@ -114,13 +115,39 @@ def _helper_loads(ctx: LintContext, site: CallSite, facts: ModuleFacts, path: Pa
 
 
 def _restoring_names(facts: ModuleFacts) -> set[str]:
-    """Names mentioned in the arguments of `load_state_dict(...)` calls."""
+    """Names mentioned in the arguments of `load_state_dict(...)` calls, and the dicts they are
+    filled from: `model_dict.update(pretrained)`, `state = {k[7:]: v for k, v in ckpt.items()}`,
+    `state = ckpt["model"]`."""
     out: set[str] = set()
     for site in facts.calls:
         if site.method == "load_state_dict":
             for a in site.node.args:
                 out |= names_in(a.value)
+    updates: dict[str, set[str]] = {}
+    for site in facts.calls:
+        if site.method == "update" and site.name and site.node.args:
+            updates.setdefault(site.name.rsplit(".", 1)[0], set()).update(_filled_from(site.node.args[0].value))
+    frontier = list(out)
+    while frontier:
+        name = frontier.pop()
+        sources = set(updates.get(name, ()))
+        for a in facts.assigned(name):
+            sources |= _filled_from(a.value)
+        frontier += sources - out
+        out |= sources
     return out
+
+
+def _filled_from(value: cst.BaseExpression) -> set[str]:
+    """The dict a value copies or filters: a name, one of its entries, a comprehension over it."""
+    if type(value) is cst.DictComp:
+        value = value.for_in.iter
+    if type(value) is cst.Call and type(value.func) is cst.Attribute and value.func.attr.value in {"items", "copy"}:
+        value = value.func.value
+    name = reference(value) if type(value) in (cst.Name, cst.Attribute, cst.Subscript) else None
+    if name is None and type(value) is cst.Subscript:
+        name = reference(value.value) if type(value.value) in (cst.Name, cst.Attribute) else None
+    return {name} if name is not None else set()
 
 
 def _restores(site: CallSite, facts: ModuleFacts, restores: set[str]) -> bool:

@@ -9,10 +9,9 @@ import libcst as cst
 
 from ddplint.diagnostics import Severity
 from ddplint.lint.context import LintContext
-from ddplint.lint.facts import Assignment, CallSite, ModuleFacts, never_runs, starts_own_workers
+from ddplint.lint.facts import Assignment, CallSite, ModuleFacts, local_rank_flag, never_runs, starts_own_workers
 from ddplint.lint.helpers import ask_helper
-from ddplint.lint.names import arg, dotted, int_value, names_in, reference, string_value
-from ddplint.lint.roles import LOCAL_RANK_FLAGS
+from ddplint.lint.names import dotted, int_value, names_in, reference, string_value
 from ddplint.lint.rules.base import Finding, Inside, Rule
 
 RENDEZVOUS = ("MASTER_PORT", "MASTER_ADDR")
@@ -83,9 +82,7 @@ def _pinned_by_helper(
 
 def _launched(facts: ModuleFacts) -> bool:
     """A launcher starts the script: it reads the rank the launcher sets, or takes its --local_rank."""
-    return bool(facts.env_reads & {"LOCAL_RANK", "RANK"}) or any(
-        site.method == "add_argument" and string_value(arg(site.node, 0, None)) in LOCAL_RANK_FLAGS for site in facts.calls
-    )
+    return bool(facts.env_reads & {"LOCAL_RANK", "RANK"}) or any(local_rank_flag(site) is not None for site in facts.calls)
 
 
 def _constant(expr: cst.BaseExpression, facts: ModuleFacts, at: Assignment, depth: int = 4) -> bool:
