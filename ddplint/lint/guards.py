@@ -84,6 +84,8 @@ class Guards:
         self._extra_predicates = set(ctx.config.main_process_predicates)
         self._one_process: dict[tuple[int, str], bool] = {}
         self._launchers: dict[tuple[int, str], bool] = {}
+        self._spawns: dict[tuple[int, str], list[CallSite]] = {}  # per function: its calls that start the ranks
+        self._own_group: dict[tuple[int, str], bool] = {}
         self._callees: dict[int, dict[int, str]] = {}
         self.launch = LaunchTests(self)
 
@@ -560,7 +562,10 @@ class Guards:
         """
         if not site.function and not in_main_block(site):
             return False  # module-level code outside the `__main__` block runs in every spawned process too
-        spawns = [c for c in facts.calls_in(site.function) if self._launches(c, facts, path)]
+        key = (id(facts), site.function)
+        if key not in self._spawns:
+            self._spawns[key] = [c for c in facts.calls_in(site.function) if self._launches(c, facts, path)]
+        spawns = self._spawns[key]
         if not spawns:
             return False
         if any(site.blocks[: len(c.blocks)] == c.blocks for c in spawns):
@@ -596,11 +601,15 @@ class Guards:
     def _starts_own_group(self, function: str, facts: ModuleFacts, path: Path) -> bool:
         """The function starts a process group that several processes join, itself or through a
         helper other than the worker it spawns."""
-        workers = self.ctx.spawn_targets(facts)
-        return any(
-            self.ctx.method_target(facts, c) not in workers and Effect.STARTS_GROUP in self.ctx.summaries.effects(c, facts, path)
-            for c in facts.calls_in(function)
-        )
+        key = (id(facts), function)
+        if key not in self._own_group:
+            workers = self.ctx.spawn_targets(facts)
+            self._own_group[key] = any(
+                self.ctx.method_target(facts, c) not in workers
+                and Effect.STARTS_GROUP in self.ctx.summaries.effects(c, facts, path)
+                for c in facts.calls_in(function)
+            )
+        return self._own_group[key]
 
     def rank_zero_first(self, site: CallSite, facts: ModuleFacts, path: Path) -> bool:
         """Between `if rank != 0: barrier()` and a later `if rank == 0: barrier()`: rank 0 runs

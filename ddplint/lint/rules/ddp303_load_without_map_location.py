@@ -131,8 +131,8 @@ def _restoring_names(facts: ModuleFacts) -> set[str]:
     while frontier:
         name = frontier.pop()
         sources = set(updates.get(name, ()))
-        for a in facts.assigned(name):
-            sources |= _filled_from(a.value)
+        for binding in facts.assigned(name):
+            sources |= _filled_from(binding.value)
         frontier += sources - out
         out |= sources
     return out
