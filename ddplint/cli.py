@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from ddplint import __version__
-from ddplint.runtime.registry import IO_SANDBOX
+from ddplint.runtime.registry import IO_SANDBOX, PERF_SCALING
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 EXIT_INTERRUPTED = 128 + 2  # 128 + SIGINT: what the shell reports for Ctrl-C, and ruff exits with
@@ -231,6 +231,12 @@ def _fail(message: str) -> None:
     show_default=True,
     help="[runtime] cpu: run a CUDA script on the CPU, its CUDA placement mapped there and nccl made "
     "gloo (auto: when no GPU is visible); cuda: never map.",
+)
+@click.option(
+    "--scaling",
+    is_flag=True,
+    help="[runtime] Also run the same steps with 1 process and report the throughput of each "
+    f"process count and the scaling efficiency ({PERF_SCALING}); runs the script a second time.",
 )
 @click.option(
     "--allow-no-data",

@@ -109,7 +109,7 @@ STRAGGLER = SLEEPY.replace("{sleep}", "0.5 if rank == 1 else 0.0")
 BALANCED = SLEEPY.replace("{sleep}", "0.1")
 
 
-def audit(tmp_path: Path, name: str, source: str) -> dict[str, dict]:
+def audit(tmp_path: Path, name: str, source: str, *extra: str) -> dict[str, dict]:
     script = tmp_path / name
     script.write_text(textwrap.dedent(source))
     out = tmp_path / "report.json"
@@ -128,6 +128,7 @@ def audit(tmp_path: Path, name: str, source: str) -> dict[str, dict]:
             "5",
             "--epochs",
             "2",
+            *extra,
             str(script),
         ],
         capture_output=True,
@@ -222,6 +223,18 @@ def test_balanced_ranks_pass(tmp_path):
     assert min(own) >= 0.09 and max(own) < 1.3 * min(own)  # both sleep 0.1 s per step
     assert steps["data"]["slowest_ratio"] < 1.3
     assert "straggler" not in steps["data"]
+    assert checks["perf.scaling"]["status"] == "SKIP"  # not asked for
+
+
+def test_scaling_runs_the_steps_again_with_one_process(tmp_path):
+    checks = audit(tmp_path, "balanced.py", BALANCED, "--scaling")
+    scaling = checks["perf.scaling"]
+    assert scaling["status"] == "INFO", scaling  # on the CPU: information only
+    data = scaling["data"]
+    assert data["unit"] == "samples/s" and data["batch_size"] == 8
+    # every step sleeps 0.1 s, so throughput is about 80 samples/s per process whatever the load
+    assert 40 < data["processes"]["1"] < 85 and 1.4 < data["speedup"] < 2.1, data
+    assert scaling["summary"].startswith("2 processes: ") and "scaling efficiency" in scaling["summary"]
 
 
 ATOMIC_SAVE = (

@@ -11,7 +11,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from ddplint.runtime.checks.memory import peak_check
-from ddplint.runtime.perf_checks import check_resume, check_steps
+from ddplint.runtime.perf_checks import SingleRun, check_resume, check_scaling, check_steps
 from ddplint.runtime.perfprobe import (
     StepClock,
     TrainingObjects,
@@ -335,3 +335,57 @@ def test_grad_scaler_nested_states_and_counters_are_found(tmp_path):
     r = check_resume({0: rec(0, PerfRecord(checkpoints=[c], live=objects.live))}, str(tmp_path))
     assert r.status is Status.PASS
     assert r.summary == "amp.pt holds what a resume needs: model, optimizer, GradScaler, checkpoint['state']['train_step']"
+
+
+# ---- perf.scaling ---------------------------------------------------------------------------
+
+
+def run_of(n: int, wait: float, rest: float, exposed: float | None, batch: int = 16) -> dict[int, dict]:
+    loader = {"site": "/job/train.py:9", "batch_size": batch}
+    return {
+        i: rec(
+            i,
+            PerfRecord(times=StepTimes(steps(wait, rest), comm(exposed) if exposed is not None else [])),
+            training_site="/job/train.py:9",
+            loaders={"/job/train.py:9": loader},
+        )
+        for i in range(n)
+    }
+
+
+def test_near_linear_scaling_passes_with_both_throughputs():
+    alone = SingleRun(run_of(1, 0.001, 0.099, None))
+    r = check_scaling(run_of(4, 0.001, 0.104, 0.004), alone, 4, on_cpu=False)
+    assert r.status is Status.PASS
+    assert r.summary.startswith("4 processes: 609.5 samples/s, 1 process: 160.0 samples/s: 3.81x, scaling efficiency 95%")
+    assert r.data["processes"] == {"1": pytest.approx(160.0), "4": pytest.approx(609.5, abs=0.1)}
+
+
+def test_communication_bound_scaling_warns_with_the_communication_fix():
+    alone = SingleRun(run_of(1, 0.001, 0.099, None))
+    r = check_scaling(run_of(4, 0.001, 0.199, 0.1), alone, 4, on_cpu=False)
+    assert r.status is Status.WARN
+    assert r.summary.endswith("scaling efficiency 50%, below 80%: mostly gradient sync")
+    assert "no_sync" in r.fix and r.data["growth_s"]["gradient sync"] == pytest.approx(0.1)
+
+
+def test_an_input_bound_loss_names_the_loader():
+    alone = SingleRun(run_of(1, 0.010, 0.090, None))
+    r = check_scaling(run_of(2, 0.110, 0.090, 0.0), alone, 2, on_cpu=False)
+    assert r.status is Status.WARN and r.summary.endswith("mostly waiting for data") and "num_workers" not in r.summary
+    assert "DataLoader workers" in r.fix
+
+
+def test_on_the_cpu_scaling_is_information_only():
+    r = check_scaling(run_of(2, 0.001, 0.199, 0.1), SingleRun(run_of(1, 0.001, 0.099, None)), 2, on_cpu=True)
+    assert r.status is Status.INFO and any("no forecast for GPUs" in e for e in r.evidence)
+
+
+def test_scaling_not_asked_not_possible_or_failed():
+    assert check_scaling(run_of(2, 0.0, 0.1, 0.0), None, 2, on_cpu=False).status is Status.SKIP
+    skipped = check_scaling(run_of(2, 0.0, 0.1, 0.0), SingleRun({}, skipped="several nodes"), 2, on_cpu=False)
+    assert (skipped.status, skipped.summary) == (Status.SKIP, "several nodes")
+    failed = check_scaling(run_of(2, 0.0, 0.1, 0.0), SingleRun({}, failed="no rank reported"), 2, on_cpu=False)
+    assert failed.status is Status.WARN and "no rank reported" in failed.summary
+    untimed = check_scaling(run_of(2, 0.0, 0.1, 0.0), SingleRun({0: rec(0, PerfRecord())}), 2, on_cpu=False)
+    assert untimed.status is Status.WARN and "the 1-process run timed no training step" in untimed.summary

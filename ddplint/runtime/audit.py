@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ddplint.runtime.gpucount import GpuCount, count_gpus
 from ddplint.runtime.options import RuntimeOptions
@@ -50,6 +51,9 @@ from ddplint.runtime.sandbox_checks import (
     check_sandbox,
     writes_report,
 )
+
+if TYPE_CHECKING:
+    from ddplint.runtime.perf_checks import SingleRun
 from ddplint.runtime.verdict import CheckResult, Status
 
 SMOKE = Path(__file__).with_name("smoke.py")
@@ -159,16 +163,7 @@ def run_audit(options: RuntimeOptions) -> int:
             containment = _containment(options, script)
             plan = Plan(containment.roots, rundir.path) if containment.sandboxed else None
             host = _checks_of(HOST_CHECKS, run_host_checks, options, nproc, port, None, None, gpus)
-            rundir.write_config(
-                {
-                    "steps": options.steps,
-                    "epochs": options.epochs,
-                    "backend": "gloo" if on_cpu else options.backend,
-                    "cuda_on_cpu": on_cpu,
-                    "timeout": options.timeout,
-                    "sandbox": plan is not None,
-                }
-            )
+            _write_config(rundir, options, on_cpu, plan)
             command = torchrun_command(
                 rundir,
                 script,
@@ -200,6 +195,9 @@ def run_audit(options: RuntimeOptions) -> int:
                 verbose=options.verbose,
             ).run()
             changes = layer_changes(plan.layers, tempfile.gettempdir()) if plan else None
+            single = (
+                _single_process_run(options, script, nproc, on_cpu, containment) if options.scaling and not preflight else None
+            )
             report = _merge(
                 options,
                 script,
@@ -214,6 +212,7 @@ def run_audit(options: RuntimeOptions) -> int:
                 containment,
                 changes,
                 preflight,
+                single,
             )
         except Interrupted as exc:
             print(f"ddplint: error: interrupted ({exc}); every process of the job was stopped", file=sys.stderr)
@@ -224,6 +223,59 @@ def run_audit(options: RuntimeOptions) -> int:
                     remove_tree(rundir.path)
                     rundir.unlock()
     return _emit(options, report)
+
+
+def _write_config(rundir, options: RuntimeOptions, on_cpu: bool, plan: Plan | None) -> None:
+    rundir.write_config(
+        {
+            "steps": options.steps,
+            "epochs": options.epochs,
+            "backend": "gloo" if on_cpu else options.backend,
+            "cuda_on_cpu": on_cpu,
+            "timeout": options.timeout,
+            "sandbox": plan is not None,
+        }
+    )
+
+
+def _single_process_run(options: RuntimeOptions, script, nproc: int, on_cpu: bool, containment: Containment) -> SingleRun:
+    """--scaling: the same steps with one process, in a run directory (and sandbox) of its own."""
+    from ddplint.runtime.checks.ports import free_port
+    from ddplint.runtime.launcher import Launch, signals_deferred, torchrun_command
+    from ddplint.runtime.nodes import Nodes
+    from ddplint.runtime.perf_checks import SingleRun
+    from ddplint.runtime.rundir import RunDir
+    from ddplint.runtime.sandbox import remove_tree
+
+    if options.nnodes > 1:
+        return SingleRun({}, skipped="several nodes: --scaling compares process counts on one node")
+    if nproc == 1:
+        return SingleRun({}, skipped="the audit ran 1 process: nothing to compare it with")
+    alone = replace(options, nproc_per_node=1, master_addr="127.0.0.1", rdzv_backend=None, rdzv_endpoint=None)
+    port = free_port()
+    rundir = RunDir.create()
+    try:
+        plan = Plan(containment.roots, rundir.path) if containment.sandboxed else None
+        _write_config(rundir, alone, on_cpu, plan)
+        command = torchrun_command(rundir, script, options.script_args, 1, 1, 0, "127.0.0.1", port, None, None)
+        _progress(f"scaling: the same steps with 1 process, port {port}")
+        result = Launch(
+            rundir,
+            command,
+            1,
+            options.timeout,
+            options.rdzv_timeout,
+            _progress,
+            Nodes.of(alone, port),
+            plan,
+            verbose=options.verbose,
+        ).run()
+    finally:
+        with signals_deferred():
+            remove_tree(rundir.path)
+            rundir.unlock()
+    failed = None if result.records else "no rank reported (the script failed or hung with 1 process)"
+    return SingleRun(result.records, failed=failed)
 
 
 def _containment(options: RuntimeOptions, script) -> Containment:
@@ -248,12 +300,14 @@ def _contained_by(containment: Containment, sandbox: Outcome) -> Containment:
     return replace(containment, skipped=tuple(dict.fromkeys([*left, *sandbox.uncontained, *unsealed])), sealed=True)
 
 
-def _merge(options, script, host, result, nproc, world, backend, on_cpu, port, elapsed, containment, changes, preflight) -> dict:
+def _merge(
+    options, script, host, result, nproc, world, backend, on_cpu, port, elapsed, containment, changes, preflight, single
+) -> dict:
     from ddplint.runtime import report as rpt
     from ddplint.runtime.checks.rank import rank_checks
     from ddplint.runtime.data_checks import DATA_CHECKS, data_checks, loaders_of
     from ddplint.runtime.io_checks import check_single_writer
-    from ddplint.runtime.perf_checks import PERF_CHECKS, check_resume, check_steps
+    from ddplint.runtime.perf_checks import PERF_CHECKS, check_resume, check_scaling, check_steps
     from ddplint.runtime.run_checks import check_failure, check_hang, check_reached
 
     base = os.getcwd()
@@ -267,7 +321,7 @@ def _merge(options, script, host, result, nproc, world, backend, on_cpu, port, e
     elif records:
         checks += data_checks(records, world, str(script.parent), options.steps)
         checks.append(check_single_writer(records, base, containment.sandboxed))
-        checks += [check_resume(records, base), check_steps(records, base)]
+        checks += [check_resume(records, base), check_steps(records, base), check_scaling(records, single, nproc, on_cpu)]
     else:
         why = f"no rank reported (see {RUN_FAILURE} and {RUN_HANG})"
         checks += [CheckResult(name, Status.SKIP, why) for name in (*DATA_CHECKS, IO_SINGLE_WRITER, *PERF_CHECKS)]

@@ -29,4 +29,5 @@ class RuntimeOptions:
     quiet: bool = False  # text report: only what is not PASS (-q)
     device: str = "auto"  # auto | cpu | cuda: cpu maps the script's CUDA to the CPU (auto: when no GPU)
     allow_no_data: bool = False  # a run that reached no batch is not a failure (--allow-no-data)
+    scaling: bool = False  # also run the steps with 1 process: perf.scaling (--scaling)
     extra: dict[str, str] = field(default_factory=dict)

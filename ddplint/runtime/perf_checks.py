@@ -20,7 +20,7 @@ from ddplint.runtime.perfrecords import (
     PerfRecord,
     StepSample,
 )
-from ddplint.runtime.registry import CKPT_RESUME, PERF_STEPS, ids
+from ddplint.runtime.registry import CKPT_RESUME, COMM_BANDWIDTH, PERF_SCALING, PERF_STEPS, ids
 from ddplint.runtime.sites import short
 from ddplint.runtime.verdict import CheckResult, Status
 
@@ -152,6 +152,95 @@ def check_steps(records: dict[int, dict], base: str) -> CheckResult:
         evidence,
         data=data,
     )
+
+
+# -- perf.scaling ----------------------------------------------------------------------------
+
+SCALING_WARN = 0.80  # N processes giving less than 80% of N times one process's throughput
+
+
+@dataclass(frozen=True)
+class SingleRun:
+    """The same steps run again with 1 process (--scaling)."""
+
+    records: dict[int, dict]
+    failed: str | None = None  # why it gave no steps to compare
+    skipped: str | None = None  # why it was not run
+
+
+def _throughput(records: dict[int, dict]) -> tuple[list[RankSteps], int | None, float] | None:
+    """(the ranks' steady steps, the training loader's batch size, samples (or steps) per second
+    of the whole run)."""
+    ranks = [r for rank, rec in sorted(records.items()) if (r := rank_steps(rank, PerfRecord.from_plain(rec.get("perf"))))]
+    if not ranks:
+        return None
+    batch = (_training_loader(records) or {}).get("batch_size")
+    return ranks, batch, sum((batch or 1) / r.step_s for r in ranks if r.step_s > 0)
+
+
+def check_scaling(records: dict[int, dict], single: SingleRun | None, nproc: int, on_cpu: bool) -> CheckResult:
+    """Throughput with `nproc` processes against one, the efficiency, and where the step grew."""
+    if single is None:
+        return CheckResult(PERF_SCALING, Status.SKIP, "not asked for (--scaling runs the same steps with 1 process too)")
+    if single.skipped is not None:
+        return CheckResult(PERF_SCALING, Status.SKIP, single.skipped)
+    if single.failed is not None:
+        return CheckResult(PERF_SCALING, Status.WARN, f"the 1-process run gave nothing to compare: {single.failed}")
+    many, one = _throughput(records), _throughput(single.records)
+    if many is None or one is None:
+        which = f"the {nproc}-process run" if many is None else "the 1-process run"
+        return CheckResult(PERF_SCALING, Status.WARN, f"{which} timed no training step: nothing to compare")
+    ranks, batch, thr_n = many
+    [alone], _, thr_1 = one
+    unit = "samples/s" if batch else "steps/s"
+    speedup = thr_n / thr_1
+    efficiency = speedup / nproc
+    step_n = statistics.median(r.step_s for r in ranks)
+    wait_n = statistics.median(r.wait_s for r in ranks)
+    comm_n = statistics.median(r.comm_s or 0.0 for r in ranks)
+    growth = {
+        "waiting for data": wait_n - alone.wait_s,
+        "gradient sync": comm_n - (alone.comm_s or 0.0),
+    }
+    growth["the rest"] = (step_n - alone.step_s) - sum(growth.values())
+    data = {
+        "processes": {"1": thr_1, str(nproc): thr_n},
+        "unit": unit,
+        "batch_size": batch,
+        "speedup": speedup,
+        "efficiency": efficiency,
+        "step_s": {"1": alone.step_s, str(nproc): step_n},
+        "growth_s": growth,
+        "warn_below": SCALING_WARN,
+    }
+    summary = (
+        f"{nproc} processes: {thr_n:.1f} {unit}, 1 process: {thr_1:.1f} {unit}: {speedup:.2f}x, "
+        f"scaling efficiency {efficiency:.0%}"
+    )
+    evidence = [
+        f"median step: {_ms(alone.step_s)} with 1 process, {_ms(step_n)} with {nproc}",
+        "where the step grew: " + ", ".join(f"{what} {'+' if d >= 0 else '-'}{_ms(abs(d))}" for what, d in growth.items()),
+    ]
+    if on_cpu:
+        evidence.append("measured on the CPU: the processes share this host's cores, so this is no forecast for GPUs")
+        return CheckResult(PERF_SCALING, Status.INFO, summary, evidence, data=data)
+    if efficiency >= SCALING_WARN:
+        return CheckResult(PERF_SCALING, Status.PASS, summary, evidence, data=data)
+    worst = max(growth, key=lambda k: growth[k])
+    return CheckResult(
+        PERF_SCALING, Status.WARN, f"{summary}, below {SCALING_WARN:.0%}: mostly {worst}", evidence, SCALING_FIX[worst], data=data
+    )
+
+
+SCALING_FIX = {
+    "waiting for data": "the loader cannot feed more processes: more DataLoader workers per rank, "
+    f"pin_memory, persistent_workers, data on a faster disk (see {PERF_STEPS})",
+    "gradient sync": "communication grows with the process count: a larger per-GPU batch, gradient "
+    f"accumulation under model.no_sync(), a larger bucket_cap_mb (see {COMM_BANDWIDTH} for the links)",
+    "the rest": "per-step work that does not shrink with more processes (rank-0 logging or evaluation "
+    "inside the step), or processes that share a host resource (CPU threads: set OMP_NUM_THREADS, "
+    "a PCIe switch)",
+}
 
 
 def _split(ranks: list[RankSteps]) -> str:

@@ -80,6 +80,7 @@ IO_SINGLE_WRITER = _check("io.single_writer", "io", AUDIT_DOC, "DDP301", "DDP302
 IO_SANDBOX = _check("io.sandbox", "io", AUDIT_DOC)
 CKPT_RESUME = _check("ckpt.resume", "perf", AUDIT_DOC)
 PERF_STEPS = _check("perf.steps", "perf", AUDIT_DOC)
+PERF_SCALING = _check("perf.scaling", "perf", AUDIT_DOC)
 
 # -- the run itself (run_checks.py, sandbox_checks.py) -------------------------------------
 RUN_REACHED = _check("run.reached", "run", AUDIT_DOC)
