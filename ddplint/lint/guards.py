@@ -33,7 +33,7 @@ from ddplint.lint.facts import (
     starts_workers,
 )
 from ddplint.lint.launch import LaunchTests
-from ddplint.lint.names import dotted, int_value, names_in, reference, string_value
+from ddplint.lint.names import call_parameters, dotted, int_value, names_in, reference, string_value
 from ddplint.lint.roles import (
     DIST_FLAGS,
     ENV_ROLES,
@@ -84,6 +84,7 @@ class Guards:
         self._extra_predicates = set(ctx.config.main_process_predicates)
         self._one_process: dict[tuple[int, str], bool] = {}
         self._launchers: dict[tuple[int, str], bool] = {}
+        self._rank_params: dict[tuple[int, str], frozenset[str]] = {}
         self._spawns: dict[tuple[int, str], list[CallSite]] = {}  # per function: its calls that start the ranks
         self._own_group: dict[tuple[int, str], bool] = {}
         self._callees: dict[int, dict[int, str]] = {}
@@ -430,6 +431,9 @@ class Guards:
         reference_name = reference(expr) if type(expr) in (cst.Name, cst.Attribute, cst.Subscript) else None
         if reference_name is None:
             return False
+        info = facts.functions.get(function)
+        if type(expr) is cst.Name and info is not None and expr.value in info.params:
+            return expr.value in self._rank_parameters(facts, path, function)
         # `dp_rank = mpu.get_data_parallel_rank()`, then `if dp_rank == 0:`; memoised, and a
         # binding that reads itself (`args.x = int(args.x)`, `a = b; b = a`) adds no rank
         key = (id(facts), function, reference_name)
@@ -441,6 +445,48 @@ class Guards:
                 if b.function in {function, ""} or "." in reference_name
             )
         return self._named_ranks[key]
+
+    def _rank_parameters(self, facts: ModuleFacts, path: Path, function: str) -> frozenset[str]:
+        """Parameters of a function that every call of it in the linted module fills with a rank
+        (`setup_logger(name, out, get_rank())` for `def setup_logger(name, save_dir,
+        distributed_rank)`): a test of one inside is a rank test. Memoised; a recursive cycle adds
+        no rank."""
+        key = (id(facts), function)
+        if key not in self._rank_params:
+            self._rank_params[key] = frozenset()
+            calls = [(c, self.ctx.facts, self.ctx.path) for c in self._calls_of(facts, function)]
+            definition = facts.functions[function].node
+            found = set()
+            for param in facts.functions[function].params:
+                given = [(self._argument(c.node, definition, param), c, f, p) for c, f, p in calls]
+                if given and all(a is not None and self._rankish(a, f, p, c.function) for a, c, f, p in given):
+                    found.add(param)
+            self._rank_params[key] = frozenset(found)
+        return self._rank_params[key]
+
+    def _calls_of(self, facts: ModuleFacts, function: str) -> list[CallSite]:
+        """The calls of a function (of the linted module or a project helper) in the linted module."""
+        ctx = self.ctx
+        if facts is ctx.facts:
+            return self.callers(facts).get(function, [])
+        return [
+            site
+            for site in ctx.facts.calls
+            if (found := ctx.resolve_function(ctx.facts, ctx.path, ctx.method_target(ctx.facts, site))) is not None
+            and found[0] is facts
+            and found[2] == function
+        ]
+
+    @staticmethod
+    def _argument(call: cst.Call, definition: cst.FunctionDef, param: str) -> cst.BaseExpression | None:
+        if any(a.star for a in call.args):
+            return None
+        for a in call.args:
+            if a.keyword is not None and a.keyword.value == param:
+                return a.value
+        positional = [a.value for a in call.args if a.keyword is None]
+        names = [p.name.value for p in call_parameters(call, definition)]
+        return positional[names.index(param)] if param in names and names.index(param) < len(positional) else None
 
     def _project_rank(self, facts, path, name) -> bool:
         """A project function that returns the rank (`def process_index(): return int(os.environ["RANK"])`);
