@@ -624,7 +624,7 @@ class Guards:
         that its caller is the launcher too (`run = wandb.init(); launcher.run(run)`)."""
         if starts_workers(site):
             return True
-        callee = self._callee(site, facts)
+        callee = self.callee(site, facts)
         return callee is not None and self._is_launcher(callee, facts, path)
 
     def _is_launcher(self, function: str, facts: ModuleFacts, path: Path) -> bool:
@@ -637,7 +637,7 @@ class Guards:
             )
         return self._launchers[key]
 
-    def _callee(self, site: CallSite, facts: ModuleFacts) -> str | None:
+    def callee(self, site: CallSite, facts: ModuleFacts) -> str | None:
         """The function of the module a call site calls, as the call graph resolves it."""
         key = id(facts)
         if key not in self._callees:
@@ -720,6 +720,10 @@ def _callers(facts: ModuleFacts) -> dict[str, list[CallSite]]:
         if site.name in facts.functions:
             out.setdefault(site.name, []).append(site)
             continue
+        nested = _nested_function(facts, site)
+        if nested is not None:
+            out.setdefault(nested, []).append(site)
+            continue
         if f"{site.name}.__init__" in facts.functions:  # constructing the class runs __init__
             out.setdefault(f"{site.name}.__init__", []).append(site)
             continue
@@ -733,6 +737,19 @@ def _callers(facts: ModuleFacts) -> dict[str, list[CallSite]]:
         if cls is not None and f"{cls}.{method}" in facts.functions:
             out.setdefault(f"{cls}.{method}", []).append(site)
     return out
+
+
+def _nested_function(facts: ModuleFacts, site: CallSite) -> str | None:
+    """A bare call of a function defined inside the caller or a function around it (`def
+    run(): def test(loader): ...; test(val_loader)`); a class body is no enclosing scope."""
+    if "." in (site.name or "."):
+        return None
+    scope = site.function
+    while scope:
+        if scope in facts.functions and f"{scope}.{site.name}" in facts.functions:
+            return f"{scope}.{site.name}"
+        scope = scope.rpartition(".")[0]
+    return None
 
 
 def _enclosing_function(facts: ModuleFacts, scope: str):

@@ -66,6 +66,21 @@ def _forwarded_model(ctx: LintContext, site: CallSite, models: dict[str, tuple[s
     return None
 
 
+def _model_it_sees(ctx: LintContext, site: CallSite, models: dict[str, tuple[str, int]]) -> str | None:
+    """The wrapped model a function of the module runs through a name it does not bind itself:
+    a module global (`def estimate_loss(): ... model(x)`) or its enclosing function's variable (a
+    nested `def test(loader): ... model(x)`)."""
+    facts = ctx.facts
+    function = ctx.guards.callee(site, facts)
+    if function is None:
+        return None
+    own = set(facts.functions[function].params) | {a.target.split(".")[0] for a in facts.assignments_within(function)}
+    for inner in facts.calls_within(function):
+        if inner.name is not None and inner.name.split(".")[0] not in own and _is_wrapped(inner.name, inner, models):
+            return inner.name
+    return None
+
+
 def _model_in_attribute(ctx: LintContext, site: CallSite, models: dict[str, tuple[str, int]]) -> str | None:
     """The wrapped model a method runs through the object that keeps it (`runner.predict(x)`,
     where `runner = Runner(model)` stored the wrapped model as `self.net` in `__init__` and
@@ -144,7 +159,11 @@ class CollectiveInRankBranch(Rule):
         for site in ctx.facts.calls:
             if _is_wrapped(site.name, site, models):
                 communicating.append((site, f"forward pass of the wrapped model '{site.name}'"))
-            elif (handed := _forwarded_model(ctx, site, models) or _model_in_attribute(ctx, site, models)) is not None:
+            elif (
+                handed := _forwarded_model(ctx, site, models)
+                or _model_in_attribute(ctx, site, models)
+                or _model_it_sees(ctx, site, models)
+            ) is not None:
                 communicating.append((site, f"{dotted(site.node.func)}() runs the forward pass of the wrapped model '{handed}'"))
             elif Effect.COLLECTIVE in ctx.summaries.effects(site):
                 direct = Effect.COLLECTIVE in direct_effects(site)
