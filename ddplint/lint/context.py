@@ -10,6 +10,7 @@ import libcst as cst
 
 from ddplint.config import Config
 from ddplint.lint.facts import (
+    DIST,
     INIT_PG,
     CallSite,
     ModuleFacts,
@@ -19,11 +20,15 @@ from ddplint.lint.facts import (
     process_targets,
     spawn_targets,
     spawning_parameters,
+    starts_own_workers,
 )
 from ddplint.lint.guards import Guards
-from ddplint.lint.names import dotted
+from ddplint.lint.names import data_name, dotted
 from ddplint.lint.project import ProjectIndex
-from ddplint.lint.summaries import Effect, Summaries
+from ddplint.lint.summaries import WRAPPERS, Effect, Summaries
+
+# Calls that need a process group: the data-parallel wrappers and the sampler that asks it.
+PROCESS_GROUP_USERS = WRAPPERS | {"torch.utils.data.DistributedSampler"}
 
 
 @dataclass
@@ -39,10 +44,25 @@ class LintContext:
     @cached_property
     def is_distributed(self) -> bool:
         """By its own code, or a script whose process group starts in a project helper
-        (`dist_util.setup_dist()`) without the script naming torch.distributed itself."""
-        if self.facts.is_distributed or not self.facts.is_script:
+        (`dist_util.setup_dist()`) without the script naming torch.distributed itself. A script
+        that never touches a process group (no torch.distributed call, DDP/FSDP wrap,
+        DistributedSampler or worker start, in itself or in a project helper it calls) runs in
+        one process, whatever launcher flag or rank variable it declares."""
+        if not self.facts.is_script:
             return self.facts.is_distributed
+        if self.facts.is_distributed:
+            return self._touches_process_group()
         return any(site.name != INIT_PG for site in self.summaries.sites_with(Effect.STARTS_GROUP))
+
+    def _touches_process_group(self) -> bool:
+        if self.facts.framework is not None:  # the framework (the HF Trainer, Lightning) starts it
+            return True
+        calls = self.facts.calls
+        if any(site.name and (site.name.startswith(f"{DIST}.") or data_name(site.name) in PROCESS_GROUP_USERS) for site in calls):
+            return True
+        if starts_own_workers(self.facts):
+            return True
+        return any(self.summaries.sites_with(effect) for effect in (Effect.STARTS_GROUP, Effect.COLLECTIVE, Effect.DATA_PARALLEL))
 
     def resolve_function(self, facts: ModuleFacts, path: Path, name: str | None, hops: int = 2):
         """The (facts, path, function name) that a callee names, in this module or the project.
