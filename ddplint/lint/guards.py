@@ -40,6 +40,7 @@ from ddplint.lint.roles import (
     GROUP_RANK_CALL,
     MAIN_DECORATORS,
     MAIN_PREDICATES,
+    RANK_NAMES,
     RANKS,
     WORLD_NAMES,
     Role,
@@ -420,8 +421,8 @@ class Guards:
             return self._rankish(expr.left, facts, path, function)
         if type(expr) is cst.Call:
             name = facts.qualify(dotted(expr.func)) or ""
-            if GROUP_RANK_CALL.fullmatch(last_part(name)):
-                return True
+            if GROUP_RANK_CALL.fullmatch(last_part(name)) or last_part(name) in RANK_NAMES:
+                return True  # `get_data_parallel_rank()`, a graph or communicator's `g.rank()`
             if name in {"int", "str"} and expr.args:
                 return self._rankish(expr.args[0].value, facts, path, function)
             if facts.role_of(expr, function) is None and self._project_rank(facts, path, name):
