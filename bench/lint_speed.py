@@ -1,6 +1,6 @@
 """Static lint speed, 1 process, against the floor of a bare libcst parse of the same files.
 
-    python bench/lint_speed.py [CORPUS_DIR ...] [--repeat N] [--jobs2]
+    python bench/lint_speed.py [CORPUS_DIR ...] [--repeat N] [--jobs2] [--peers DIR]
 
 For each corpus, the parse floor and the lint are timed in turns (paired, so that a change in
 machine load hits both), `--repeat` times, in CPU time of this process (other processes on a
@@ -16,6 +16,11 @@ counts as parse), each phase's share of that lint applied to the lint's median r
     report     the text report of the findings (as the CLI prints it)
     other      reading, discovery, noqa comments, sorting
 
+With Fixit and TorchFix installed (on PATH, or their executables in `--peers DIR`: they pin a
+libcst older than ddplint's, so a venv of their own), each corpus is also linted by the three
+command-line tools in turns, each a fresh process (start-up included, ddplint with --no-cache),
+and their CPU time (user + system of the child) is compared: the paired peer comparison.
+
 The default corpora are the repository's fixtures (DDP-heavy scripts, nearly every one with
 findings) and, when torch is installed, its own DDP code (torch/nn/parallel and
 torch/distributed/algorithms); about a minute in all at the default --repeat.
@@ -27,8 +32,11 @@ import argparse
 import ast
 import gc
 import importlib.util
+import resource
 import shutil
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from collections import defaultdict
@@ -194,17 +202,56 @@ def measure(corpus: Path, repeat: int, jobs2: bool) -> dict[str, float]:
     return {"floor": base, "lint": medians["lint -j 1"]}
 
 
+def compare_peers(corpus: Path, repeat: int, peer_dir: Path | None) -> dict[str, float]:
+    """CPU seconds (median of `repeat` paired turns) of ddplint, Fixit and TorchFix on a corpus,
+    each as its own process; peers that are not installed are left out."""
+
+    def found(name: str) -> str | None:
+        return str(peer_dir / name) if peer_dir and (peer_dir / name).exists() else shutil.which(name)
+
+    commands = {"ddplint": [sys.executable, "-m", "ddplint", "--no-cache", "--select", "ALL", "--exit-zero", "-q", str(corpus)]}
+    for name, tail in (("fixit", ["lint", str(corpus)]), ("torchfix", [str(corpus)])):
+        exe = found(name)
+        if exe is not None:
+            commands[name] = [exe, *tail]
+    if len(commands) == 1:
+        return {}
+    runs: dict[str, list[float]] = defaultdict(list)
+    for _ in range(repeat):
+        for name, command in commands.items():
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            runs[name].append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
+    medians = {name: statistics.median(times) for name, times in runs.items()}
+    own = medians["ddplint"]
+    print(
+        "  peers, CPU s of each command (paired turns): "
+        + ", ".join(f"{name} {seconds:.2f} s ({seconds / own:.1f}x ddplint)" for name, seconds in medians.items()),
+        flush=True,
+    )
+    return medians
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("corpus", nargs="*", type=Path, help="directories of Python code (default: see above)")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--jobs2", action="store_true", help="also time the lint with 2 worker processes")
+    parser.add_argument("--peers", type=Path, help="directory with the fixit and torchfix executables (default: PATH)")
     args = parser.parse_args()
     corpora = args.corpus or default_corpora()
-    summary = {corpus: measure(corpus, args.repeat, args.jobs2) for corpus in corpora}
-    print(f"\n{'corpus':<28}{'floor s':>9}{'lint s':>9}{'ratio':>8}")
+    summary = {}
+    for corpus in corpora:
+        summary[corpus] = measure(corpus, args.repeat, args.jobs2)
+        summary[corpus].update(compare_peers(corpus, args.repeat, args.peers))
+    print(f"\n{'corpus':<28}{'floor s':>9}{'lint s':>9}{'ratio':>8}{'fixit/ddplint':>15}{'torchfix/ddplint':>18}")
     for corpus, row in summary.items():
-        print(f"{corpus.name:<28}{row['floor']:>9.2f}{row['lint']:>9.2f}{row['lint'] / row['floor']:>7.2f}x")
+        peers = [f"{row[name] / row['ddplint']:.1f}x" if name in row else "-" for name in ("fixit", "torchfix")]
+        print(
+            f"{corpus.name:<28}{row['floor']:>9.2f}{row['lint']:>9.2f}{row['lint'] / row['floor']:>7.2f}x"
+            f"{peers[0]:>15}{peers[1]:>18}"
+        )
 
 
 if __name__ == "__main__":
