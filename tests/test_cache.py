@@ -241,3 +241,22 @@ def test_creating_a_module_that_shadows_the_one_an_import_found_invalidates_the_
     (tmp_path / "sub" / "helpers.py").write_text("import torch\n\ndef save(m):\n    torch.save(m, 'm.pt')\n")
     proc = run_cli("sub/train.py", cwd=tmp_path)
     assert proc.returncode == 1 and "sub/train.py:5:1: DDP301 save() saves a checkpoint on every rank" in proc.stdout
+
+
+def test_an_init_file_created_above_the_script_invalidates_the_file(tmp_path):
+    """A package's __init__.py written since moves the root its imports resolve from: the cached
+    result must be what a fresh lint says now."""
+    (tmp_path / "pyproject.toml").write_text("[tool.ddplint]\n")
+    (tmp_path / "helpers.py").write_text("import torch\n\ndef save(m):\n    torch.save(m, 'm.pt')\n")
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "helpers.py").write_text("def save(m):\n    print(m)\n")
+    (tmp_path / "pkg" / "train.py").write_text(
+        "import torch\nimport torch.distributed as dist\nfrom helpers import save\n"
+        "dist.init_process_group('gloo')\nsave(1)\ndist.destroy_process_group()\n"
+    )
+    before = run_cli("pkg/train.py", cwd=tmp_path)
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    cached = run_cli("pkg/train.py", cwd=tmp_path)
+    fresh = run_cli("--no-cache", "pkg/train.py", cwd=tmp_path)
+    assert before.stdout != fresh.stdout  # the new package root changed which helpers.py is read
+    assert (cached.returncode, cached.stdout) == (fresh.returncode, fresh.stdout)

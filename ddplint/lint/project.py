@@ -134,6 +134,8 @@ class ProjectIndex:
         # from the project root, not an attribute `utils.is_rank_0` of a utils.py next door.
         found: list[tuple[int, int, Path, str]] = []
         absent: list[Path] = []  # any of these, created, could win
+        if not level:  # an __init__.py created here would move the package root the search starts from
+            absent.append(_package_root(self.real(importer).parent) / "__init__.py")
         for rank, base in enumerate(bases):
             for split in range(len(parts), 0, -1):
                 module_path, candidates = self._module_file(base, tuple(parts[:split]))
