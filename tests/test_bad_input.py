@@ -423,3 +423,17 @@ def test_syntax_newer_than_the_running_python_is_linted_not_a_syntax_error(tmp_p
     proc = run_cli("--extend-select", "DDP402", str(path))  # the info rule is opt-in
     assert proc.returncode == 1 and "DDP001" not in proc.stdout
     assert ":3:1: DDP103" in proc.stdout and ":3:1: DDP402" in proc.stdout
+
+
+@pytest.mark.skipif(sys.version_info >= (3, 12), reason="needs a Python that cannot read PEP 701 f-strings")
+def test_fixes_apply_in_a_file_of_newer_syntax(tmp_path):
+    """The running Python cannot check the fixed file, so libcst's parser does (it read the file)."""
+    path = tmp_path / "train.py"
+    path.write_text(
+        'import os\nimport torch.distributed as dist\nnames = ["a"]\ndist.init_process_group("gloo")\n'
+        'print(f"{", ".join(names)}")\nos.makedirs("out")\ndist.destroy_process_group()\n'
+    )
+    proc = run_cli("--fix", str(path))
+    assert proc.returncode == 0, proc.stderr
+    assert 'os.makedirs("out", exist_ok=True)' in path.read_text() and 'print(f"{", ".join(names)}")' in path.read_text()
+    assert "Fixed 1 problem" in proc.stderr + proc.stdout

@@ -25,6 +25,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import libcst as cst
+
 from ddplint.config import Config
 from ddplint.diagnostics import Diagnostic, Edit, FileError
 from ddplint.lint.discovery import discover
@@ -101,6 +103,8 @@ def _fixed_text(
     is left out (and named in the error), not the other fixes of the file."""
     fixed: Counter[str] = Counter()
     broken: dict[tuple[str, str, int, str], Diagnostic] = {}
+    # a file of newer syntax than this Python reads (libcst read it) is checked by libcst's parser
+    parses = _parses if _parses(text, path) else _libcst_parses
     for _ in range(MAX_PASSES):
         fixable = [
             d
@@ -110,13 +114,13 @@ def _fixed_text(
         if not fixable:
             break
         new_text, applied = _apply(text, fixable)
-        if not _parses(new_text, path):
-            alone = [d for d in applied if not _parses(_apply(text, [d])[0], path)]
+        if not parses(new_text, path):
+            alone = [d for d in applied if not parses(_apply(text, [d])[0], path)]
             broken.update((_identity(d), d) for d in alone)
             # the rest parse one by one; if only together they do not, take one per pass
             rest = [d for d in applied if d not in alone]
             new_text, applied = _apply(text, rest)
-            if not _parses(new_text, path):
+            if not parses(new_text, path):
                 new_text, applied = _apply(text, rest[:1])
         text = new_text
         fixed.update(d.code for d in applied)
@@ -135,6 +139,14 @@ def _identity(d: Diagnostic) -> tuple[str, str, int, str]:
 
 def _parses(text: str, path: Path) -> bool:
     return python_syntax_error(text, str(path)) is None
+
+
+def _libcst_parses(text: str, path: Path) -> bool:
+    try:
+        cst.parse_module(text)
+    except cst.ParserSyntaxError:
+        return False
+    return True
 
 
 def _apply(text: str, diagnostics: list[Diagnostic]) -> tuple[str, list[Diagnostic]]:
