@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
+from typing import NamedTuple
 
 import libcst as cst
 
@@ -26,6 +27,15 @@ from ddplint.lint.guards import Guards
 from ddplint.lint.names import data_name, dotted
 from ddplint.lint.project import ProjectIndex
 from ddplint.lint.summaries import WRAPPERS, Effect, Summaries
+
+
+class Resolved(NamedTuple):
+    """A function a call names, found in the linted module or the project."""
+
+    facts: ModuleFacts
+    path: Path
+    function: str  # its dotted name in that module: "save", "Trainer.fit", "Logger.__init__"
+
 
 # Calls that need a process group: the data-parallel wrappers and the sampler that asks it.
 PROCESS_GROUP_USERS = WRAPPERS | {"torch.utils.data.DistributedSampler"}
@@ -64,7 +74,7 @@ class LintContext:
             return True
         return any(self.summaries.sites_with(effect) for effect in (Effect.STARTS_GROUP, Effect.COLLECTIVE, Effect.DATA_PARALLEL))
 
-    def resolve_function(self, facts: ModuleFacts, path: Path, name: str | None, hops: int = 2):
+    def resolve_function(self, facts: ModuleFacts, path: Path, name: str | None, hops: int = 2) -> Resolved | None:
         """The (facts, path, function name) that a callee names, in this module or the project.
 
         Follows re-exports (`from .distributed import is_primary` in a package's __init__.py).
@@ -72,12 +82,12 @@ class LintContext:
         if name is None:
             return None
         if name in facts.functions:
-            return facts, path, name
+            return Resolved(facts, path, name)
         # Constructing a project class runs its __init__. Followed only from the linted module:
         # deeper, logging libraries build per-rank file objects that the rank check cannot see.
         constructors = facts is self.facts
         if constructors and f"{name}.__init__" in facts.functions:
-            return facts, path, f"{name}.__init__"
+            return Resolved(facts, path, f"{name}.__init__")
         if name.startswith("torch.") or name.split(".")[0] in {"os", "sys", "torch"}:
             return None
         receiver, _, member = name.rpartition(".")
@@ -113,9 +123,9 @@ class LintContext:
         if facts.has_members(cls):
             return cls
         found = self.project.resolve(path, facts.qualify(cls) or cls)
-        return cls if found is not None and found[2] and found[1].has_members(found[2]) else None
+        return cls if found is not None and found.attr and found.facts.has_members(found.attr) else None
 
-    def _resolve_in_project(self, facts: ModuleFacts, path: Path, name: str, hops: int, constructors: bool):
+    def _resolve_in_project(self, facts: ModuleFacts, path: Path, name: str, hops: int, constructors: bool) -> Resolved | None:
         found = self.project.resolve(path, name)
         if found is None:
             return None
@@ -125,12 +135,12 @@ class LintContext:
             # `dist.launch` where distributed/__init__.py does `from .launch import launch`: the
             # package's attribute is the function it re-exports, not the submodule of that name
             parent = self.project.resolve(path, package)
-            if parent is not None and not parent[2] and last in parent[1].imports:
-                return self.resolve_function(parent[1], parent[0], parent[1].qualify(last), hops - 1)
+            if parent is not None and not parent.attr and last in parent.facts.imports:
+                return self.resolve_function(parent.facts, parent.path, parent.facts.qualify(last), hops - 1)
         if attr and attr in module_facts.functions:
-            return module_facts, module_path, attr
+            return Resolved(module_facts, module_path, attr)
         if constructors and attr and f"{attr}.__init__" in module_facts.functions:
-            return module_facts, module_path, f"{attr}.__init__"
+            return Resolved(module_facts, module_path, f"{attr}.__init__")
         # re-exported: `from .distributed import is_primary`, or a module imported under a name
         # (`import megatron.core.parallel_state as mpu`, then `mpu.get_data_parallel_rank`)
         head = attr.partition(".")[0]
@@ -179,9 +189,9 @@ class LintContext:
             for importer, facts in frontier:
                 for qualified in facts.imports.values():
                     resolved = self.project.resolve(importer, qualified)
-                    if resolved is not None and resolved[0] != self.project.real(self.path) and resolved[0] not in found:
-                        found[resolved[0]] = resolved[1]
-                        following.append((resolved[0], resolved[1]))
+                    if resolved is not None and resolved.path != self.project.real(self.path) and resolved.path not in found:
+                        found[resolved.path] = resolved.facts
+                        following.append((resolved.path, resolved.facts))
             frontier = following
         return list(found.items())
 
@@ -209,7 +219,7 @@ class LintContext:
         found = set()
         for site in self.facts.calls:
             resolved = self.resolve_function(self.facts, self.path, site.name)
-            if resolved is None or resolved[0] is self.facts:
+            if resolved is None or resolved.facts is self.facts:
                 continue
             inner_facts, _, function = resolved
             key = (id(inner_facts), "spawning parameters")

@@ -265,7 +265,7 @@ class Guards:
     def _is_property(self, facts: ModuleFacts, path: Path, name: str | None) -> bool:
         resolved = self.ctx.resolve_function(facts, path, name)
         return resolved is not None and any(
-            last_part(d) in {"property", "cached_property"} for d in resolved[0].functions[resolved[2]].decorators
+            last_part(d) in {"property", "cached_property"} for d in resolved.facts.functions[resolved.function].decorators
         )
 
     def _project_predicate(self, facts, path, name) -> tuple[frozenset[str], frozenset[str]]:
@@ -285,7 +285,7 @@ class Guards:
             true: frozenset[str] = frozenset()
             false: frozenset[str] = frozenset()
             for value in returns:
-                if _is_bool_literal(value):
+                if type(value) is cst.Name and _is_bool_literal(value):
                     if value.value == "True":
                         true |= {SINGLE_WORLD}
                     else:
@@ -474,8 +474,8 @@ class Guards:
             site
             for site in ctx.facts.calls
             if (found := ctx.resolve_function(ctx.facts, ctx.path, ctx.method_target(ctx.facts, site))) is not None
-            and found[0] is facts
-            and found[2] == function
+            and found.facts is facts
+            and found.function == function
         ]
 
     @staticmethod

@@ -30,7 +30,7 @@ def ask_helper(
     recursive call gets `unknown`); `unknown` too for a call that reaches no project function,
     or, with `top`, one of the linted module."""
     resolved = ctx.resolve_function(facts, path, ctx.method_target(facts, site))
-    if resolved is None or resolved[0] is ctx.facts and top:
+    if resolved is None or resolved.facts is ctx.facts and top:
         return unknown
     inner_facts, inner_path, function = resolved
     key = (id(inner_facts), function, question)

@@ -122,7 +122,7 @@ class LaunchTests:
         resolved = ctx.resolve_function(facts, path, ctx.method_target(facts, site))
         if resolved is None:
             return True
-        inner = [s for s in resolved[0].calls_within(resolved[2]) if s.name == INIT_PG]
+        inner = [s for s in resolved.facts.calls_within(resolved.function) if s.name == INIT_PG]
         return not inner or any(not s.conditions for s in inner)
 
     @staticmethod

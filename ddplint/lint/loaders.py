@@ -137,9 +137,9 @@ def _class_reads_rank(ctx: LintContext, name: str | None, facts: ModuleFacts, pa
     found = (facts, name) if facts.has_members(name) else None
     if found is None:
         resolved = ctx.project.resolve(path, name)
-        if resolved is None or not resolved[2]:
+        if resolved is None or not resolved.attr:
             return False
-        found = (resolved[1], resolved[2])
+        found = (resolved.facts, resolved.attr)
     facts, cls = found
     prefix = cls + "."
     for site in facts.calls_within(cls):

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import libcst as cst
 
@@ -20,6 +21,14 @@ from ddplint.lint import positions as positions_mod
 from ddplint.lint.source import SourceError, read_source
 
 SEARCH_PARENTS = 3  # how far above the script to look for a top-level package
+
+
+class Located(NamedTuple):
+    """A project module that defines a qualified name."""
+
+    path: Path
+    facts: facts_mod.ModuleFacts
+    attr: str  # the attribute left over ("save_on_master"), "" for the module itself
 
 
 @dataclass(frozen=True)
@@ -82,7 +91,7 @@ class ProjectIndex:
             self._positions[key] = (where.start.line, where.start.column + 1) if where is not None else None
         return self._positions[key]
 
-    def resolve(self, importer: Path, qualified: str) -> tuple[Path, facts_mod.ModuleFacts, str] | None:
+    def resolve(self, importer: Path, qualified: str) -> Located | None:
         """Find the project module that defines `qualified` ("util.misc.save_on_master").
 
         Returns the module's path, its facts and the attribute left over ("save_on_master",
@@ -93,7 +102,7 @@ class ProjectIndex:
             return None
         module_path, attr = located
         found = self.facts_for(module_path)
-        return (module_path, found, attr) if found is not None else None
+        return Located(module_path, found, attr) if found is not None else None
 
     def star_names(self, importer: Path, module: cst.Module) -> dict[str, str]:
         """What the module's top-level `from m import *` lines bring in from project modules: the
@@ -108,9 +117,9 @@ class ProjectIndex:
                     continue
                 prefix = "." * len(small.relative) + (names_mod.dotted(small.module) or "")
                 found = self.resolve(importer, prefix)
-                if found is None or found[2]:
+                if found is None or found.attr:
                     continue
-                _, star, _ = found
+                star = found.facts
                 names.update({k: v for k, v in star.imports.items() if not k.startswith("_") and not v.startswith(".")})
                 sep = "" if prefix.endswith(".") else "."
                 defined = {name.split(".")[0] for name in star.functions}

@@ -211,7 +211,7 @@ def _helper_writes(
     calls, followed through the helpers it calls (memoised per function and arguments; a
     recursive call adds nothing)."""
     resolved = ctx.resolve_function(facts, path, ctx.method_target(facts, site))
-    if resolved is None or resolved[0] is ctx.facts and top:
+    if resolved is None or resolved.facts is ctx.facts and top:
         return None  # functions of the linted module are judged where they write
     inner_facts, inner_path, function = resolved
     definition = inner_facts.functions[function].node

@@ -48,7 +48,7 @@ class MissingSetDevice(Rule):
         """init_process_group("nccl") here, or in a helper of another project module."""
         if site.name != INIT_PG:
             resolved = ctx.resolve_function(ctx.facts, ctx.path, ctx.method_target(ctx.facts, site))
-            if resolved is None or resolved[0] is ctx.facts:
+            if resolved is None or resolved.facts is ctx.facts:
                 return False  # a function of this module is reported at its own init call
         return Effect.STARTS_NCCL in ctx.summaries.effects(site)
 

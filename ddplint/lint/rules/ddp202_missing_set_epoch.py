@@ -106,7 +106,7 @@ def _samplers_from_helpers(ctx: LintContext) -> dict[CallSite, Inside]:
         if not bound_names(facts, site.node) or data_name(site.name) == SAMPLER:
             continue
         resolved = ctx.resolve_function(facts, ctx.path, ctx.method_target(facts, site))
-        if resolved is None or resolved[0] is facts:
+        if resolved is None or resolved.facts is facts:
             continue
         inner_facts, inner_path, function = resolved
         returned = {id(value) for value in inner_facts.functions[function].returns}

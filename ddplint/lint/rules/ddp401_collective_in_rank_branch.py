@@ -94,7 +94,7 @@ def _model_in_attribute(ctx: LintContext, site: CallSite, models: dict[str, tupl
         return None
     facts = ctx.facts
     resolved = ctx.resolve_function(facts, ctx.path, site.name)
-    if resolved is None or "." not in resolved[2]:
+    if resolved is None or "." not in resolved.function:
         return None
     inner_facts, _, method = resolved
     cls = method.rpartition(".")[0]
@@ -113,7 +113,7 @@ def _model_in_attribute(ctx: LintContext, site: CallSite, models: dict[str, tupl
         if construction is None or any(a.star for a in construction.node.args):
             return None
         built = ctx.resolve_function(facts, ctx.path, construction.name)
-        if built is None or built[0] is not inner_facts or built[2] != f"{cls}.__init__":
+        if built is None or built.facts is not inner_facts or built.function != f"{cls}.__init__":
             return None
         params = [p.name.value for p in call_parameters(construction.node, init.node)]
         handed = {

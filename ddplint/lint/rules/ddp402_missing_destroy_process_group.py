@@ -46,4 +46,4 @@ class MissingDestroyProcessGroup(Rule):
     def _through_other_script(ctx: LintContext, site) -> bool:
         """`detection.main(args)` from a launcher wrapper: main.py is a script and answers for itself."""
         resolved = ctx.resolve_function(ctx.facts, ctx.path, ctx.method_target(ctx.facts, site))
-        return resolved is not None and resolved[0] is not ctx.facts and resolved[0].is_script
+        return resolved is not None and resolved.facts is not ctx.facts and resolved.facts.is_script
