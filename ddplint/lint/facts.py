@@ -928,19 +928,28 @@ def process_targets(facts: ModuleFacts) -> set[str]:
 
 
 # Command-line runners that call the function they are handed once per process: under torchrun,
-# on every rank (`app.run(main)`, `fire.Fire(main)`).
-ENTRY_RUNNERS = frozenset({"absl.app.run", "fire.Fire"})
+# on every rank (`app.run(main)`, `fire.Fire(main)`, `typer.run(main)`), by the keyword each
+# names its function with.
+ENTRY_RUNNERS = {"absl.app.run": "main", "fire.Fire": "component", "typer.run": "function"}
+# Job schedulers whose executors run the submitted function in every task of the job
+# (`executor.submit(train, cfg)` with `executor = submitit.AutoExecutor(...)`).
+EXECUTORS = frozenset({"submitit.AutoExecutor", "submitit.SlurmExecutor", "submitit.LocalExecutor"})
 
 
 def entry_points(facts: ModuleFacts) -> set[str]:
-    """Functions of the module handed to a command-line runner."""
+    """Functions of the module handed to a command-line runner, or submitted to a job executor."""
+    executors = {a.target for a in facts.assignments if type(a.value) is cst.Call and facts.callee(a.value) in EXECUTORS}
     targets = set()
     for call in facts.calls:
         if call.name in ENTRY_RUNNERS:
-            fn = arg(call.node, 0, "main") if call.name == "absl.app.run" else arg(call.node, 0, "component")
-            name = dotted(fn) if fn is not None else None
-            if name in facts.functions:
-                targets.add(name)
+            fn = arg(call.node, 0, ENTRY_RUNNERS[call.name])
+        elif call.method in {"submit", "map_array"} and call.name and call.name.rpartition(".")[0] in executors:
+            fn = arg(call.node, 0, "fn")
+        else:
+            continue
+        name = dotted(fn) if fn is not None else None
+        if name in facts.functions:
+            targets.add(name)
     return targets
 
 
