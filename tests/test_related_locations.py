@@ -54,3 +54,17 @@ def test_the_cache_keeps_the_related_places(tmp_path):
 
 def test_a_finding_in_the_linted_file_itself_has_no_related_places(tmp_path):
     assert related_of(FIXTURES / "lint" / "device", "--no-cache", "hardcoded_to_cuda0.py") == {"DDP101": []}
+
+
+def test_a_write_in_a_function_of_the_file_names_the_call_every_rank_makes(tmp_path):
+    """A save inside the script's own save_checkpoint() is reported where it writes, with the
+    unguarded call that reaches it (the guarded call is not the one named)."""
+    (tmp_path / "train.py").write_text(
+        "import torch\nimport torch.distributed as dist\n\n\n"
+        "def save_checkpoint(state, name):\n    torch.save(state, name)\n\n\n"
+        "def main():\n    dist.init_process_group('gloo')\n"
+        "    if dist.get_rank() == 0:\n        save_checkpoint({}, 'best.pt')\n"
+        "    save_checkpoint({}, 'last.pt')\n    dist.destroy_process_group()\n\n\n"
+        "if __name__ == '__main__':\n    main()\n"
+    )
+    assert related_of(tmp_path, "--no-cache", "train.py") == {"DDP301": [("train.py", 13, 5)]}

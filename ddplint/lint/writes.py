@@ -204,6 +204,16 @@ def unguarded_writes(ctx: LintContext, kind: str) -> Iterator[tuple[CallSite, In
             yield site, inside
 
 
+def called_from(ctx: LintContext, site: CallSite) -> tuple[Inside, ...]:
+    """For a write inside a function of the linted module: the first call of that function that
+    every rank makes (`save_checkpoint(...)` in the epoch loop), named beside the write."""
+    callers = [c for c in ctx.guards.callers(ctx.facts).get(site.function, []) if not ctx.guards.main_only(c)]
+    if not callers:
+        return ()
+    first = min(callers, key=lambda c: c.order)
+    return (Inside(ctx.path, first.node, f"{dotted(first.node.func)}() called here, on every rank"),)
+
+
 def _helper_writes(
     ctx: LintContext, site: CallSite, kind: str, facts: ModuleFacts, path: Path, top: bool = False
 ) -> Inside | None:

@@ -43,7 +43,8 @@ class Remedy:
 
 @dataclass(frozen=True)
 class Inside:
-    """The node inside a project helper (in another module) that a reported call reaches."""
+    """The node inside a project helper (in another module) that a reported call reaches, or the
+    call of the linted module's own function that reaches a reported write."""
 
     path: Path
     node: cst.CSTNode

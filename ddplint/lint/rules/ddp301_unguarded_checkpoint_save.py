@@ -10,7 +10,7 @@ from ddplint.lint.names import (
     dotted,
 )
 from ddplint.lint.rules.base import Finding, Rule
-from ddplint.lint.writes import CHECKPOINT, OUTSIDE_TRAINER, unguarded_writes
+from ddplint.lint.writes import CHECKPOINT, OUTSIDE_TRAINER, called_from, unguarded_writes
 
 
 class UnguardedCheckpointSave(Rule):
@@ -28,5 +28,5 @@ class UnguardedCheckpointSave(Rule):
                 site.node,
                 f"{what} on every rank: all ranks write the same file at once (corrupt or truncated "
                 "checkpoint, N times the I/O); save only on the main process (if rank == 0:)",
-                inside=(inside,) if inside else (),
+                inside=(inside,) if inside else called_from(ctx, site),
             )

@@ -10,7 +10,7 @@ from ddplint.lint.names import (
     dotted,
 )
 from ddplint.lint.rules.base import Finding, Rule
-from ddplint.lint.writes import LOG, OUTSIDE_TRAINER, unguarded_writes
+from ddplint.lint.writes import LOG, OUTSIDE_TRAINER, called_from, unguarded_writes
 
 
 class UnguardedLogWriter(Rule):
@@ -28,5 +28,5 @@ class UnguardedLogWriter(Rule):
                 site.node,
                 f"{what} on every rank: each process writes the same file or run (interleaved, "
                 "duplicated or clobbered logs); create it only on the main process (if rank == 0:)",
-                inside=(inside,) if inside else (),
+                inside=(inside,) if inside else called_from(ctx, site),
             )

@@ -13,7 +13,7 @@ from ddplint.lint.names import (
     with_argument,
 )
 from ddplint.lint.rules.base import Finding, Remedy, Replace, Rule
-from ddplint.lint.writes import MKDIR, OUTSIDE_TRAINER, unguarded_writes
+from ddplint.lint.writes import MKDIR, OUTSIDE_TRAINER, called_from, unguarded_writes
 
 
 class MakedirsRace(Rule):
@@ -42,5 +42,5 @@ class MakedirsRace(Rule):
                 Remedy("pass exist_ok=True", Replace(site.node, with_argument(site.node, "exist_ok", 2, cst.Name("True"))))
                 if fixable
                 else None,
-                inside=(inside,) if inside else (),
+                inside=(inside,) if inside else called_from(ctx, site),
             )

@@ -15,7 +15,7 @@ import libcst as cst
 from ddplint.diagnostics import Severity
 from ddplint.lint.context import LintContext
 from ddplint.lint.facts import CallSite, ModuleFacts
-from ddplint.lint.guards import MAIN, NOTMAIN, OPPOSITE
+from ddplint.lint.guards import MAIN, NOTMAIN, OPPOSITE, SINGLE
 from ddplint.lint.names import call_parameters, dotted
 from ddplint.lint.rules.base import Finding, Rule
 from ddplint.lint.summaries import WRAPPERS, Effect, direct_effects
@@ -38,18 +38,29 @@ def _wrapped_models(ctx: LintContext) -> dict[str, tuple[str, int]]:
     return wrapped
 
 
-def _is_wrapped(name: str | None, site: CallSite, models: dict[str, tuple[str, int]]) -> bool:
-    """`name` holds the wrapped model at `site` (after its wrapping, or in another function)."""
-    if name not in models:
+def _is_wrapped(ctx: LintContext, name: str | None, site: CallSite, models: dict[str, tuple[str, int]]) -> bool:
+    """`name` holds the wrapped model at `site`. An attribute (`self.model`) or a parameter does
+    after its wrapping, or in another function; a variable the site's function binds itself does
+    when one of its bindings that reach the site wraps (`model = from_pretrained(...)` later in
+    `main()` is another model than `train()`'s DDP one); a free variable does when it is the
+    module's global or an enclosing function's variable that is wrapped."""
+    if name is None or name not in models:
         return False
     function, order = models[name]
-    return site.function != function or site.order > order
+    facts = ctx.facts
+    info = facts.functions.get(site.function)
+    if "." in name or info is not None and name in info.params:
+        return site.function != function or site.order > order
+    if any(a.function == site.function for a in facts.assigned(name)):
+        reaching = facts.reaching(name, site.function, site.order, site.blocks)
+        return any(type(b.value) is cst.Call and facts.callee(b.value) in WRAPPERS for b in reaching if not b.element)
+    return not function or site.function.startswith(f"{function}.")
 
 
 def _forwarded_model(ctx: LintContext, site: CallSite, models: dict[str, tuple[str, int]]) -> str | None:
     """The wrapped model a call hands to a project function that runs its forward pass
     (`validate(model, loader)` where validate calls `model(x)`)."""
-    handed = [(i, a) for i, a in enumerate(site.node.args) if _is_wrapped(dotted(a.value), site, models)]
+    handed = [(i, a) for i, a in enumerate(site.node.args) if _is_wrapped(ctx, dotted(a.value), site, models)]
     if not handed or any(a.star for a in site.node.args):
         return None
     resolved = ctx.resolve_function(ctx.facts, ctx.path, ctx.method_target(ctx.facts, site))
@@ -76,7 +87,7 @@ def _model_it_sees(ctx: LintContext, site: CallSite, models: dict[str, tuple[str
         return None
     own = set(facts.functions[function].params) | {a.target.split(".")[0] for a in facts.assignments_within(function)}
     for inner in facts.calls_within(function):
-        if inner.name is not None and inner.name.split(".")[0] not in own and _is_wrapped(inner.name, inner, models):
+        if inner.name is not None and inner.name.split(".")[0] not in own and _is_wrapped(ctx, inner.name, inner, models):
             return inner.name
     return None
 
@@ -119,7 +130,7 @@ def _model_in_attribute(ctx: LintContext, site: CallSite, models: dict[str, tupl
         handed = {
             a.keyword.value if a.keyword is not None else (params[i] if i < len(params) else None)
             for i, a in enumerate(construction.node.args)
-            if _is_wrapped(dotted(a.value), construction, models)
+            if _is_wrapped(ctx, dotted(a.value), construction, models)
         }
         forwarded = {a for a in forwarded if attributes[a] in handed}
     return f"{obj}.{min(forwarded)}" if forwarded else None
@@ -157,7 +168,7 @@ class CollectiveInRankBranch(Rule):
         models = _wrapped_models(ctx)
         communicating = []
         for site in ctx.facts.calls:
-            if _is_wrapped(site.name, site, models):
+            if _is_wrapped(ctx, site.name, site, models):
                 communicating.append((site, f"forward pass of the wrapped model '{site.name}'"))
             elif (
                 handed := _forwarded_model(ctx, site, models)
@@ -175,6 +186,8 @@ class CollectiveInRankBranch(Rule):
             side = sides[id(site)]
             if side is None or not guards.rank_conditional(site):
                 continue
+            if any(guards.condition_kind(c, ctx.facts, ctx.path, site.function) == SINGLE for c in site.conditions):
+                continue  # only a run without distribution gets there: no other rank to wait for
             paired = any(
                 other.name == site.name
                 and other is not site
