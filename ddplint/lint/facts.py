@@ -154,6 +154,15 @@ class Assignment:
 
 
 @dataclass(frozen=True)
+class ItemStore:
+    """`state[k] = v` with a key that is not a constant: the container receives the value."""
+
+    container: str  # dotted: "new_state_dict", "self.buffers"
+    value: cst.BaseExpression
+    function: str
+
+
+@dataclass(frozen=True)
 class Loop:
     node: cst.For | cst.While
     function: str
@@ -189,6 +198,7 @@ class ModuleFacts:
     rpc_only: bool = False  # RPC workers and no process group or DDP replica: not data-parallel
     is_script: bool = False  # has an `if __name__ == "__main__":` block
     names_read: set[str] = field(default_factory=set)  # every name the module's code mentions (not a def's own name)
+    item_stores: list[ItemStore] = field(default_factory=list)
     idle_with_calls: set[int] = field(default_factory=set)  # id() of `with open(...): pass` items
     attributes: set[str] = field(default_factory=set)  # every `x.<name>` used: "local_rank", "gpu"
     asserts: list[Assert] = field(default_factory=list)
@@ -701,6 +711,8 @@ class _Collector(Walker):
             return
         name = reference(target)
         if name is None:
+            if type(target) is cst.Subscript and (container := reference(target.value)) is not None:
+                self.facts.item_stores.append(ItemStore(container, value, self.scope))
             return
         self._record(name, value)
         if type(value) is cst.Dict:  # `opt = {"rank": rank}` binds `opt.rank` too

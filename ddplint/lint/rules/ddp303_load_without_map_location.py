@@ -127,12 +127,14 @@ def _restoring_names(facts: ModuleFacts) -> set[str]:
     for site in facts.calls:
         if site.method == "update" and site.name and site.node.args:
             updates.setdefault(site.name.rsplit(".", 1)[0], set()).update(_filled_from(site.node.args[0].value))
+    for store in facts.item_stores:  # `for k, v in ckpt.items(): state[k[7:]] = v`
+        updates.setdefault(store.container, set()).update(_filled_from(store.value))
     frontier = list(out)
     while frontier:
         name = frontier.pop()
         sources = set(updates.get(name, ()))
         for binding in facts.assigned(name):
-            sources |= _filled_from(binding.value)
+            sources |= _filled_from(binding.value)  # (a loop's `v` is filled from `ckpt.items()`)
         frontier += sources - out
         out |= sources
     return out
