@@ -1063,10 +1063,13 @@ def _enclosing_scopes(function: str) -> list[str]:
 
 
 def _detect_framework(facts: ModuleFacts) -> str | None:
-    for module in facts.imported_modules:
-        head = module.lstrip(".").split(".")[0]
-        if not module.startswith(".") and head in FRAMEWORK_IMPORTS:
+    """The framework that runs the distributed training: one whose names the code uses (an
+    `from accelerate import Accelerator` left unused leaves the script its own)."""
+    for local, qualified in facts.imports.items():
+        head = qualified.split(".")[0]
+        if head in FRAMEWORK_IMPORTS and local in facts.names_read:
             return FRAMEWORK_IMPORTS[head]
+    for module in facts.imported_modules:
         if module.startswith(FRAMEWORK_MODULES):
             return "torch testing harness"
     for call in facts.calls:
