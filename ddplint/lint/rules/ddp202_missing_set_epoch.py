@@ -22,7 +22,7 @@ from ddplint.lint.loaders import (
     over_range,
     samplers,
 )
-from ddplint.lint.names import arg, data_name, names_in, reference
+from ddplint.lint.names import arg, call_parameters, data_name, dotted, names_in, reference
 from ddplint.lint.paths import dominates
 from ddplint.lint.rules.base import Finding, InsertBefore, Inside, Remedy, Rule
 
@@ -77,8 +77,8 @@ class MissingSetEpoch(Rule):
                 continue  # an evaluation sampler (or the sampler of an evaluation loader): its order does not matter
             if names and {n.rsplit(".", 1)[-1] for n in names} & lasts:
                 continue
-            if any(_escapes(ctx, n) for n in names):
-                continue  # handed to a function this linter cannot see into
+            if any(_escapes(ctx, n) or _set_by_receiver(ctx, n) for n in names):
+                continue  # handed to a function this linter cannot see into, or to one that sets the epoch
             if _single_pass(facts, site, names):
                 continue  # one pass over the data: there is no next epoch to reshuffle
             if receivers and any(_returned(facts, site.function, n) for n in names):
@@ -277,6 +277,39 @@ def _loader_names(facts: ModuleFacts, binding: Assignment) -> set[str]:
 def _returned(facts, function: str, name: str) -> bool:
     info = facts.functions.get(function)
     return info is not None and any(name in names_in(value) for value in info.returns)
+
+
+def _set_by_receiver(ctx: LintContext, name: str) -> bool:
+    """The sampler is handed to a function or class of the project that sets its epoch, on the
+    parameter it receives or on the attribute its `__init__` keeps it in (`Trainer(model, loader,
+    sampler)`, then `self.sampler.set_epoch(epoch)` in a method)."""
+    for site in ctx.facts.calls:
+        resolved = ctx.resolve_function(ctx.facts, ctx.path, ctx.method_target(ctx.facts, site))
+        if resolved is None or any(a.star for a in site.node.args):
+            continue
+        definition = resolved.facts.functions[resolved.function].node
+        params = [p.name.value for p in call_parameters(site.node, definition)]
+        for index, argument in enumerate(site.node.args):
+            if dotted(argument.value) != name:
+                continue
+            param = argument.keyword.value if argument.keyword is not None else (params[index] if index < len(params) else None)
+            if param is None:
+                continue
+            receivers = {param}
+            cls = resolved.function.rpartition(".")[0]
+            if resolved.function.endswith(".__init__"):
+                receivers |= {
+                    a.target
+                    for a in resolved.facts.assignments_within(resolved.function)
+                    if a.target.startswith("self.") and dotted(a.value) == param
+                }
+            scope = cls if resolved.function.endswith(".__init__") else resolved.function
+            if any(
+                c.method == "set_epoch" and c.name and c.name.rpartition(".")[0] in receivers
+                for c in resolved.facts.calls_within(scope)
+            ):
+                return True
+    return False
 
 
 def _escapes(ctx: LintContext, name: str) -> bool:
