@@ -28,9 +28,9 @@ class MissingSetDevice(Rule):
     def check(self, ctx: LintContext) -> Iterator[Finding]:
         if binding_sites(ctx):
             return
-        explicit = any(use.kind in {DeviceKind.LOCAL, DeviceKind.INDEX} for use in device_uses(ctx))
+        explicit = any(use.kind in {DeviceKind.LOCAL, DeviceKind.GLOBAL, DeviceKind.INDEX} for use in device_uses(ctx))
         if explicit and not _on_current_device(ctx):
-            return  # each rank picks its device explicitly, or a hard-coded index is the problem (DDP101)
+            return  # each rank picks its device (by the global rank: DDP105), or a hard-coded index is the problem (DDP101)
         library = not ctx.facts.is_script  # a helper module: its callers bind the device, or are reported
         starts = [site for site in ctx.facts.calls if not (library and site.function) and self._starts_nccl(ctx, site)]
         if starts and visible_devices_per_rank(ctx):
