@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -282,6 +283,7 @@ def cli(
     ddplint --extend-select DDP402 .    also the info-level rules you name (off by default)
     ddplint --fail-on error .           report every finding, exit 1 only for error-level ones
     ddplint --baseline base.json .      only findings not recorded by --write-baseline base.json
+    ddplint rules                       list the rules, their levels and defaults (--list-rules)
     ddplint --explain DDP101            show a rule's documentation
     ddplint --runtime train.py ARGS     run the script under torchrun and audit it
     ddplint --runtime                   the machine checks and an all_reduce, no script
@@ -348,10 +350,17 @@ def runtime_argv(args: list[str]) -> list[str]:
     return args
 
 
+def rules_command(args: list[str]) -> list[str]:
+    """`ddplint rules` is `ddplint --list-rules` (as ruff's `ruff rule --all`), unless a file or
+    directory named `rules` is here: then it is linted, as any path is."""
+    return ["--list-rules"] if args == ["rules"] and not os.path.lexists("rules") else args
+
+
 def main(args: list[str] | None = None) -> None:
     """Console entry point: click's own handling, plus one line instead of a traceback."""
     try:
-        cli.main(args=runtime_argv(sys.argv[1:] if args is None else list(args)), prog_name="ddplint")
+        argv = rules_command(sys.argv[1:] if args is None else list(args))
+        cli.main(args=runtime_argv(argv), prog_name="ddplint")
     except Exception as exc:  # a bug in ddplint; the user gets one line and exit 2
         _fail(f"internal error: {type(exc).__name__}: {exc}")
 

@@ -380,3 +380,12 @@ def test_ctrl_c_exits_130_without_a_traceback(tmp_path, jobs):
             os.killpg(proc.pid, signal.SIGKILL)
     assert proc.returncode == 130, stderr
     assert "Traceback" not in stderr and "Aborted" not in stderr and stdout == "", stderr
+
+
+def test_rules_lists_the_rules_unless_a_path_of_that_name_is_here(tmp_path):
+    listed = run_cli("rules", cwd=tmp_path)
+    assert listed.returncode == 0 and listed.stdout == run_cli("--list-rules", cwd=tmp_path).stdout
+    (tmp_path / "rules").mkdir()
+    (tmp_path / "rules" / "train.py").write_text("import torch.distributed as dist\ndist.init_process_group('nccl')\n")
+    linted = run_cli("rules", cwd=tmp_path)
+    assert linted.returncode == 1 and "rules/train.py:2:1: DDP103" in linted.stdout
