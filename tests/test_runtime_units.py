@@ -138,6 +138,9 @@ def test_single_writer_names_log_races_ddp302_and_checkpoint_races_ddp301():
         1: {"writes": [{"path": "/job/out", "op": "makedirs", "site": None, "dir": True}]},
     }
     assert check_single_writer(dirs, "/job").status.value == "PASS"  # makedirs(exist_ok) everywhere is fine
+    one = {0: records(("/job/out.txt", "open:w"))[0]}
+    alone = check_single_writer(one, "/job", sandboxed=True)
+    assert (alone.status.value, alone.summary) == ("PASS", "1 path(s) opened for writing, each by one rank (inside the sandbox)")
 
 
 def test_a_stall_in_the_first_collective_is_told_apart_and_points_to_nccl_debug():

@@ -50,8 +50,9 @@ def check_single_writer(records: dict[int, dict], base: str, sandboxed: bool = F
         return CheckResult(
             IO_SINGLE_WRITER,
             Status.PASS,
-            f"{len(paths)} path(s) written, each by one rank ("
-            + ("kept in the sandbox" if sandboxed else "Python's file calls redirected")
+            # opened, not written: under the sandbox a write outside the overlaid directories is refused
+            f"{len(paths)} path(s) opened for writing, each by one rank ("
+            + ("inside the sandbox" if sandboxed else "Python's file calls redirected")
             + ")",
             [line(p, e) for p, e in sorted(paths.items())],
             data=data,
