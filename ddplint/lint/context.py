@@ -11,12 +11,12 @@ import libcst as cst
 
 from ddplint.config import Config
 from ddplint.lint.facts import (
-    DIST,
     INIT_PG,
     CallSite,
     ModuleFacts,
     constructed_method,
     entry_points,
+    group_call,
     passed,
     process_targets,
     spawn_targets,
@@ -24,9 +24,9 @@ from ddplint.lint.facts import (
     starts_own_workers,
 )
 from ddplint.lint.guards import Guards
-from ddplint.lint.names import data_name, dotted
+from ddplint.lint.names import dotted
 from ddplint.lint.project import ProjectIndex
-from ddplint.lint.summaries import WRAPPERS, Effect, Summaries
+from ddplint.lint.summaries import Effect, Summaries
 
 
 class Resolved(NamedTuple):
@@ -35,10 +35,6 @@ class Resolved(NamedTuple):
     facts: ModuleFacts
     path: Path
     function: str  # its dotted name in that module: "save", "Trainer.fit", "Logger.__init__"
-
-
-# Calls that need a process group: the data-parallel wrappers and the sampler that asks it.
-PROCESS_GROUP_USERS = WRAPPERS | {"torch.utils.data.DistributedSampler"}
 
 
 @dataclass
@@ -67,10 +63,7 @@ class LintContext:
     def _touches_process_group(self) -> bool:
         if self.facts.framework is not None:  # the framework (the HF Trainer, Lightning) starts it
             return True
-        calls = self.facts.calls
-        if any(site.name and (site.name.startswith(f"{DIST}.") or data_name(site.name) in PROCESS_GROUP_USERS) for site in calls):
-            return True
-        if starts_own_workers(self.facts):
+        if any(group_call(site) for site in self.facts.calls) or starts_own_workers(self.facts):
             return True
         return any(self.summaries.sites_with(effect) for effect in (Effect.STARTS_GROUP, Effect.COLLECTIVE, Effect.DATA_PARALLEL))
 

@@ -19,6 +19,7 @@ from ddplint.lint.facts import DDP, DEVICE_CONTEXTS, CallSite
 from ddplint.lint.guards import DIST
 from ddplint.lint.names import (
     arg,
+    argument_for,
     call_parameters,
     dotted,
     format_call,
@@ -154,13 +155,9 @@ def _arguments_for(
         (p.default for p in (*params.posonly_params, *params.params, *params.kwonly_params) if p.name.value == parameter), None
     )
     for caller in ctx.guards.callers(ctx.facts).get(function, []):
-        call = caller.node
-        if any(a.star for a in call.args):
+        if any(a.star for a in caller.node.args):
             continue
-        given = {a.keyword.value: a.value for a in call.args if a.keyword is not None}
-        positional = [a.value for a in call.args if a.keyword is None]
-        given.update(zip((p.name.value for p in call_parameters(call, definition)), positional, strict=False))
-        argument = given.get(parameter, default)
+        argument = argument_for(caller.node, definition, parameter) or default
         if argument is not None:
             yield caller, argument
 

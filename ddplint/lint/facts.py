@@ -34,6 +34,7 @@ from ddplint.lint.walk import Walker
 
 DIST = "torch.distributed"
 DDP = "torch.nn.parallel.DistributedDataParallel"
+SAMPLER = "torch.utils.data.DistributedSampler"
 SPAWN = {"torch.multiprocessing.spawn", "torch.multiprocessing.start_processes"}
 # torch.distributed calls that a single-process script makes too: reading or writing the DCP
 # checkpoint format, asking whether a process group exists.
@@ -825,7 +826,7 @@ def local_rank_flag(site: CallSite) -> str | None:
     return None
 
 
-def never_runs(facts: ModuleFacts, function: str) -> bool:
+def never_named(facts: ModuleFacts, function: str) -> bool:
     """A top-level function of a script that nothing in it names (not called, handed on or
     decorated): left-over code that the script never runs. Importers of a script are rare."""
     top = function.split(".")[0]
@@ -1083,16 +1084,20 @@ def _detect_distributed(facts: ModuleFacts) -> bool:
     if inits and all(single_process_init(site.node) for site in inits):
         return False
     for call in facts.calls:
-        name = call.name or ""
-        if _distributed_call(name) or name in SPAWN or name in {DDP, "torch.utils.data.DistributedSampler"}:
-            return True
-        if local_rank_flag(call) is not None:
+        if group_call(call) or local_rank_flag(call) is not None:
             return True
     # a rank read from the launcher's environment; the world size alone (`WORLD_SIZE` with a
     # default of 1) is read by single-process code too
     if any(ENV_ROLES.get(name) in RANKS for name in facts.env_reads):
         return True
     return any(role in RANKS for role in facts.roles.values())
+
+
+def group_call(site: CallSite) -> bool:
+    """A call that uses a process group or starts its ranks: torch.distributed (not its
+    availability queries), a DDP wrap, a DistributedSampler, mp.spawn."""
+    name = site.name or ""
+    return _distributed_call(name) or name in SPAWN or name in {DDP, SAMPLER}
 
 
 def _distributed_call(name: str) -> bool:

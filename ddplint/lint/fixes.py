@@ -25,10 +25,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import libcst as cst
-
 from ddplint.config import Config
 from ddplint.diagnostics import Diagnostic, Edit, FileError
+from ddplint.lint.analysis import parse_newer
 from ddplint.lint.discovery import discover
 from ddplint.lint.engine import enabled_rules, lint_text, python_syntax_error
 from ddplint.lint.notebook import is_notebook
@@ -142,11 +141,7 @@ def _parses(text: str, path: Path) -> bool:
 
 
 def _libcst_parses(text: str, path: Path) -> bool:
-    try:
-        cst.parse_module(text)
-    except cst.ParserSyntaxError:
-        return False
-    return True
+    return parse_newer(text) is not None
 
 
 def _apply(text: str, diagnostics: list[Diagnostic]) -> tuple[str, list[Diagnostic]]:

@@ -33,7 +33,7 @@ from ddplint.lint.facts import (
     starts_workers,
 )
 from ddplint.lint.launch import LaunchTests
-from ddplint.lint.names import call_parameters, dotted, int_value, names_in, reference, string_value
+from ddplint.lint.names import argument_for, dotted, int_value, names_in, reference, string_value
 from ddplint.lint.roles import (
     DIST_FLAGS,
     ENV_ROLES,
@@ -459,7 +459,7 @@ class Guards:
             definition = facts.functions[function].node
             found = set()
             for param in facts.functions[function].params:
-                given = [(self._argument(c.node, definition, param), c, f, p) for c, f, p in calls]
+                given = [(argument_for(c.node, definition, param), c, f, p) for c, f, p in calls]
                 if given and all(a is not None and self._rankish(a, f, p, c.function) for a, c, f, p in given):
                     found.add(param)
             self._rank_params[key] = frozenset(found)
@@ -477,17 +477,6 @@ class Guards:
             and found.facts is facts
             and found.function == function
         ]
-
-    @staticmethod
-    def _argument(call: cst.Call, definition: cst.FunctionDef, param: str) -> cst.BaseExpression | None:
-        if any(a.star for a in call.args):
-            return None
-        for a in call.args:
-            if a.keyword is not None and a.keyword.value == param:
-                return a.value
-        positional = [a.value for a in call.args if a.keyword is None]
-        names = [p.name.value for p in call_parameters(call, definition)]
-        return positional[names.index(param)] if param in names and names.index(param) < len(positional) else None
 
     def _project_rank(self, facts, path, name) -> bool:
         """A project function that returns the rank (`def process_index(): return int(os.environ["RANK"])`);

@@ -10,12 +10,11 @@ from pathlib import Path
 import libcst as cst
 
 from ddplint.lint.context import LintContext
-from ddplint.lint.facts import CallSite, Loop, ModuleFacts
+from ddplint.lint.facts import SAMPLER, CallSite, Loop, ModuleFacts
 from ddplint.lint.names import arg, data_name, dotted, has_keyword, names_in
 from ddplint.lint.roles import RANK_CALLS, RANKS
 
 LOADER = "torch.utils.data.DataLoader"
-SAMPLER = "torch.utils.data.DistributedSampler"
 PLAIN_SAMPLERS = {
     "torch.utils.data.RandomSampler",
     "torch.utils.data.SequentialSampler",

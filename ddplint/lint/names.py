@@ -205,6 +205,19 @@ def call_parameters(call: cst.Call, definition: cst.FunctionDef) -> list[cst.Par
     return params
 
 
+def argument_for(call: cst.Call, definition: cst.FunctionDef, param: str) -> cst.BaseExpression | None:
+    """What a call passes for one parameter of the function it calls (by keyword or position);
+    None where it passes nothing for it, or passes `*args`/`**kwargs` that may hold it."""
+    if any(a.star for a in call.args):
+        return None
+    for a in call.args:
+        if a.keyword is not None and a.keyword.value == param:
+            return a.value
+    positional = [a.value for a in call.args if a.keyword is None]
+    names = [p.name.value for p in call_parameters(call, definition)]
+    return positional[names.index(param)] if param in names and names.index(param) < len(positional) else None
+
+
 def format_call(expr: cst.BaseExpression) -> bool:
     """`"cuda:{}".format(...)`: a string literal's format method."""
     return (

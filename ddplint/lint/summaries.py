@@ -19,6 +19,7 @@ from ddplint.lint.facts import (
     DDP,
     DIST,
     INIT_PG,
+    SAMPLER,
     SET_DEVICE,
     SPAWN,
     Assignment,
@@ -114,7 +115,6 @@ BINDING = SET_DEVICE_CALLS | frozenset(
 )
 # `torch_device = getattr(torch, device_type); torch_device.set_device(device)` (a device module)
 BINDING_METHODS = frozenset({"set_device", "set_device_index"})
-SAMPLER = "torch.utils.data.DistributedSampler"
 
 
 def direct_effects(site: CallSite) -> frozenset[Effect]:

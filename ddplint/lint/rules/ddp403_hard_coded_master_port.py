@@ -9,7 +9,7 @@ import libcst as cst
 
 from ddplint.diagnostics import Severity
 from ddplint.lint.context import LintContext
-from ddplint.lint.facts import Assignment, CallSite, ModuleFacts, local_rank_flag, never_runs, starts_own_workers
+from ddplint.lint.facts import Assignment, CallSite, ModuleFacts, local_rank_flag, never_named, starts_own_workers
 from ddplint.lint.helpers import ask_helper
 from ddplint.lint.names import dotted, int_value, names_in, reference, string_value
 from ddplint.lint.rules.base import Finding, Inside, Rule
@@ -29,7 +29,7 @@ class HardCodedMasterPort(Rule):
             return
         for variable in RENDEZVOUS:
             for write in facts.env_writes.get(variable, []):
-                if _pinned(write, facts) and not never_runs(facts, write.function):
+                if _pinned(write, facts) and not never_named(facts, write.function):
                     yield Finding(
                         write.value,
                         f"{variable} is hard-coded in a script that torchrun launches: it overrides the "
