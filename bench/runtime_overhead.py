@@ -2,6 +2,8 @@
 
 1. Wall time of `ddplint --runtime` on fixtures/runtime/correct.py (2 ranks, gloo, CPU) against
    a bare `torchrun --standalone --nproc_per_node 2` all_reduce smoke script; target ratio <= 1.5.
+   And the audit of a plain DDP training script against a bare torchrun of the same steps;
+   target ratio <= 1.3.
 2. Time of the full-epoch index audit (data.disjoint / data.coverage counting) for datasets of
    1e5, 1e6 and 1e7 samples over 8 simulated ranks, sharded like DistributedSampler(shuffle=True)
    and unsharded (every rank reads everything: the overlap path); target: linear growth,
@@ -35,6 +37,31 @@ dist.init_process_group("gloo")
 t = torch.tensor([dist.get_rank() + 1.0])
 dist.all_reduce(t)
 assert t.item() == dist.get_world_size() * (dist.get_world_size() + 1) / 2
+dist.destroy_process_group()
+"""
+
+
+TRAIN = """
+import sys, torch, torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.utils.data import DataLoader, TensorDataset
+from torch.utils.data.distributed import DistributedSampler
+epochs, steps = int(sys.argv[1]), int(sys.argv[2])
+dist.init_process_group("gloo")
+torch.manual_seed(0)
+data = TensorDataset(torch.randn(4096, 512), torch.randn(4096, 512))
+sampler = DistributedSampler(data)
+loader = DataLoader(data, batch_size=64, sampler=sampler)
+model = DDP(torch.nn.Sequential(torch.nn.Linear(512, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 512)))
+opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+for epoch in range(epochs):
+    sampler.set_epoch(epoch)
+    for i, (x, y) in enumerate(loader):
+        if i == steps:
+            break
+        opt.zero_grad()
+        torch.nn.functional.mse_loss(model(x), y).backward()
+        opt.step()
 dist.destroy_process_group()
 """
 
@@ -74,6 +101,28 @@ def launch_overhead(repeat: int) -> None:
         print(f"bare torchrun all_reduce smoke (2 ranks): median {b:.2f} s  runs {[round(x, 2) for x in bares]}")
         print(f"ddplint --runtime correct.py (2 ranks):  median {a:.2f} s  runs {[round(x, 2) for x in audits]}")
         print(f"ratio audit / bare: {a / b:.2f}x (target <= 1.5x)")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def training_overhead(repeat: int) -> None:
+    """The audit of a plain DDP training script against a bare torchrun of the same steps (2
+    epochs of 8 batches: the audit's default cut, given to the bare run as arguments)."""
+    work = Path(tempfile.mkdtemp(prefix="ddplint-bench-"))
+    try:
+        (work / "train.py").write_text(TRAIN)
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+        report = str(work / "report.json")
+        audit = [sys.executable, "-m", "ddplint", "--runtime", "--format", "json", "--output", report, "train.py", "2", "8"]
+        bare = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", "train.py", "2", "8"]
+        audits, bares = [], []
+        for _ in range(repeat):
+            bares.append(timed(bare, work, env))
+            audits.append(timed(audit, work, env))
+        a, b = statistics.median(audits), statistics.median(bares)
+        print(f"bare torchrun of train.py, 2 epochs x 8 steps (2 ranks): median {b:.2f} s  runs {[round(x, 2) for x in bares]}")
+        print(f"ddplint --runtime of the same steps (2 ranks):         median {a:.2f} s  runs {[round(x, 2) for x in audits]}")
+        print(f"ratio audit / bare: {a / b:.2f}x (target <= 1.3x)")
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -118,6 +167,7 @@ def main() -> None:
     args = parser.parse_args()
     if not args.skip_launch:
         launch_overhead(args.repeat)
+        training_overhead(args.repeat)
     index_audit(args.repeat)
 
 

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import os
+import shlex
 import sys
 from pathlib import Path
 
 import click
 
 from ddplint import __version__
-from ddplint.runtime.registry import IO_SANDBOX, PERF_SCALING
+from ddplint.runtime.registry import CKPT_RESTART, IO_SANDBOX, PERF_SCALING
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 EXIT_INTERRUPTED = 128 + 2  # 128 + SIGINT: what the shell reports for Ctrl-C, and ruff exits with
@@ -240,6 +241,13 @@ def _fail(message: str) -> None:
     f"process count and the scaling efficiency ({PERF_SCALING}); runs the script a second time.",
 )
 @click.option(
+    "--resume-args",
+    metavar="ARGS",
+    help="[runtime] After the audit, start the script again with these arguments (one quoted "
+    "string, e.g. '--resume out/ckpt.pt'), from the first checkpoint it saved, and compare its first "
+    f"batch, weights and loss with the run that went on ({CKPT_RESTART}).",
+)
+@click.option(
     "--allow-no-data",
     is_flag=True,
     help="[runtime] A run in which no rank reached a DataLoader batch is not a failure (a script "
@@ -399,6 +407,11 @@ def _runtime(paths, output_format, output, options) -> None:
     from ddplint.runtime.audit import run_audit
 
     sandbox = not options.pop("no_sandbox")
+    resume = options.pop("resume_args")
+    try:
+        resume_args = None if resume is None else tuple(shlex.split(resume))
+    except ValueError as exc:
+        _fail(f"--resume-args: {exc}")
     sys.exit(
         run_audit(
             RuntimeOptions(
@@ -407,6 +420,7 @@ def _runtime(paths, output_format, output, options) -> None:
                 output_format=output_format,
                 output=output,
                 sandbox=sandbox,
+                resume_args=resume_args,
                 **options,
             )
         )

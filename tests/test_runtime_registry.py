@@ -87,7 +87,7 @@ def test_the_phase_tuples_are_the_reports_order():
     from ddplint.runtime.perf_checks import PERF_CHECKS
 
     assert [c.check for c in data_checks({}, 2, str(ROOT), 3)] == list(DATA_CHECKS) == list(ids("data"))
-    assert PERF_CHECKS == (registry.CKPT_RESUME, registry.PERF_STEPS, registry.PERF_SCALING)
+    assert PERF_CHECKS == (registry.CKPT_RESUME, registry.CKPT_RESTART, registry.PERF_STEPS, registry.PERF_SCALING)
 
 
 def test_check_result_refuses_an_unregistered_id_or_rule():

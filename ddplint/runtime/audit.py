@@ -54,6 +54,7 @@ from ddplint.runtime.sandbox_checks import (
 
 if TYPE_CHECKING:
     from ddplint.runtime.perf_checks import SingleRun
+    from ddplint.runtime.restart_checks import RestartRun
 from ddplint.runtime.verdict import CheckResult, Status
 
 SMOKE = Path(__file__).with_name("smoke.py")
@@ -198,6 +199,11 @@ def run_audit(options: RuntimeOptions) -> int:
             single = (
                 _single_process_run(options, script, nproc, on_cpu, containment) if options.scaling and not preflight else None
             )
+            restart = (
+                _restart_run(options, script, nproc, on_cpu, rundir, plan, result.records)
+                if options.resume_args is not None and not preflight
+                else None
+            )
             report = _merge(
                 options,
                 script,
@@ -213,6 +219,7 @@ def run_audit(options: RuntimeOptions) -> int:
                 changes,
                 preflight,
                 single,
+                restart,
             )
         except Interrupted as exc:
             print(f"ddplint: error: interrupted ({exc}); every process of the job was stopped", file=sys.stderr)
@@ -225,7 +232,8 @@ def run_audit(options: RuntimeOptions) -> int:
     return _emit(options, report)
 
 
-def _write_config(rundir, options: RuntimeOptions, on_cpu: bool, plan: Plan | None) -> None:
+def _write_config(rundir, options: RuntimeOptions, on_cpu: bool, plan: Plan | None, restarted: bool = False) -> None:
+    """The audit's settings for the ranks' probes; `restarted`: this job is the --resume-args restart."""
     rundir.write_config(
         {
             "steps": options.steps,
@@ -234,15 +242,15 @@ def _write_config(rundir, options: RuntimeOptions, on_cpu: bool, plan: Plan | No
             "cuda_on_cpu": on_cpu,
             "timeout": options.timeout,
             "sandbox": plan is not None,
+            "keep_checkpoints": options.resume_args is not None,  # the first version of each, for the restart
+            "step_weights": options.resume_args is not None or restarted,  # what the restart is compared by
         }
     )
 
 
 def _single_process_run(options: RuntimeOptions, script, nproc: int, on_cpu: bool, containment: Containment) -> SingleRun:
     """--scaling: the same steps with one process, in a run directory (and sandbox) of its own."""
-    from ddplint.runtime.checks.ports import free_port
-    from ddplint.runtime.launcher import Launch, signals_deferred, torchrun_command
-    from ddplint.runtime.nodes import Nodes
+    from ddplint.runtime.launcher import signals_deferred
     from ddplint.runtime.perf_checks import SingleRun
     from ddplint.runtime.rundir import RunDir
     from ddplint.runtime.sandbox import remove_tree
@@ -251,31 +259,68 @@ def _single_process_run(options: RuntimeOptions, script, nproc: int, on_cpu: boo
         return SingleRun({}, skipped="several nodes: --scaling compares process counts on one node")
     if nproc == 1:
         return SingleRun({}, skipped="the audit ran 1 process: nothing to compare it with")
-    alone = replace(options, nproc_per_node=1, master_addr="127.0.0.1", rdzv_backend=None, rdzv_endpoint=None)
-    port = free_port()
+    alone = replace(options, nproc_per_node=1, resume_args=None)
     rundir = RunDir.create()
     try:
         plan = Plan(containment.roots, rundir.path) if containment.sandboxed else None
-        _write_config(rundir, alone, on_cpu, plan)
-        command = torchrun_command(rundir, script, options.script_args, 1, 1, 0, "127.0.0.1", port, None, None)
-        _progress(f"scaling: the same steps with 1 process, port {port}")
-        result = Launch(
-            rundir,
-            command,
-            1,
-            options.timeout,
-            options.rdzv_timeout,
-            _progress,
-            Nodes.of(alone, port),
-            plan,
-            verbose=options.verbose,
-        ).run()
+        what = "scaling: the same steps with 1 process"
+        result = _launch_local(alone, script, options.script_args, 1, on_cpu, rundir, plan, what)
     finally:
         with signals_deferred():
             remove_tree(rundir.path)
             rundir.unlock()
     failed = None if result.records else "no rank reported (the script failed or hung with 1 process)"
     return SingleRun(result.records, failed=failed)
+
+
+def _launch_local(
+    options: RuntimeOptions, script, args, nproc: int, on_cpu: bool, rundir, plan: Plan | None, what: str, restarted: bool = False
+):
+    """A further job of this audit on this node alone (--scaling, --resume-args): torchrun with
+    `args` on a free local port, in `rundir`, under `plan`'s layers."""
+    from ddplint.runtime.checks.ports import free_port
+    from ddplint.runtime.launcher import Launch, torchrun_command
+    from ddplint.runtime.nodes import Nodes
+
+    local = replace(options, master_addr="127.0.0.1", rdzv_backend=None, rdzv_endpoint=None)
+    port = free_port()
+    _write_config(rundir, local, on_cpu, plan, restarted)
+    command = torchrun_command(rundir, script, args, nproc, 1, 0, "127.0.0.1", port, None, None)
+    _progress(f"{what}, port {port}")
+    return Launch(
+        rundir,
+        command,
+        nproc,
+        options.timeout,
+        options.rdzv_timeout,
+        _progress,
+        Nodes.of(local, port),
+        plan,
+        verbose=options.verbose,
+    ).run()
+
+
+def _restart_run(options: RuntimeOptions, script, nproc: int, on_cpu: bool, rundir, plan: Plan | None, records) -> RestartRun:
+    """--resume-args: the script started again with those arguments, in the audited run's own
+    layers, where every checkpoint it saved is put back to its first version: as if the job had
+    been interrupted right after its first checkpoint. One truncated epoch is enough."""
+    from ddplint.runtime.restart_checks import RestartRun, failure_of, first_versions
+    from ddplint.runtime.sandbox import put_back
+
+    args = tuple(options.resume_args or ())
+    if options.nnodes > 1:
+        return RestartRun(args, skipped="several nodes: --resume-args restarts the job on one node only")
+    if plan is None:
+        return RestartRun(args, skipped="the job ran without the sandbox: a restart needs the run's own files")
+    kept = first_versions(records)
+    if not kept:
+        return RestartRun(args, skipped="the script saved no checkpoint to a file with torch.save: nothing to restart from")
+    restored = tuple(path for path, copy in kept.items() if put_back(plan.layers, path, copy))
+    rundir.clear_ranks()
+    again = replace(options, epochs=1, resume_args=None)
+    what = "restart: the script again with --resume-args"
+    result = _launch_local(again, script, args, nproc, on_cpu, rundir, plan, what, restarted=True)
+    return RestartRun(args, result.records, restored, failed=failure_of(result.records, nproc))
 
 
 def _containment(options: RuntimeOptions, script) -> Containment:
@@ -301,13 +346,14 @@ def _contained_by(containment: Containment, sandbox: Outcome) -> Containment:
 
 
 def _merge(
-    options, script, host, result, nproc, world, backend, on_cpu, port, elapsed, containment, changes, preflight, single
+    options, script, host, result, nproc, world, backend, on_cpu, port, elapsed, containment, changes, preflight, single, restart
 ) -> dict:
     from ddplint.runtime import report as rpt
     from ddplint.runtime.checks.rank import rank_checks
     from ddplint.runtime.data_checks import DATA_CHECKS, data_checks, loaders_of
     from ddplint.runtime.io_checks import check_single_writer
     from ddplint.runtime.perf_checks import PERF_CHECKS, check_resume, check_scaling, check_steps
+    from ddplint.runtime.restart_checks import check_restart
     from ddplint.runtime.run_checks import check_failure, check_hang, check_reached
 
     base = os.getcwd()
@@ -321,7 +367,12 @@ def _merge(
     elif records:
         checks += data_checks(records, world, str(script.parent), options.steps)
         checks.append(check_single_writer(records, base, containment.sandboxed))
-        checks += [check_resume(records, base), check_steps(records, base), check_scaling(records, single, nproc, on_cpu)]
+        checks += [
+            check_resume(records, base),
+            check_restart(records, restart, base),
+            check_steps(records, base),
+            check_scaling(records, single, nproc, on_cpu),
+        ]
     else:
         why = f"no rank reported (see {RUN_FAILURE} and {RUN_HANG})"
         checks += [CheckResult(name, Status.SKIP, why) for name in (*DATA_CHECKS, IO_SINGLE_WRITER, *PERF_CHECKS)]

@@ -554,6 +554,13 @@ class LoaderTracker:
         _BaseDataLoaderIter.__next__ = lambda it: tracker._next(it)  # type: ignore[method-assign,assignment]
         _BaseDataLoaderIter._next_index = lambda it: tracker._next_index(it)  # type: ignore[method-assign]
 
+    def position(self) -> tuple[int, int] | None:
+        """Where the training loader is: (its epoch, the batches it yielded in that epoch)."""
+        rec = self.loaders.get(self.training_site) if self.training_site is not None else None
+        if rec is None or not rec.epochs:
+            return None
+        return len(rec.epochs) - 1, rec.epochs[-1].yielded
+
     def records(self) -> dict[str, dict]:
         """Per-site loader records as plain data: the set_epoch calls made after their last
         epoch drained, and the anchor samples of every root read (once the script is done)."""

@@ -30,4 +30,5 @@ class RuntimeOptions:
     device: str = "auto"  # auto | cpu | cuda: cpu maps the script's CUDA to the CPU (auto: when no GPU)
     allow_no_data: bool = False  # a run that reached no batch is not a failure (--allow-no-data)
     scaling: bool = False  # also run the steps with 1 process: perf.scaling (--scaling)
+    resume_args: tuple[str, ...] | None = None  # restart the script with these arguments: ckpt.restart
     extra: dict[str, str] = field(default_factory=dict)

@@ -70,19 +70,32 @@ COUNTER_PREFIXES = ("epoch_", "epochs_")  # epochs_run, epoch_idx (not step_: a 
 
 
 class StepClock:
-    def __init__(self) -> None:
+    def __init__(self, weights: bool = False) -> None:
+        self.weights = weights  # note each step's starting weights: the reference of a restart
         self.times = StepTimes()
         self._pending: tuple[int, int, float, float] | None = None  # epoch, step, wait, batch done
+        self._loss: float | None = None  # of the pending step
+        self._weights: list[float] | None = None  # as the pending step began
         self._models: weakref.WeakSet = weakref.WeakSet()
         self._seen: set[tuple[int, int]] = set()
         self.rss_at_first_batch: int | None = None
 
     def install(self) -> None:
-        """Every DDP model built from now on samples its runtime stats every iteration."""
+        """Every DDP model built from now on samples its runtime stats every iteration, and each
+        step's first backward() notes the loss it starts from."""
+        import torch
         from torch.nn.parallel import DistributedDataParallel
 
         orig = DistributedDataParallel.__init__
+        orig_backward = torch.Tensor.backward
         clock = self
+
+        @functools.wraps(orig_backward)
+        def backward(tensor, *args, **kwargs):
+            clock.loss(tensor)
+            return orig_backward(tensor, *args, **kwargs)
+
+        torch.Tensor.backward = backward  # type: ignore[method-assign,assignment]  # patched on purpose
 
         @functools.wraps(orig)
         def __init__(model, *args, **kwargs):
@@ -99,8 +112,32 @@ class StepClock:
     def batch(self, epoch: int, step: int, called: float, got: float, done: float) -> None:
         """A batch of the training loader: `__next__` called, the batch back, the probe done."""
         self._close(epoch, called)
+        self._weights = None
+        if self.weights:
+            self._weights = self._fingerprint()
+            done = max(done, time.perf_counter())  # the fingerprint is the probe's work, not the step's
         self._pending = (epoch, step, got - called, done)
+        self._loss = None
         self.times.probe_s += done - got
+
+    def _fingerprint(self) -> list[float] | None:
+        """Each parameter's sum, over the DDP models: equal weights give equal sums, and a
+        checkpoint's weights not loaded show at once. One read of the weights per step."""
+        import torch
+
+        sums: list[float] = []
+        with contextlib.suppress(Exception), torch.no_grad():
+            for model in list(self._models):
+                sums += [float(p.sum(dtype=torch.float64)) for p in model.parameters()]
+        return sums or None
+
+    def loss(self, tensor) -> None:
+        """backward() on `tensor`: the step's loss, when it is the step's first scalar one."""
+        if self._pending is None or self._loss is not None:
+            return
+        with contextlib.suppress(Exception):  # a tensor subclass that will not convert: no loss
+            if tensor.numel() == 1:
+                self._loss = float(tensor.detach())
 
     def epoch_end(self, epoch: int, called: float) -> None:
         self._close(epoch, called)
@@ -109,7 +146,7 @@ class StepClock:
     def _close(self, epoch: int, called: float) -> None:
         if self._pending is not None and self._pending[0] == epoch:
             e, step, wait, done = self._pending
-            self.times.steps.append(StepSample(e, step, round(wait, 6), round(called - done, 6)))
+            self.times.steps.append(StepSample(e, step, round(wait, 6), round(called - done, 6), self._loss, self._weights))
             self._read_comm()
         self._pending = None
 
@@ -178,9 +215,21 @@ class TrainingObjects:
         self._objects: weakref.WeakSet = weakref.WeakSet()
         self.live = LiveTraining()
         self.main_module: types.ModuleType | None = None  # the script's __main__ at its last torch.save, to unpickle its classes
+        self.loaded: list[str] = []  # paths the script gave torch.load
 
     def install(self) -> None:
         import torch
+
+        orig_load = torch.load
+        loaded = self.loaded
+
+        @functools.wraps(orig_load)
+        def load(f, *args, **kwargs):
+            if isinstance(f, (str, bytes, os.PathLike)):
+                loaded.append(os.path.abspath(os.fsdecode(f)))
+            return orig_load(f, *args, **kwargs)
+
+        torch.load = load
 
         classes = [torch.optim.Optimizer, torch.optim.lr_scheduler.LRScheduler]
         scaler = getattr(getattr(torch, "amp", None), "GradScaler", None)

@@ -35,6 +35,8 @@ class StepSample:
     step: int  # 1-based within the epoch
     wait_s: float  # blocked in the loader's __next__: waiting for data
     rest_s: float  # the rest of the step: forward, backward, communication, optimizer
+    loss: float | None = None  # the scalar the step's first backward() started from
+    weights: list[float] | None = None  # per parameter of each DDP model, its sum, as the step began (--resume-args)
 
 
 @dataclass
@@ -102,6 +104,7 @@ class PerfRecord:
     times: StepTimes = field(default_factory=StepTimes)
     checkpoints: list[CheckpointContent] = field(default_factory=list)
     live: LiveTraining = field(default_factory=LiveTraining)
+    loaded: list[str] = field(default_factory=list)  # absolute paths the script gave torch.load, in order
 
     @property
     def steps_ran(self) -> int:
@@ -130,6 +133,7 @@ class PerfRecord:
                 schedulers=list(live.get("schedulers", [])),
                 scaler=bool(live.get("scaler")),
             ),
+            loaded=list(d.get("loaded", [])),
         )
 
 

@@ -159,7 +159,8 @@ class Probe:
 
             cpucuda.install(int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
             self.record["cuda_on_cpu"] = True
-        clock, objects = StepClock(), TrainingObjects()
+        keep = bool(self.config.get("keep_checkpoints"))  # --resume-args: a restart follows this run
+        clock, objects = StepClock(weights=bool(self.config.get("step_weights"))), TrainingObjects()
         clock.install()
         objects.install()
 
@@ -170,7 +171,11 @@ class Probe:
         tracker = LoaderTracker(self.config["steps"], self.config["epochs"], self.skip_dirs, self.phase, first_batch, clock)
         tracker.install()
         writes = WriteRedirector(
-            self.rundir.scratch(self.rank), redirect=not self.config.get("sandbox"), on_torch_save=objects.saved
+            self.rundir.scratch(self.rank),
+            redirect=not self.config.get("sandbox"),
+            on_torch_save=objects.saved,
+            position=tracker.position,
+            keep_dir=self.rundir.kept(self.rank) if keep else None,
         )
 
         _frameworks_on_cpu(self.record["world_size"])
@@ -204,6 +209,7 @@ class Probe:
         finally:
             sys.stderr = stderr.stream
             perf = self._perf(clock)  # memory peaks before the anchor samples are read
+            perf.loaded = list(objects.loaded)  # (before the read-back below loads its own)
             self.record["loaders"] = tracker.records()  # reads anchor samples: writes still redirected
             self._read_checkpoints(perf, writes, objects)
             if self.record["status"] != "terminated":
@@ -212,6 +218,7 @@ class Probe:
         self.record["perf"] = asdict(perf)
         self.record["training_site"] = tracker.training_site
         self.record["writes"] = writes.writes
+        self.record["kept"] = writes.kept
         self.record["elapsed_s"] = round(time.time() - self.started, 3)
         self.rundir.write_record(self.rank, self.record)
         signal.signal(signal.SIGTERM, previous)

@@ -79,6 +79,7 @@ DATA_SET_EPOCH = _check("data.set_epoch", "data", AUDIT_DOC, "DDP202", "DDP204")
 IO_SINGLE_WRITER = _check("io.single_writer", "io", AUDIT_DOC, "DDP301", "DDP302")
 IO_SANDBOX = _check("io.sandbox", "io", AUDIT_DOC)
 CKPT_RESUME = _check("ckpt.resume", "perf", AUDIT_DOC)
+CKPT_RESTART = _check("ckpt.restart", "perf", AUDIT_DOC)
 PERF_STEPS = _check("perf.steps", "perf", AUDIT_DOC)
 PERF_SCALING = _check("perf.scaling", "perf", AUDIT_DOC)
 

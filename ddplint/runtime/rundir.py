@@ -73,12 +73,27 @@ class RunDir:
     def scratch(self, rank: int) -> Path:
         return self.path / SCRATCH / f"rank-{rank}"
 
+    def kept(self, rank: int) -> Path:
+        """Where the rank keeps the first version of each checkpoint it saves (--resume-args)."""
+        return self.path / "kept" / f"rank-{rank}"
+
     def log_path(self) -> Path:
         return self.path / "torchrun.log"
 
     def logs_path(self) -> Path:
         """torchrun's --log-dir: each rank's stdout and stderr (see rankoutput)."""
         return self.path / "logs"
+
+    def clear_ranks(self) -> None:
+        """Forget a finished job's per-rank files and logs, so the next job in this run directory
+        (a restart, under the same copy-on-write layers) reports afresh."""
+        from ddplint.runtime.sandbox import OUTCOME, remove_tree
+
+        for p in self.path.glob("rank-*.*"):
+            p.unlink(missing_ok=True)
+        for p in (self.log_path(), self.path / OUTCOME):
+            p.unlink(missing_ok=True)
+        remove_tree(self.logs_path())
 
     # -- written by the probe, with the interpreter's own open (never the patched one) --
 

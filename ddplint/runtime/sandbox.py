@@ -33,6 +33,7 @@ import enum
 import json
 import os
 import re
+import shutil
 import signal
 import stat
 import subprocess
@@ -408,7 +409,6 @@ def unavailable_reason() -> str | None:
 
 def remove_tree(path: Path) -> None:
     """rm -rf, also through an overlay work directory (created with mode 000)."""
-    import shutil
 
     def retry(func, p, exc_info):
         try:
@@ -568,6 +568,29 @@ def layer_changes(layers: Path, tempdir: str) -> list[Change]:
                 if diff:
                     changes.append(Change(real, ChangeKind.MODIFIED, _kind_of(ust.st_mode), diff))
     return sorted(changes, key=lambda c: c.path)
+
+
+def put_back(layers: Path, path: str, source: str) -> bool:
+    """Make `path`, as the next job under these layers sees it, a copy of `source`: written into
+    the upper layer that covers it, while no job has it mounted. False where no layer covers it."""
+    try:
+        covered = json.loads((layers / MAP).read_text())
+    except (OSError, ValueError):
+        return False
+    real = os.path.realpath(path)
+    roots = [(root, name) for root, name in covered if within(real, root)]
+    if not roots:
+        return False
+    root, name = max(roots, key=lambda r: len(r[0]))
+    upper = layers / name / "upper" / os.path.relpath(real, root)
+    try:
+        upper.parent.mkdir(parents=True, exist_ok=True)
+        if os.path.lexists(upper):
+            upper.unlink()  # the later version, or the whiteout of a deletion
+        shutil.copyfile(source, upper)
+    except OSError:
+        return False
+    return True
 
 
 # ---- the keeper and the init ----------------------------------------------------------------

@@ -75,10 +75,13 @@ def _move_directory(src, dst) -> None:
 
 
 class WriteRedirector:
-    def __init__(self, scratch: Path, redirect: bool = True, on_torch_save=None):
+    def __init__(self, scratch: Path, redirect: bool = True, on_torch_save=None, position=None, keep_dir: Path | None = None):
         self.scratch = scratch
         self.redirect = redirect
         self.on_torch_save = on_torch_save  # called before every torch.save (the checkpoint read-back)
+        self.position = position  # () -> where the training loader is, noted with each write (a restart's start)
+        self.keep_dir = keep_dir  # where the first version of each path saved with torch.save is copied
+        self.kept: dict[str, str] = {}  # path -> its first version's copy
         self.writes: list[dict] = []
         self._orig: dict[str, Any] = {}  # the functions the patches replaced, by name
         self._always = _prefixes(["/dev", "/proc", "/sys", str(scratch.parent.parent)])
@@ -109,7 +112,8 @@ class WriteRedirector:
                 self.writes.append({"path": full, "op": op, "site": site, "library": True, **extra})
             return None
         if not (by_library and first is not None and first.startswith(torch_dirs())):
-            self.writes.append({"path": full, "op": op, "site": site, **extra})
+            at = self.position() if self.position is not None else None
+            self.writes.append({"path": full, "op": op, "site": site, **extra, **({"at": list(at)} if at else {})})
         if not self.redirect:
             return None
         self._ensure_dir(os.path.dirname(target))
@@ -167,11 +171,25 @@ class WriteRedirector:
         if self.on_torch_save is not None:
             with contextlib.suppress(Exception):
                 self.on_torch_save()
-        if isinstance(f, (str, bytes, os.PathLike)):
-            target = self._for_write(f, "torch.save")
-            if target is not None:
-                f = target
-        return self._orig["torch_save"](obj, f, *args, **kwargs)
+        if not isinstance(f, (str, bytes, os.PathLike)):
+            return self._orig["torch_save"](obj, f, *args, **kwargs)
+        target = self._for_write(f, "torch.save")
+        saved = self._orig["torch_save"](obj, f if target is None else target, *args, **kwargs)
+        self._keep(os.path.abspath(os.fsdecode(os.fspath(f))), f if target is None else target)
+        return saved
+
+    def _keep(self, path: str, written) -> None:
+        """A copy of the file's first version: a restart starts from it, as after an interruption
+        right after the first checkpoint."""
+        if self.keep_dir is None or path in self.kept:
+            return
+        copy = self.keep_dir / str(len(self.kept))
+        with contextlib.suppress(OSError):
+            self._ensure_dir(str(self.keep_dir))
+            real = self._orig["open"]
+            with real(written, "rb") as src, real(copy, "wb") as dst:
+                shutil.copyfileobj(src, dst, 1 << 20)
+            self.kept[path] = str(copy)
 
     def _makedirs(self, name, mode=0o777, exist_ok=False):
         target = self._for_write(name, "makedirs", dir=True)
