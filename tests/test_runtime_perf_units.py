@@ -154,6 +154,28 @@ def test_small_differences_between_ranks_are_not_a_straggler():
     assert check_steps(recs, "/").status is Status.PASS
 
 
+def test_communication_bound_steps_warn_with_the_measured_and_the_allowed_bandwidth():
+    sweep = {"device": "cuda:0", "sweep": [{"bytes": 1 << 26, "busbw_gbps": 11.5}, {"bytes": 1 << 20, "busbw_gbps": 3.0}]}
+    info = {"nvml": {"expected_busbw_gbps": 150.0}}
+    recs = {i: rec(i, PerfRecord(times=StepTimes(steps(0.001, 0.1), comm(0.07))), comm=sweep, info=info) for i in range(2)}
+    r = check_steps(recs, "/")
+    assert r.status is Status.WARN
+    assert r.summary == "communication-bound: the ranks wait 70 ms of each 101 ms step (69%) for the gradient all_reduce"
+    assert r.evidence[-1] == (
+        "the all_reduce test reached a peak bus bandwidth of 11.50 GB/s (comm.bandwidth); the links allow about 150 GB/s"
+    )
+    assert "no_sync()" in r.fix and "bucket_cap_mb" in r.fix
+
+
+def test_communication_bound_on_the_cpu_is_information_and_a_toy_models_latency_is_nothing():
+    on_cpu = {"device": "cpu", "sweep": [{"bytes": 1 << 22, "busbw_gbps": 0.4}]}
+    recs = {i: rec(i, PerfRecord(times=StepTimes(steps(0.001, 0.1), comm(0.07))), comm=on_cpu) for i in range(2)}
+    r = check_steps(recs, "/")
+    assert r.status is Status.INFO and r.summary.endswith("(gloo on the CPU: no forecast for NCCL between GPUs)")
+    toy = {i: rec(i, PerfRecord(times=StepTimes(steps(0.0001, 0.003), comm(0.002)))) for i in range(2)}  # 67% of 3 ms
+    assert check_steps(toy, "/").status is Status.PASS
+
+
 def test_without_ddp_timers_communication_is_not_separated():
     recs = {i: rec(i, PerfRecord(times=StepTimes(steps(0.001, 0.05)))) for i in range(2)}
     r = check_steps(recs, "/")

@@ -14,6 +14,7 @@ import statistics
 from dataclasses import asdict, dataclass
 
 from ddplint.runtime.checks.common import Findings, size_text
+from ddplint.runtime.checks.records import part
 from ddplint.runtime.perfrecords import (
     CheckpointContent,
     LiveTraining,
@@ -29,6 +30,8 @@ INPUT_BOUND_SHARE = 0.30  # waiting for data in 30% of the step or more
 STRAGGLER_RATIO = 1.5  # a rank's own work 1.5x the median of the others'
 MIN_WAIT_S = 0.005  # a median wait under 5 ms per step is never input-bound (toy scripts)
 MIN_EXCESS_S = 0.020  # and keeps the others waiting 20 ms per step or more: below, a busy host's noise
+COMM_BOUND_SHARE = 0.50  # waiting in the gradient all_reduce half of the step or more
+MIN_COMM_S = 0.020  # and 20 ms per step or more: a toy model's all_reduce is latency, not a bottleneck
 
 INPUT_FIX = (
     "load batches ahead of the step: DataLoader(num_workers={workers}, pin_memory=True, "
@@ -141,6 +144,8 @@ def check_steps(records: dict[int, dict], base: str) -> CheckResult:
                 )
                 data["straggler"] = r.rank
                 break
+    if "straggler" not in data and all(r.comm_s is not None for r in ranks):
+        _communication_bound(records, ranks, findings, evidence)
     if findings.items:
         return CheckResult(PERF_STEPS, findings.status, findings.summary, evidence, findings.fix, data=data)
     split = _split(ranks)
@@ -152,6 +157,39 @@ def check_steps(records: dict[int, dict], base: str) -> CheckResult:
         evidence,
         data=data,
     )
+
+
+COMM_FIX = (
+    "fewer or cheaper gradient all_reduces per sample: a larger per-GPU batch, gradient accumulation "
+    "with model.no_sync() on all but the last micro-batch, a larger bucket_cap_mb, a bf16/fp16 "
+    "compression comm hook; keep them overlapped with backward (find_unused_parameters=False, "
+    "static_graph=True where the graph is fixed)"
+)
+
+
+def _communication_bound(records: dict[int, dict], ranks: list[RankSteps], findings: Findings, evidence: list[str]) -> None:
+    """The ranks wait for the gradient all_reduce most of each step (no straggler to blame):
+    beside it, what the all_reduce test measured and what the links allow."""
+    comm = statistics.median(r.comm_s or 0.0 for r in ranks)
+    step = statistics.median(r.step_s for r in ranks)
+    if comm < MIN_COMM_S or comm < COMM_BOUND_SHARE * step:
+        return
+    sweep = next((part(rec, "comm") for _, rec in sorted(records.items()) if part(rec, "comm").get("sweep")), {})
+    on_cpu = str(sweep.get("device", "cpu")).startswith("cpu")
+    if sweep:
+        best = max(sweep["sweep"], key=lambda row: row["busbw_gbps"])["busbw_gbps"]
+        limits = [part(rec, "info").get("nvml", {}).get("expected_busbw_gbps") for _, rec in sorted(records.items())]
+        allowed = next((limit for limit in limits if limit), None)
+        links = f"; the links allow about {allowed:.0f} GB/s" if allowed else ""
+        evidence.append(f"the all_reduce test reached a peak bus bandwidth of {best:.2f} GB/s ({COMM_BANDWIDTH}){links}")
+    summary = (
+        f"communication-bound: the ranks wait {_ms(comm)} of each {_ms(step)} step ({comm / step:.0%}) "
+        "for the gradient all_reduce"
+    )
+    if on_cpu:
+        findings.add(Status.INFO, summary + " (gloo on the CPU: no forecast for NCCL between GPUs)", COMM_FIX)
+    else:
+        findings.add(Status.WARN, summary, COMM_FIX)
 
 
 # -- perf.scaling ----------------------------------------------------------------------------
