@@ -164,11 +164,33 @@ class Guards:
             values = [
                 self.worlds(a.value, facts, path, a.function, depth - 1)
                 for a in facts.assigned(name)
-                if a.function in {function, ""} and not _is_bool_literal(a.value)
-            ]
+                if (a.function in {function, ""} or _same_object(name, a.function, function)) and not _is_bool_literal(a.value)
+            ] or self._through_parameter(name, facts, path, function, depth - 1)
             if values:
                 return frozenset().union(*(t for t, _ in values)), frozenset().union(*(f for _, f in values))
         return ALL, ALL
+
+    def _through_parameter(self, name: str, facts: ModuleFacts, path: Path, function: str, depth: int) -> list:
+        """`opt.is_master_node` read in a function whose parameter `opt` every call of it in the
+        module fills with an object the caller set that attribute on: the caller's value."""
+        root, _, rest = name.partition(".")
+        info = facts.functions.get(function)
+        if not rest or info is None or root not in info.params:
+            return []
+        calls = self.callers(facts).get(function, [])
+        values = []
+        for call in calls:
+            given = argument_for(call.node, info.node, root)
+            outer = reference(given) if given is not None and type(given) in (cst.Name, cst.Attribute) else None
+            found = [
+                self.worlds(a.value, facts, path, a.function, depth)
+                for a in facts.assigned(f"{outer}.{rest}")
+                if a.function in {call.function, ""} and not _is_bool_literal(a.value)
+            ]
+            if outer is None or not found:
+                return []
+            values += found
+        return values
 
     def _flag(self, name: str, facts: ModuleFacts, path: Path) -> tuple[frozenset[str], frozenset[str]] | None:
         """A flag about distribution, judged by the flag the process group starts under.
@@ -809,6 +831,12 @@ def _is_world(expr: cst.BaseExpression, facts: ModuleFacts, function: str) -> bo
         expr = expr.func
     name = facts.qualify(dotted(expr)) or ""
     return name.rsplit(".", 1)[-1] in WORLD_NAMES
+
+
+def _same_object(name: str, assigned_in: str, read_in: str) -> bool:
+    """`self.save_to_disk` set in one method of a class and read in another: the same object's."""
+    owner = read_in.rpartition(".")[0]
+    return name.startswith("self.") and bool(owner) and assigned_in.rpartition(".")[0] == owner
 
 
 def _is_bool_literal(expr: cst.BaseExpression) -> bool:
