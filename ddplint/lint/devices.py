@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 import libcst as cst
 
 from ddplint.lint.context import LintContext
-from ddplint.lint.facts import DDP, DEVICE_CONTEXTS, CallSite
+from ddplint.lint.facts import DDP, DEVICE_CONTEXTS, INIT_PG, CallSite
 from ddplint.lint.guards import DIST
 from ddplint.lint.names import (
     arg,
@@ -29,7 +29,7 @@ from ddplint.lint.names import (
     string_value,
 )
 from ddplint.lint.paths import Event, joined
-from ddplint.lint.roles import PER_NODE, DeviceKind, Role
+from ddplint.lint.roles import PER_NODE, RANK_NAMES, DeviceKind, Role
 from ddplint.lint.summaries import (
     BINDING_METHODS,
     SET_DEVICE_CALLS,
@@ -137,6 +137,8 @@ def _classify_name(ctx: LintContext, name: str, site: CallSite, int_is_index: bo
             elif (outer := reference(argument)) is not None:
                 values.append(_classify_name(ctx, f"{outer}.{rest}", caller, int_is_index, depth - 1))
     if not values and rest in facts.options and "." not in rest and parsed_arguments(ctx, head, site):
+        if rest in RANK_NAMES and "rank" in rest:  # `--rank` is given per process: its default is no device
+            return Device(DeviceKind.OTHER)
         values.append(classify(ctx, facts.options[rest], site, int_is_index, depth))
     return min(values, key=lambda d: _WORST_FIRST.index(d.kind)) if values else Device(DeviceKind.OTHER)
 
@@ -155,11 +157,27 @@ def _arguments_for(
         (p.default for p in (*params.posonly_params, *params.params, *params.kwonly_params) if p.name.value == parameter), None
     )
     for caller in ctx.guards.callers(ctx.facts).get(function, []):
-        if any(a.star for a in caller.node.args):
+        if any(a.star for a in caller.node.args) or _starts_no_group(ctx, caller, definition, function):
             continue
         argument = argument_for(caller.node, definition, parameter) or default
         if argument is not None:
             yield caller, argument
+
+
+def _starts_no_group(ctx: LintContext, call: CallSite, definition: cst.FunctionDef, function: str) -> bool:
+    """The call turns off the process group of the function it calls: it passes False (or None)
+    for the parameter that the function's init_process_group runs under (`run(0, 1, hps,
+    use_ddp=False)` for `if use_ddp: dist.init_process_group(...)`). That run is one process."""
+    for start in ctx.facts.calls_in(function):
+        if start.name != INIT_PG:
+            continue
+        for condition in start.conditions:
+            if condition.negated or type(condition.test) is not cst.Name:
+                continue
+            given = argument_for(call.node, definition, condition.test.value)
+            if given is not None and type(given) is cst.Name and given.value in {"False", "None"}:
+                return True
+    return False
 
 
 def parsed_arguments(ctx: LintContext, name: str, site: Event) -> bool:

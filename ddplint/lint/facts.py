@@ -178,6 +178,7 @@ class FunctionInfo:
     params: tuple[str, ...]
     decorators: tuple[str, ...]  # resolved dotted names
     returns: list[cst.BaseExpression] = field(default_factory=list)  # values of its own `return`s
+    return_conditions: list[tuple[Condition, ...]] = field(default_factory=list)  # the tests around each, as `returns`
 
 
 @dataclass
@@ -594,6 +595,7 @@ class _Collector(Walker):
         info = self.facts.functions.get(self.scope)
         if info is not None and node.value is not None:
             info.returns.append(node.value)
+            info.return_conditions.append(tuple(self.conditions))
 
     def visit_Name(self, node: cst.Name) -> None:
         self.facts.names_read.add(node.value)

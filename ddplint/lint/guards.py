@@ -293,8 +293,9 @@ class Guards:
     def _project_predicate(self, facts, path, name) -> tuple[frozenset[str], frozenset[str]]:
         """A project function answers where its returns do (`return get_rank() == 0`).
 
-        An outright `return True` is the answer without a process group (`if not
-        dist.is_initialized(): return True`); an outright `return False` adds no true world.
+        A `return True` is true where the tests around it hold (`if dist.is_initialized():
+        return True`); where they say nothing, it is the answer without a process group (`if
+        args.no_dist: return True`). An outright `return False` adds no true world.
         """
         resolved = self.ctx.resolve_function(facts, path, name)
         if resolved is None:
@@ -303,13 +304,15 @@ class Guards:
         key = (id(inner_facts), function)
         if key not in self._predicates:
             self._predicates[key] = (ALL, ALL)  # recursion guard
-            returns = inner_facts.functions[function].returns
+            info = inner_facts.functions[function]
+            returns = info.returns
             true: frozenset[str] = frozenset()
             false: frozenset[str] = frozenset()
-            for value in returns:
+            for value, conditions in zip(returns, info.return_conditions, strict=True):
                 if type(value) is cst.Name and _is_bool_literal(value):
                     if value.value == "True":
-                        true |= {SINGLE_WORLD}
+                        where = self._where(conditions, inner_facts, inner_path, function)
+                        true |= where if where != ALL else {SINGLE_WORLD}
                     else:
                         false |= ALL
                     continue
@@ -317,6 +320,14 @@ class Guards:
                 true, false = true | t, false | f
             self._predicates[key] = (true, false) if returns else (ALL, ALL)
         return self._predicates[key]
+
+    def _where(self, conditions, facts, path, function) -> frozenset[str]:
+        """The worlds in which every one of the tests holds (its false side where negated)."""
+        worlds = ALL
+        for c in conditions:
+            true, false = self.worlds(c.test, facts, path, function)
+            worlds &= false if c.negated else true
+        return worlds
 
     def _comparison(self, expr: cst.Comparison, facts, path, function, depth) -> str | None:
         if len(expr.comparisons) != 1:
