@@ -81,6 +81,8 @@ class LintContext:
         constructors = facts is self.facts
         if constructors and f"{name}.__init__" in facts.functions:
             return Resolved(facts, path, f"{name}.__init__")
+        if name.rpartition(".")[0] in facts.bases:  # a method a class of this module inherits
+            return self._inherited(facts, path, name, hops)
         if name.startswith("torch.") or name.split(".")[0] in {"os", "sys", "torch"}:
             return None
         receiver, _, member = name.rpartition(".")
@@ -134,12 +136,29 @@ class LintContext:
             return Resolved(module_facts, module_path, attr)
         if constructors and attr and f"{attr}.__init__" in module_facts.functions:
             return Resolved(module_facts, module_path, f"{attr}.__init__")
+        inherited = self._inherited(module_facts, module_path, attr, hops)
+        if inherited is not None:
+            return inherited
         # re-exported: `from .distributed import is_primary`, or a module imported under a name
         # (`import megatron.core.parallel_state as mpu`, then `mpu.get_data_parallel_rank`)
         head = attr.partition(".")[0]
         named = head in module_facts.imports or head in module_facts.aliases
         if head and named and hops > 0 and module_facts is not facts:
             return self.resolve_function(module_facts, module_path, module_facts.qualify(attr), hops - 1)
+        return None
+
+    def _inherited(self, facts: ModuleFacts, path: Path, attr: str, hops: int) -> Resolved | None:
+        """`Class.method` that the class of the project does not define itself: its bases' (the
+        first that does), in this module or the project."""
+        cls, _, member = attr.rpartition(".")
+        if not cls or not member or hops <= 0:
+            return None
+        for base in facts.bases.get(cls, ()):
+            if f"{base}.{member}" in facts.functions:
+                return Resolved(facts, path, f"{base}.{member}")
+            found = self.resolve_function(facts, path, f"{base}.{member}", hops - 1)
+            if found is not None:
+                return found
         return None
 
     @staticmethod

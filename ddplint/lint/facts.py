@@ -191,6 +191,7 @@ class ModuleFacts:
     assignments: list[Assignment] = field(default_factory=list)
     loops: list[Loop] = field(default_factory=list)
     functions: dict[str, FunctionInfo] = field(default_factory=dict)
+    bases: dict[str, tuple[str, ...]] = field(default_factory=dict)  # class (dotted) -> its base classes, qualified
     env_reads: set[str] = field(default_factory=set)  # os.environ["X"], os.getenv("X"), ...
     env_writes: dict[str, list[Assignment]] = field(default_factory=dict)  # os.environ["X"] = value
     env_names: set[str] = field(default_factory=set)  # launcher variables named in any string literal
@@ -438,6 +439,8 @@ class _Collector(Walker):
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         self.function.append(node.name.value)
         self.in_class.append(True)
+        named = [self.facts.qualify(dotted(b.value)) or dotted(b.value) for b in node.bases if b.keyword is None]
+        self.facts.bases[".".join(self.function)] = tuple(b for b in named if b)
 
     def leave_ClassDef(self, original_node: cst.ClassDef) -> None:
         self.function.pop()

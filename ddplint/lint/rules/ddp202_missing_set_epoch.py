@@ -33,7 +33,14 @@ def _set_epoch_receivers(ctx: LintContext) -> tuple[set[str], bool]:
     A trainer class or epoch function in another module usually reaches the sampler through
     its loader (`self.train_data.sampler.set_epoch(epoch)`), under names this module never sees.
     """
-    receivers = {c.name.rsplit(".", 1)[0] for c in ctx.facts.calls if c.method == "set_epoch" and c.name}
+    receivers = {
+        name
+        for c in ctx.facts.calls
+        if c.method == "set_epoch"
+        and type(c.node.func) is cst.Attribute
+        # `samplers["train"].set_epoch(e)`: the receiver by its constant key
+        and (name := c.name.rsplit(".", 1)[0] if c.name else reference(c.node.func.value))
+    }
     in_helper = any(any(c.method == "set_epoch" for c in module.calls) for module in ctx.imported_project_modules(depth=2))
     return receivers, in_helper
 
@@ -274,9 +281,20 @@ def _loader_names(facts: ModuleFacts, binding: Assignment) -> set[str]:
     return out
 
 
+CONTAINERS = (cst.Dict, cst.List, cst.Tuple)
+
+
 def _returned(facts, function: str, name: str) -> bool:
+    """The sampler goes back to the caller: in a returned value, or in a container returned
+    (`samplers = {"SUP": sup_sampler, ...}`, then `return loaders, samplers`)."""
     info = facts.functions.get(function)
-    return info is not None and any(name in names_in(value) for value in info.returns)
+    if info is None:
+        return False
+    returned = {n for value in info.returns for n in names_in(value)}
+    return name in returned or any(
+        a.function == function and a.target in returned and type(a.value) in CONTAINERS and name in names_in(a.value)
+        for a in facts.assignments
+    )
 
 
 def _set_by_receiver(ctx: LintContext, name: str) -> bool:
