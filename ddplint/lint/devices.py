@@ -17,6 +17,7 @@ import libcst as cst
 from ddplint.lint.context import LintContext
 from ddplint.lint.facts import DDP, DEVICE_CONTEXTS, INIT_PG, CallSite
 from ddplint.lint.guards import DIST
+from ddplint.lint.launch import complement_key, test_key
 from ddplint.lint.names import (
     arg,
     argument_for,
@@ -352,9 +353,40 @@ def _bound_before(
     return bool(uncalled - chain)
 
 
-def _dominates_when_distributed(ctx: LintContext, binding: CallSite, use: CallSite) -> bool:
+def bound_where_cuda(ctx: LintContext, use: DeviceUse, bindings: list[CallSite]) -> bool:
+    """The device is CUDA exactly where an earlier binding runs: `device = "cuda" if args.cuda
+    else "cpu"` after `if args.cuda: torch.cuda.set_device(local_rank)`; without CUDA there is
+    no GPU to land on."""
+    tests = cuda_tests(ctx, use.expr, use.site)
+    return bool(tests) and any(_dominates_when_distributed(ctx, b, use.site, tests) for b in bindings)
+
+
+def cuda_tests(ctx: LintContext, expr: cst.BaseExpression, site: CallSite, depth: int = FOLLOW) -> frozenset[str]:
+    """The tests (as `test_key`s) that a device expression is CUDA under and only under: the
+    test of `"cuda" if test else "cpu"`, through the names and torch.device() that hold it."""
+    if type(expr) is cst.IfExp:
+        body, orelse = (classify(ctx, e, site, True).kind is DeviceKind.OTHER for e in (expr.body, expr.orelse))
+        if orelse and not body:
+            return frozenset({test_key(expr.test)})
+        flipped = complement_key(expr.test) if body and not orelse else None
+        return frozenset({flipped}) if flipped is not None else frozenset()
+    if type(expr) is cst.Call and ctx.facts.callee(expr) == "torch.device" and expr.args:
+        return cuda_tests(ctx, expr.args[0].value, site, depth)
+    name = reference(expr) if type(expr) in (cst.Name, cst.Attribute) else None
+    if name is None or depth == 0:
+        return frozenset()
+    # a name: every binding of it that reaches here (an attribute: every binding of it in the
+    # module, `args.device = ...` in the function that parses the arguments)
+    facts = ctx.facts
+    bindings = facts.assigned(name) if "." in name else facts.reaching(name, site.function, site.order, site.blocks)
+    found = [cuda_tests(ctx, b.value, site, depth - 1) for b in bindings if not b.element]
+    return frozenset.intersection(*found) if found else frozenset()
+
+
+def _dominates_when_distributed(ctx: LintContext, binding: CallSite, use: CallSite, also: frozenset[str] = frozenset()) -> bool:
     """The binding sits in branches that every distributed run takes (`if args.distributed:`),
-    earlier in the same block as the use: only a single-process run can skip it."""
+    or that the use's own device needs (`also`: tests it is CUDA under), earlier in the same
+    block as the use: only a single-process run, or one without CUDA, can skip it."""
     if binding.function != use.function or binding.order >= use.order:
         return False
     shared = 0
@@ -364,7 +396,8 @@ def _dominates_when_distributed(ctx: LintContext, binding: CallSite, use: CallSi
         return True
     extra = [c for c in binding.conditions if not any(c is u for u in use.conditions)]
     return len(extra) == len(binding.blocks) - shared and all(
-        ctx.guards.condition_kind(c, ctx.facts, ctx.path, binding.function) == DIST for c in extra
+        ctx.guards.condition_kind(c, ctx.facts, ctx.path, binding.function) == DIST or not c.negated and test_key(c.test) in also
+        for c in extra
     )
 
 

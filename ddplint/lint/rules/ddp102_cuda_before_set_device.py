@@ -9,6 +9,7 @@ from ddplint.lint.context import LintContext
 from ddplint.lint.devices import (
     binding_sites,
     bound_before,
+    bound_where_cuda,
     device_uses,
     visible_devices_per_rank,
 )
@@ -47,6 +48,8 @@ class CudaBeforeSetDevice(Rule):
             if not use.placement and bindings:
                 continue
             if bound_before(ctx, use.site, bindings) and bindings or never_runs(ctx.facts, use.site):
+                continue
+            if bound_where_cuda(ctx, use, bindings):
                 continue
             reported.add(function)
             yield Finding(
