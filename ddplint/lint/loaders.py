@@ -11,7 +11,7 @@ import libcst as cst
 
 from ddplint.lint.context import LintContext
 from ddplint.lint.facts import SAMPLER, CallSite, Loop, ModuleFacts
-from ddplint.lint.names import arg, data_name, dotted, has_keyword, names_in
+from ddplint.lint.names import arg, call_parameters, data_name, dotted, has_keyword, names_in, reference
 from ddplint.lint.roles import RANK_CALLS, RANKS
 
 LOADER = "torch.utils.data.DataLoader"
@@ -166,6 +166,106 @@ def is_training(facts: ModuleFacts, site: CallSite, dataset: cst.BaseExpression 
     if EVAL_WORDS.search(words):
         return False
     return backward  # the module trains: a loader with no name to say otherwise feeds it
+
+
+def evaluation_only(ctx: LintContext, site: CallSite) -> bool:
+    """Every loop that reads the loader runs in a function that computes no gradient: an
+    evaluation loader, however it shuffles. Followed through the functions of this module it is
+    handed to and the callers it is returned to; a use this cannot follow keeps it training."""
+    readers = _readers(ctx, [(name, site.function) for name in bound_names(ctx.facts, site.node)], 3)
+    return bool(readers) and all(_evaluates(ctx, f) and not _trains(ctx, f, 2) for f in readers or ())
+
+
+NO_GRAD = frozenset({"torch.no_grad", "torch.inference_mode"})
+
+
+def _evaluates(ctx: LintContext, function: str) -> bool:
+    """The function turns gradients off (`with torch.no_grad():`, `@torch.inference_mode()`) or
+    puts a model in eval mode."""
+    info = ctx.facts.functions.get(function)
+    if info is not None and NO_GRAD & set(info.decorators):
+        return True
+    return any(c.name in NO_GRAD or c.method == "eval" for c in ctx.facts.calls_within(function))
+
+
+def _trains(ctx: LintContext, function: str, depth: int) -> bool:
+    """The function, or one of this module it calls, runs backward() or an optimizer step()."""
+    for call in ctx.facts.calls_within(function):
+        if call.method in {"backward", "step"}:
+            return True
+        callee = ctx.method_target(ctx.facts, call)
+        if depth > 0 and callee in ctx.facts.functions and callee != function and _trains(ctx, callee, depth - 1):
+            return True
+    return False
+
+
+def _readers(ctx: LintContext, held: list[tuple[str, str]], depth: int) -> set[str] | None:
+    """The functions whose loops iterate the loader held under these (name, function) pairs;
+    None where it goes somewhere this cannot follow."""
+    facts, readers = ctx.facts, set()
+    for name, function in held:
+        if "." in name or depth == 0:
+            return None
+        found, wrappers = False, set()
+        for loop in facts.loops:
+            if loop.function == function and type(loop.node) is cst.For and name in _iterated(loop.node.iter):
+                readers.add(function)
+                found = True
+                wrappers |= _wrapping_calls(loop.node.iter)
+        for call in facts.calls_in(function):
+            given = [a for a in call.node.args if reference(a.value) == name]
+            if not given or id(call.node) in wrappers:
+                continue
+            info = facts.functions.get(ctx.method_target(facts, call) or "")
+            if info is None or any(a.star for a in call.node.args):
+                return None
+            params = [p.name.value for p in call_parameters(call.node, info.node)]
+            inner = [
+                (a.keyword.value if a.keyword is not None else params[call.node.args.index(a)], info.name)
+                for a in given
+                if a.keyword is not None or call.node.args.index(a) < len(params)
+            ]
+            deeper = _readers(ctx, inner, depth - 1)
+            if deeper is None:
+                return None
+            readers |= deeper
+            found = True
+        info = facts.functions.get(function)
+        for value in info.returns if info is not None else ():
+            if name not in names_in(value):
+                continue
+            if type(value) is not cst.Tuple or not any(reference(e.value) == name for e in value.elements):
+                return None
+            position = next(i for i, e in enumerate(value.elements) if reference(e.value) == name)
+            for caller in ctx.guards.callers(facts).get(function, []):
+                targets = [a.target for a in facts.by_value.get(id(caller.node), []) if a.element]
+                if len(targets) != len(value.elements):
+                    return None
+                deeper = _readers(ctx, [(targets[position], caller.function)], depth - 1)
+                if deeper is None:
+                    return None
+                readers |= deeper
+                found = True
+        if not found:
+            return None
+    return readers
+
+
+def _wrapping_calls(expr: cst.BaseExpression) -> set[int]:
+    """id() of the calls around what a `for` loop reads: `enumerate(tqdm(loader))`."""
+    found = set()
+    while type(expr) is cst.Call and expr.args:
+        found.add(id(expr))
+        expr = expr.args[0].value
+    return found
+
+
+def _iterated(expr: cst.BaseExpression) -> set[str]:
+    """The name a `for` loop reads: `loader`, `enumerate(loader)`, `tqdm(loader)`."""
+    while type(expr) is cst.Call and expr.args:
+        expr = expr.args[0].value
+    name = reference(expr) if type(expr) in (cst.Name, cst.Attribute) else None
+    return {name} if name else set()
 
 
 def epoch_loops(facts: ModuleFacts, function: str, after: int = 0) -> list[Loop]:

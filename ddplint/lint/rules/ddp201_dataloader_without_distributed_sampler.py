@@ -10,6 +10,7 @@ from ddplint.lint.loaders import (
     NO,
     bound_names,
     dataset_shards,
+    evaluation_only,
     is_training,
     loaders,
     sharding,
@@ -42,6 +43,8 @@ class DataloaderWithoutDistributedSampler(Rule):
                 continue
             if not is_training(facts, site, dataset, backward) or ctx.guards.main_only(site):
                 continue
+            if evaluation_only(ctx, site):
+                continue  # read only where no gradient is computed, however it shuffles
             label = (bound_names(facts, call) or ["DataLoader"])[0]
             yield Finding(
                 call,
