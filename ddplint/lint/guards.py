@@ -373,6 +373,13 @@ class Guards:
                 return SINGLE
             if type(op) in (cst.NotEqual, cst.GreaterThan):
                 return DIST
+        if (
+            int_value(right) == 1
+            and type(op) in (cst.Equal, cst.LessThanEqual)
+            and type(left) is cst.Call
+            and facts.qualify(dotted(left.func)) == "torch.cuda.device_count"
+        ):
+            return SINGLE  # one GPU: one process (more GPUs need not mean more processes: DataParallel)
         if type(op) in (cst.IsNot, cst.NotEqual) and dotted(right) == "None" and depth > 0:
             name = dotted(left)
             if name is not None and self.set_on_main_only(name, facts, path, function, depth):
