@@ -868,7 +868,8 @@ def spawn_targets(facts: ModuleFacts) -> set[str]:
         own = _plain_parameters(facts, call.function)
         named = (dotted(fn) for fn in handed)
         targets |= {_method_of_self(facts, name, call.function) for name in named if name is not None and name not in own}
-    return targets
+    # `mp.spawn(Trainer, ...)`: a class of the module is started through its __init__
+    return {f"{t}.__init__" if f"{t}.__init__" in facts.functions else t for t in targets}
 
 
 def _method_of_self(facts: ModuleFacts, name: str, function: str) -> str:
@@ -979,6 +980,7 @@ def _infer_roles(facts: ModuleFacts) -> None:
     fallback: set[tuple[str, str]] = set()  # names held local where a branch binds the global rank
     branch_global: set[tuple[str, str]] = set()
     for _ in range(2):  # a second round lets roles flow through one more assignment
+        _parameter_roles(facts)
         for a in facts.assignments:
             scope = "*" if "." in a.target else a.function
             if type(a.value) is cst.DictComp:
@@ -1001,6 +1003,25 @@ def _infer_roles(facts: ModuleFacts) -> None:
             if role is Role.GLOBAL_RANK and a.conditions:
                 branch_global.add(held)
             facts.roles[held] = role
+
+
+def _parameter_roles(facts: ModuleFacts) -> None:
+    """A parameter that every call of its function in the module fills with the same rank holds
+    it: `self.init_distributed(rank, world_size)` in a spawned `__init__(self, rank, ...)`."""
+    calls_of: dict[str, list[CallSite]] = {}
+    for call in facts.calls:
+        callee = _method_of_self(facts, call.name, call.function) if call.name else None
+        if callee in facts.functions and not any(a.star for a in call.node.args):
+            calls_of.setdefault(callee, []).append(call)
+    for callee, calls in calls_of.items():
+        info = facts.functions[callee]
+        method = "." in callee and info.params[:1] in (("self",), ("cls",))
+        for index, param in enumerate(info.params[1:] if method else info.params):
+            if (callee, param) in facts.roles:
+                continue
+            given = {facts.role_of(arg(c.node, index, param), c.function) for c in calls}
+            if len(given) == 1 and (role := given.pop()) in RANKS:
+                facts.roles[(callee, param)] = role
 
 
 def _environment_dict(facts: ModuleFacts, comp: cst.DictComp) -> list[tuple[str, Role]]:
