@@ -70,9 +70,12 @@ def _on_every_path(events: Sequence[Event], prefix: tuple[int, ...], facts: Modu
 
 def never_runs(facts: ModuleFacts, site: CallSite) -> bool:
     """Inside a branch that value flow rules out: `if args.gpu is None:` where `args.gpu` was set
-    from the process's rank (`args.gpu = gpu` in an mp.spawn worker) and so is never None."""
+    from the process's rank (`args.gpu = gpu` in an mp.spawn worker) and so is never None; or
+    `if ... and not evaluate:` where `evaluate` is a function of the module, always true."""
     for condition in site.conditions:
         test = condition.test
+        if not condition.negated and _always_false(facts, test):
+            return True
         if type(test) is not cst.Comparison or len(test.comparisons) != 1:
             continue
         target = test.comparisons[0]
@@ -83,4 +86,14 @@ def never_runs(facts: ModuleFacts, site: CallSite) -> bool:
         )
         if is_none and facts.role_of(test.left, site.function) in RANKS | PER_NODE:
             return True
+    return False
+
+
+def _always_false(facts: ModuleFacts, test: cst.BaseExpression) -> bool:
+    """`not f` for a function `f` of the module that nothing rebinds, alone or in an `and`."""
+    if type(test) is cst.BooleanOperation and type(test.operator) is cst.And:
+        return _always_false(facts, test.left) or _always_false(facts, test.right)
+    if type(test) is cst.UnaryOperation and type(test.operator) is cst.Not and type(test.expression) is cst.Name:
+        name = test.expression.value
+        return name in facts.functions and not facts.assigned(name)
     return False

@@ -28,6 +28,7 @@ from ddplint.lint.facts import (
     single_process_init,
 )
 from ddplint.lint.names import arg, data_name, dotted, string_value
+from ddplint.lint.paths import never_runs
 
 if TYPE_CHECKING:
     from ddplint.lint.context import LintContext
@@ -202,7 +203,7 @@ class Summaries:
             self._functions[key] = frozenset()  # a recursive call adds nothing new
             found: frozenset[Effect] = frozenset()
             for inner in facts.calls_within(function):
-                if not constants.dark(inner.conditions, bindings):
+                if not constants.dark(inner.conditions, bindings) and not never_runs(facts, inner):
                     found |= self.effects(inner, facts, path, bindings)
             if any(w.function == function or w.function.startswith(function + ".") for w in per_process_visible_devices(facts)):
                 found |= {Effect.OWN_GPU_ONLY}

@@ -17,6 +17,7 @@ from ddplint.lint.context import LintContext
 from ddplint.lint.facts import CallSite, ModuleFacts
 from ddplint.lint.guards import MAIN, NOTMAIN, OPPOSITE, SINGLE
 from ddplint.lint.names import call_parameters, dotted
+from ddplint.lint.paths import never_runs
 from ddplint.lint.rules.base import Finding, Rule
 from ddplint.lint.summaries import WRAPPERS, Effect, direct_effects
 
@@ -184,7 +185,7 @@ class CollectiveInRankBranch(Rule):
         for site, what in communicating:
             forward = "forward pass" in what
             side = sides[id(site)]
-            if side is None or not guards.rank_conditional(site):
+            if side is None or not guards.rank_conditional(site) or never_runs(ctx.facts, site):
                 continue
             if any(guards.condition_kind(c, ctx.facts, ctx.path, site.function) == SINGLE for c in site.conditions):
                 continue  # only a run without distribution gets there: no other rank to wait for
