@@ -150,10 +150,15 @@ def _per_rank(expr: cst.BaseExpression | None, facts: ModuleFacts, function: str
             return True
         if facts.qualify(name) in UNIQUE_PER_PROCESS:
             return True
-    return depth > 0 and any(
-        a.value is not expr and _per_rank(a.value, facts, a.function, depth - 1)
-        for name in _read_names(expr)
-        for a in facts.assigned(name)
+    if depth == 0:
+        return False
+    read = _read_names(expr)
+    return any(
+        a.value is not expr and _per_rank(a.value, facts, a.function, depth - 1) for name in read for a in facts.assigned(name)
+    ) or any(  # a function of the module that builds the path: `LOG_FILE = get_log_file()`
+        facts.functions[name].returns and all(_per_rank(value, facts, name, depth - 1) for value in facts.functions[name].returns)
+        for name in read
+        if name in facts.functions
     )
 
 
@@ -188,9 +193,12 @@ def _is_devnull(target: cst.BaseExpression | None, facts: ModuleFacts) -> bool:
 def unguarded_writes(ctx: LintContext, kind: str) -> Iterator[tuple[CallSite, Inside | None]]:
     """Sites of this module that every rank reaches and that write `kind`.
 
-    Yields the site and, for a call into another module of the project, the write inside it.
+    Yields the site and, for a call into another module of the project, the write inside it:
+    once per such write, at the first call that reaches it (a `log()` helper called fifty times
+    is one mistake, in the helper).
     """
     guards = ctx.guards
+    reported: set[int] = set()  # id() of the helper writes already reported
     for site in ctx.facts.calls:
         if guards.safe_helper(site):
             continue
@@ -200,7 +208,11 @@ def unguarded_writes(ctx: LintContext, kind: str) -> Iterator[tuple[CallSite, In
             if inside is None or _per_rank_path_argument(ctx, site, kind):
                 continue  # (a helper given a per-rank path writes per rank)
         # rank 0 first, the others after it (a cache): not concurrent, but a second makedirs still raises
+        if inside is not None and id(inside.node) in reported:
+            continue
         if not guards.main_only(site, main_first=kind != MKDIR) and not _undecided(ctx, site, ctx.facts, ctx.path):
+            if inside is not None:
+                reported.add(id(inside.node))
             yield site, inside
 
 
