@@ -119,10 +119,11 @@ class Guards:
         if type(expr) is cst.UnaryOperation and type(expr.operator) is cst.Not:
             true, false = self.worlds(expr.expression, facts, path, function, depth)
             return false, true
-        if type(expr) is cst.BooleanOperation:
+        if type(expr) is cst.BooleanOperation or _bitwise_of_tests(expr):
+            assert isinstance(expr, (cst.BooleanOperation, cst.BinaryOperation))
             lt, lf = self.worlds(expr.left, facts, path, function, depth)
             rt, rf = self.worlds(expr.right, facts, path, function, depth)
-            if type(expr.operator) is cst.And:
+            if type(expr.operator) in (cst.And, cst.BitAnd):
                 return lt & rt, lf | rf
             return lt | rt, lf & rf
         if type(expr) is cst.IfExp:  # `is_local_primary(a) if local else is_global_primary(a)`
@@ -849,6 +850,15 @@ def _is_world(expr: cst.BaseExpression, facts: ModuleFacts, function: str) -> bo
         expr = expr.func
     name = facts.qualify(dotted(expr)) or ""
     return name.rsplit(".", 1)[-1] in WORLD_NAMES
+
+
+def _bitwise_of_tests(expr: cst.BaseExpression) -> bool:
+    """`(loss < best) & (args.local_rank == 0)`: `&` / `|` between comparisons is `and` / `or`."""
+    return (
+        type(expr) is cst.BinaryOperation
+        and type(expr.operator) in (cst.BitAnd, cst.BitOr)
+        and all(type(side) is cst.Comparison or _bitwise_of_tests(side) for side in (expr.left, expr.right))
+    )
 
 
 def _same_object(name: str, assigned_in: str, read_in: str) -> bool:
