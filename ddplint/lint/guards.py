@@ -496,7 +496,7 @@ class Guards:
         key = (id(facts), function)
         if key not in self._rank_params:
             self._rank_params[key] = frozenset()
-            calls = [(c, self.ctx.facts, self.ctx.path) for c in self._calls_of(facts, function)]
+            calls = self._calls_of(facts, function)
             definition = facts.functions[function].node
             found = set()
             for param in facts.functions[function].params:
@@ -506,15 +506,19 @@ class Guards:
             self._rank_params[key] = frozenset(found)
         return self._rank_params[key]
 
-    def _calls_of(self, facts: ModuleFacts, function: str) -> list[CallSite]:
-        """The calls of a function (of the linted module or a project helper) in the linted module."""
+    def _calls_of(self, facts: ModuleFacts, function: str) -> list[tuple[CallSite, ModuleFacts, Path]]:
+        """The calls of a function (of the linted module or a project helper), with the module
+        each is in: in the linted module; for a helper's function, also in the project modules
+        the linted one imports (`default_setup()` calling `setup_logger(..., get_rank())`)."""
         ctx = self.ctx
         if facts is ctx.facts:
-            return self.callers(facts).get(function, [])
+            return [(c, ctx.facts, ctx.path) for c in self.callers(facts).get(function, [])]
+        modules = [(ctx.path, ctx.facts), *ctx.imported_project_files(depth=2)]
         return [
-            site
-            for site in ctx.facts.calls
-            if (found := ctx.resolve_function(ctx.facts, ctx.path, ctx.method_target(ctx.facts, site))) is not None
+            (site, module, path)
+            for path, module in modules
+            for site in module.calls
+            if (found := ctx.resolve_function(module, path, ctx.method_target(module, site))) is not None
             and found.facts is facts
             and found.function == function
         ]
