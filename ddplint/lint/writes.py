@@ -93,6 +93,8 @@ def effect_of(site: CallSite, facts: ModuleFacts, bindings: constants.Bindings |
         target = arg(call, OUTPUT_WRITERS.get(name, 0), None)
         if target is None or _is_buffer(target, facts) or _per_rank(target, facts, site.function):
             return None  # `cfg.to_json()` returns a string; a buffer or a per-rank path is no race
+        if name.startswith("shutil.") and _copies_a_save(site, facts):
+            return None  # `model_best.pth` copied from the checkpoint just saved: that save's finding
         return LOG
     if site.method in {"write_text", "write_bytes"} and type(call.func) is cst.Attribute:
         return None if _per_rank(call.func.value, facts, site.function) else LOG
@@ -175,6 +177,17 @@ def _rank_word(name: str) -> bool:
 
 def _per_rank_call(call: cst.Call, facts: ModuleFacts, function: str) -> bool:
     return any(_per_rank(a.value, facts, function) for a in call.args)
+
+
+def _copies_a_save(site: CallSite, facts: ModuleFacts) -> bool:
+    """A copy made after a checkpoint save of the same function that runs wherever the copy
+    does (`torch.save(state, f)`, then `if is_best: shutil.copyfile(f, best)`): part of that save."""
+    return any(
+        other.order < site.order
+        and effect_of(other, facts) == CHECKPOINT
+        and all(any(c is mine for mine in site.conditions) for c in other.conditions)
+        for other in facts.calls_in(site.function)
+    )
 
 
 def _is_buffer(target: cst.BaseExpression | None, facts: ModuleFacts) -> bool:
