@@ -15,6 +15,7 @@ A test is classified by what it says about the process that passes it:
 
 from __future__ import annotations
 
+from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -51,10 +52,29 @@ from ddplint.lint.summaries import Effect
 if TYPE_CHECKING:
     from ddplint.lint.context import LintContext
 
-MAIN, NOTMAIN, SINGLE, DIST = "main", "notmain", "single", "dist"
+
+class Kind(str, Enum):
+    """What a test says about the process that passes it (the table above)."""
+
+    MAIN = "main"
+    NOTMAIN = "notmain"
+    SINGLE = "single"
+    DIST = "dist"
+
+
+class World(str, Enum):
+    """The processes a test can be true or false in: a run without distribution, the main rank
+    of a distributed run, any other rank."""
+
+    SINGLE = "S"
+    MAIN = "M"
+    NOT_MAIN = "N"
+
+
+MAIN, NOTMAIN, SINGLE, DIST = Kind.MAIN, Kind.NOTMAIN, Kind.SINGLE, Kind.DIST
 OPPOSITE = {MAIN: NOTMAIN, NOTMAIN: MAIN, SINGLE: DIST, DIST: SINGLE}
-SINGLE_WORLD, MAIN_WORLD, NOT_MAIN_WORLD = "S", "M", "N"
-ALL = frozenset("SMN")
+SINGLE_WORLD, MAIN_WORLD, NOT_MAIN_WORLD = World.SINGLE, World.MAIN, World.NOT_MAIN
+ALL: frozenset[str] = frozenset(World)
 Worlds = tuple[frozenset[str], frozenset[str]]  # where a test is true, where it is false
 KIND_WORLDS: dict[str | None, Worlds] = {
     MAIN: (frozenset("SM"), frozenset("N")),
@@ -93,7 +113,7 @@ class Guards:
 
     # -- tests -------------------------------------------------------------------------
 
-    def test_kind(self, expr: cst.BaseExpression, facts: ModuleFacts, path: Path, function: str, depth: int = 3) -> str | None:
+    def test_kind(self, expr: cst.BaseExpression, facts: ModuleFacts, path: Path, function: str, depth: int = 3) -> Kind | None:
         """What passing the test `expr` says about the process: MAIN, NOTMAIN, SINGLE, DIST or None."""
         return _kind_of_worlds(self.worlds(expr, facts, path, function, depth)[0])
 
@@ -330,7 +350,7 @@ class Guards:
             worlds &= false if c.negated else true
         return worlds
 
-    def _comparison(self, expr: cst.Comparison, facts, path, function, depth) -> str | None:
+    def _comparison(self, expr: cst.Comparison, facts, path, function, depth) -> Kind | None:
         if len(expr.comparisons) != 1:
             return None
         target = expr.comparisons[0]
@@ -539,7 +559,7 @@ class Guards:
 
     # -- statements --------------------------------------------------------------------
 
-    def condition_kind(self, condition: Condition, facts: ModuleFacts, path: Path, function: str, depth: int = 3) -> str | None:
+    def condition_kind(self, condition: Condition, facts: ModuleFacts, path: Path, function: str, depth: int = 3) -> Kind | None:
         """The kind of the branch a condition encloses: its test, or where the test is false."""
         true, false = self.worlds(condition.test, facts, path, function, depth)
         return _kind_of_worlds(false if condition.negated else true)
@@ -807,11 +827,11 @@ def _disjuncts(expr: cst.BaseExpression) -> set[str]:
     return {name} if name is not None else set()
 
 
-def _atom(kind: str | None) -> tuple[frozenset[str], frozenset[str]]:
+def _atom(kind: Kind | None) -> tuple[frozenset[str], frozenset[str]]:
     return KIND_WORLDS.get(kind, (ALL, ALL))
 
 
-def _kind_of_worlds(true: frozenset[str]) -> str | None:
+def _kind_of_worlds(true: frozenset[str]) -> Kind | None:
     """Name the set of worlds where a branch runs."""
     if not true or true == ALL:
         return None

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from enum import Enum
 from pathlib import Path
 
 import libcst as cst
@@ -29,7 +30,16 @@ from ddplint.lint.names import (
 from ddplint.lint.roles import RANK_CALLS, RANKS
 from ddplint.lint.rules.base import Inside
 
-CHECKPOINT, LOG, MKDIR = "checkpoint", "log", "mkdir"
+
+class WriteKind(str, Enum):
+    """The once-only writes that every rank must not make: DDP301, DDP302, DDP304."""
+
+    CHECKPOINT = "checkpoint"
+    LOG = "log"
+    MKDIR = "mkdir"
+
+
+CHECKPOINT, LOG, MKDIR = WriteKind.CHECKPOINT, WriteKind.LOG, WriteKind.MKDIR
 CHECKPOINT_WRITERS = {"torch.save", "safetensors.torch.save_file", "safetensors.torch.save_model"}
 LOG_WRITERS = {
     "torch.utils.tensorboard.SummaryWriter",
@@ -58,7 +68,7 @@ EXISTS_HANDLED = {"FileExistsError", "OSError", "IOError", "EnvironmentError", "
 MODE = re.compile(r"^[rwaxbt+]{1,3}$")
 
 
-def effect_of(site: CallSite, facts: ModuleFacts, bindings: constants.Bindings | None = None) -> str | None:
+def effect_of(site: CallSite, facts: ModuleFacts, bindings: constants.Bindings | None = None) -> WriteKind | None:
     """What kind of once-only write a call is, if any (per-rank paths and buffers are not).
 
     `bindings` are the constant arguments of the helper the site is in: `open(name, file_mode)`
@@ -203,7 +213,7 @@ def _is_devnull(target: cst.BaseExpression | None, facts: ModuleFacts) -> bool:
     return target is not None and facts.qualify(dotted(target)) == "os.devnull"
 
 
-def unguarded_writes(ctx: LintContext, kind: str) -> Iterator[tuple[CallSite, Inside | None]]:
+def unguarded_writes(ctx: LintContext, kind: WriteKind) -> Iterator[tuple[CallSite, Inside | None]]:
     """Sites of this module that every rank reaches and that write `kind`.
 
     Yields the site and, for a call into another module of the project, the write inside it:
@@ -240,7 +250,7 @@ def called_from(ctx: LintContext, site: CallSite) -> tuple[Inside, ...]:
 
 
 def _helper_writes(
-    ctx: LintContext, site: CallSite, kind: str, facts: ModuleFacts, path: Path, top: bool = False
+    ctx: LintContext, site: CallSite, kind: WriteKind, facts: ModuleFacts, path: Path, top: bool = False
 ) -> Inside | None:
     """The unguarded write of `kind` in the function of another project module that the site
     calls, followed through the helpers it calls (memoised per function and arguments; a
@@ -296,7 +306,7 @@ def _undecided(ctx: LintContext, site: CallSite, facts: ModuleFacts, path: Path)
     return False
 
 
-def _per_rank_path_argument(ctx: LintContext, site: CallSite, kind: str) -> bool:
+def _per_rank_path_argument(ctx: LintContext, site: CallSite, kind: WriteKind) -> bool:
     """The call hands the helper a per-rank value for a parameter that its write's path uses
     (`save_checkpoint(state, f"ckpt_{rank}.pt")`); a model placed on the rank's GPU is no path."""
     resolved = ctx.resolve_function(ctx.facts, ctx.path, ctx.method_target(ctx.facts, site))

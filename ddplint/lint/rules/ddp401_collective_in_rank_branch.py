@@ -15,7 +15,7 @@ import libcst as cst
 from ddplint.diagnostics import Severity
 from ddplint.lint.context import LintContext
 from ddplint.lint.facts import CallSite, ModuleFacts
-from ddplint.lint.guards import MAIN, NOTMAIN, OPPOSITE, SINGLE
+from ddplint.lint.guards import MAIN, NOTMAIN, OPPOSITE, SINGLE, Kind
 from ddplint.lint.names import call_parameters, dotted
 from ddplint.lint.paths import never_runs
 from ddplint.lint.rules.base import Finding, Rule
@@ -210,7 +210,7 @@ class CollectiveInRankBranch(Rule):
             )
 
     @staticmethod
-    def _side(ctx: LintContext, site: CallSite) -> str | None:
+    def _side(ctx: LintContext, site: CallSite) -> Kind | None:
         """MAIN or NOTMAIN: which ranks the site's conditions let through."""
         for condition in site.conditions:
             kind = ctx.guards.condition_kind(condition, ctx.facts, ctx.path, site.function)
