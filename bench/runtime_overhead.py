@@ -75,32 +75,32 @@ def timed(cmd: list[str], cwd: Path, env: dict) -> float:
     return elapsed
 
 
+def paired(repeat: int, work: Path, bare: list[str], audit: list[str], labels: tuple[str, str], target: float) -> None:
+    """Run the bare command and the audit in turns (so that load changes hit both alike) and
+    print their medians and ratio."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+    bares, audits = [], []
+    for _ in range(repeat):
+        bares.append(timed(bare, work, env))
+        audits.append(timed(audit, work, env))
+    b, a = statistics.median(bares), statistics.median(audits)
+    width = max(map(len, labels))
+    print(f"{labels[0]:<{width}}  median {b:.2f} s  runs {[round(x, 2) for x in bares]}")
+    print(f"{labels[1]:<{width}}  median {a:.2f} s  runs {[round(x, 2) for x in audits]}")
+    print(f"ratio audit / bare: {a / b:.2f}x (target <= {target}x)")
+
+
 def launch_overhead(repeat: int) -> None:
+    """The audit of fixtures/runtime/correct.py against a bare torchrun all_reduce smoke script."""
     work = Path(tempfile.mkdtemp(prefix="ddplint-bench-"))
     try:
         shutil.copy(ROOT / "fixtures" / "runtime" / "correct.py", work / "correct.py")
         (work / "smoke.py").write_text(SMOKE)
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
-        audit = [
-            sys.executable,
-            "-m",
-            "ddplint",
-            "--runtime",
-            "--format",
-            "json",
-            "--output",
-            str(work / "report.json"),
-            "correct.py",
-        ]
+        report = str(work / "report.json")
+        audit = [sys.executable, "-m", "ddplint", "--runtime", "--format", "json", "--output", report, "correct.py"]
         bare = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", "smoke.py"]
-        audits, bares = [], []
-        for _ in range(repeat):  # interleaved, so load changes hit both alike
-            bares.append(timed(bare, work, env))
-            audits.append(timed(audit, work, env))
-        a, b = statistics.median(audits), statistics.median(bares)
-        print(f"bare torchrun all_reduce smoke (2 ranks): median {b:.2f} s  runs {[round(x, 2) for x in bares]}")
-        print(f"ddplint --runtime correct.py (2 ranks):  median {a:.2f} s  runs {[round(x, 2) for x in audits]}")
-        print(f"ratio audit / bare: {a / b:.2f}x (target <= 1.5x)")
+        labels = ("bare torchrun all_reduce smoke (2 ranks):", "ddplint --runtime correct.py (2 ranks):")
+        paired(repeat, work, bare, audit, labels, 1.5)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -111,18 +111,11 @@ def training_overhead(repeat: int) -> None:
     work = Path(tempfile.mkdtemp(prefix="ddplint-bench-"))
     try:
         (work / "train.py").write_text(TRAIN)
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
         report = str(work / "report.json")
         audit = [sys.executable, "-m", "ddplint", "--runtime", "--format", "json", "--output", report, "train.py", "2", "8"]
         bare = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", "train.py", "2", "8"]
-        audits, bares = [], []
-        for _ in range(repeat):
-            bares.append(timed(bare, work, env))
-            audits.append(timed(audit, work, env))
-        a, b = statistics.median(audits), statistics.median(bares)
-        print(f"bare torchrun of train.py, 2 epochs x 8 steps (2 ranks): median {b:.2f} s  runs {[round(x, 2) for x in bares]}")
-        print(f"ddplint --runtime of the same steps (2 ranks):         median {a:.2f} s  runs {[round(x, 2) for x in audits]}")
-        print(f"ratio audit / bare: {a / b:.2f}x (target <= 1.3x)")
+        labels = ("bare torchrun of train.py, 2 epochs x 8 steps (2 ranks):", "ddplint --runtime of the same steps (2 ranks):")
+        paired(repeat, work, bare, audit, labels, 1.3)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
