@@ -30,7 +30,7 @@ from ddplint.lint.names import (
     string_value,
 )
 from ddplint.lint.paths import Event, joined
-from ddplint.lint.roles import PER_NODE, RANK_NAMES, DeviceKind, Role
+from ddplint.lint.roles import PER_NODE, DeviceKind, Role
 from ddplint.lint.summaries import (
     BINDING_METHODS,
     SET_DEVICE_CALLS,
@@ -138,10 +138,20 @@ def _classify_name(ctx: LintContext, name: str, site: CallSite, int_is_index: bo
             elif (outer := reference(argument)) is not None:
                 values.append(_classify_name(ctx, f"{outer}.{rest}", caller, int_is_index, depth - 1))
     if not values and rest in facts.options and "." not in rest and parsed_arguments(ctx, head, site):
-        if rest in RANK_NAMES and "rank" in rest:  # `--rank` is given per process: its default is no device
+        if _joins_the_group_with(ctx, name):  # each process is given its own: its default is no device
             return Device(DeviceKind.OTHER)
         values.append(classify(ctx, facts.options[rest], site, int_is_index, depth))
     return min(values, key=lambda d: _WORST_FIRST.index(d.kind)) if values else Device(DeviceKind.OTHER)
+
+
+def _joins_the_group_with(ctx: LintContext, name: str) -> bool:
+    """An option handed to the call that joins the process group (`init_process_group(...,
+    rank=args.rank)`, `init_distributed(args.rank, num_gpus)`): a value the launcher sets apart
+    for each process, not the default every process would share."""
+    return any(
+        any(reference(a.value) == name for a in site.node.args) and Effect.INIT_GROUP in ctx.summaries.effects(site)
+        for site in ctx.facts.calls
+    )
 
 
 def parameter_names(definition: cst.FunctionDef) -> set[str]:

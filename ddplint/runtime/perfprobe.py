@@ -71,7 +71,7 @@ COUNTER_PREFIXES = ("epoch_", "epochs_")  # epochs_run, epoch_idx (not step_: a 
 
 class StepClock:
     def __init__(self, weights: bool = False) -> None:
-        self.weights = weights  # note each step's starting weights: the reference of a restart
+        self.weights = weights  # a restart comparison: note each step's starting weights and loss
         self.times = StepTimes()
         self._pending: tuple[int, int, float, float] | None = None  # epoch, step, wait, batch done
         self._loss: float | None = None  # of the pending step
@@ -81,21 +81,23 @@ class StepClock:
         self.rss_at_first_batch: int | None = None
 
     def install(self) -> None:
-        """Every DDP model built from now on samples its runtime stats every iteration, and each
-        step's first backward() notes the loss it starts from."""
+        """Every DDP model built from now on samples its runtime stats every iteration; for a
+        restart comparison, each step's first backward() also notes the loss it starts from
+        (reading it waits for the GPU: not done otherwise)."""
         import torch
         from torch.nn.parallel import DistributedDataParallel
 
         orig = DistributedDataParallel.__init__
-        orig_backward = torch.Tensor.backward
         clock = self
+        if self.weights:
+            orig_backward = torch.Tensor.backward
 
-        @functools.wraps(orig_backward)
-        def backward(tensor, *args, **kwargs):
-            clock.loss(tensor)
-            return orig_backward(tensor, *args, **kwargs)
+            @functools.wraps(orig_backward)
+            def backward(tensor, *args, **kwargs):
+                clock.loss(tensor)
+                return orig_backward(tensor, *args, **kwargs)
 
-        torch.Tensor.backward = backward  # type: ignore[method-assign,assignment]  # patched on purpose
+            torch.Tensor.backward = backward  # type: ignore[method-assign,assignment]  # patched on purpose
 
         @functools.wraps(orig)
         def __init__(model, *args, **kwargs):
@@ -211,7 +213,8 @@ class TrainingObjects:
     checkpoint can be judged against what a resume would have to restore. Snapshotted at each
     torch.save, while they are alive: the script's globals are gone once it has ended."""
 
-    def __init__(self) -> None:
+    def __init__(self, note_loads: bool = False) -> None:
+        self.note_loads = note_loads  # a restart: which files it gives torch.load
         self._objects: weakref.WeakSet = weakref.WeakSet()
         self.live = LiveTraining()
         self.main_module: types.ModuleType | None = None  # the script's __main__ at its last torch.save, to unpickle its classes
@@ -220,16 +223,17 @@ class TrainingObjects:
     def install(self) -> None:
         import torch
 
-        orig_load = torch.load
-        loaded = self.loaded
+        if self.note_loads:
+            orig_load = torch.load
+            loaded = self.loaded
 
-        @functools.wraps(orig_load)
-        def load(f, *args, **kwargs):
-            if isinstance(f, (str, bytes, os.PathLike)):
-                loaded.append(os.path.abspath(os.fsdecode(f)))
-            return orig_load(f, *args, **kwargs)
+            @functools.wraps(orig_load)
+            def load(f, *args, **kwargs):
+                if isinstance(f, (str, bytes, os.PathLike)):
+                    loaded.append(os.path.abspath(os.fsdecode(f)))
+                return orig_load(f, *args, **kwargs)
 
-        torch.load = load
+            torch.load = load
 
         classes = [torch.optim.Optimizer, torch.optim.lr_scheduler.LRScheduler]
         scaler = getattr(getattr(torch, "amp", None), "GradScaler", None)

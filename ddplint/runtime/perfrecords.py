@@ -35,7 +35,7 @@ class StepSample:
     step: int  # 1-based within the epoch
     wait_s: float  # blocked in the loader's __next__: waiting for data
     rest_s: float  # the rest of the step: forward, backward, communication, optimizer
-    loss: float | None = None  # the scalar the step's first backward() started from
+    loss: float | None = None  # the scalar the step's first backward() started from (--resume-args)
     weights: list[float] | None = None  # per parameter of each DDP model, its sum, as the step began (--resume-args)
 
 

@@ -160,7 +160,8 @@ class Probe:
             cpucuda.install(int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
             self.record["cuda_on_cpu"] = True
         keep = bool(self.config.get("keep_checkpoints"))  # --resume-args: a restart follows this run
-        clock, objects = StepClock(weights=bool(self.config.get("step_weights"))), TrainingObjects()
+        compared = bool(self.config.get("step_weights"))  # --resume-args: the run or its restart
+        clock, objects = StepClock(weights=compared), TrainingObjects(note_loads=compared)
         clock.install()
         objects.install()
 
