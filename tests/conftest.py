@@ -1,6 +1,7 @@
 import inspect
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -26,6 +27,14 @@ def lint_source(source: str, tmp_path: Path, name: str = "train.py") -> LintResu
 
 def run_cli(*args: str, cwd: Path | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "ddplint", *args], cwd=cwd, capture_output=True, text=True, timeout=timeout)
+
+
+def wait_for_readings(sampling, count: int, limit_s: float = 120) -> None:
+    """Until the GPU sampler's thread has taken `count` readings (a wide limit: a loaded host)."""
+    deadline = time.monotonic() + limit_s
+    while len(sampling.samples) < count:
+        assert time.monotonic() < deadline, f"the sampler took {len(sampling.samples)} readings in {limit_s} s"
+        time.sleep(0.002)
 
 
 @pytest.fixture

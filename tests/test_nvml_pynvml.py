@@ -19,6 +19,8 @@ import pytest
 
 pynvml = pytest.importorskip("pynvml")
 
+from conftest import wait_for_readings
+
 from ddplint.runtime.checks.gpu import inventory_check, visible_gpus
 from ddplint.runtime.checks.host import run_host_checks
 from ddplint.runtime.checks.topology import topology_check
@@ -160,6 +162,17 @@ class FakeNvmlLib:
             return NOT_SUPPORTED
         for key in ("total", "free", "used"):
             setattr(_out(ref), key, dev["memory"][key])
+        return SUCCESS
+
+    def _nvmlDeviceGetUtilizationRates(self, handle, ref):
+        """One reading of the device's "utilization" list per call, the last one repeated; a
+        device without one (as every recorded inventory: it is not part of it) answers NOT_SUPPORTED."""
+        dev = self._dev(handle)
+        readings = dev.get("utilization")
+        if not readings:
+            return NOT_SUPPORTED
+        reading = readings.pop(0) if len(readings) > 1 else readings[0]
+        _out(ref).gpu, _out(ref).memory = reading["gpu"], reading["memory"]
         return SUCCESS
 
     def _nvmlDeviceGetPersistenceMode(self, handle, ref):
@@ -504,3 +517,22 @@ def test_recording_a_machine_writes_what_replays_it(fake_nvml, monkeypatch, caps
     monkeypatch.setattr(nvml, "sysfs_numa_node", lambda bus, sysfs="/sys": 0)
     assert nvml.main() == 0
     assert json.loads(capsys.readouterr().out) == inv
+
+
+def test_gpu_use_is_sampled_through_the_real_pynvml_during_the_with_block(fake_nvml, monkeypatch):
+    from ddplint.runtime import nvml
+    from ddplint.runtime.gpuuse import sampled_gpus, use_between
+
+    inv = inventory("rtx4090_2x_pcie_cross_socket")
+    inv["devices"][0]["utilization"] = [{"gpu": 97, "memory": 40}]
+    lib = fake_nvml(FakeNvmlLib(inv))
+    monkeypatch.setattr(nvml, "sysfs_numa_node", lambda bus, sysfs="/sys": None)
+    ticks = iter(range(10**6))
+    with sampled_gpus(2, {}, interval=0.001, clock=lambda: float(next(ticks))) as sampling:
+        wait_for_readings(sampling, 8)
+    assert sampling.unavailable is None and sampling.stopped is None
+    assert sampling.gpus == ["GPU0", "GPU1"]
+    gpu0, gpu1 = use_between(sampling, 0, 10**6)
+    assert (gpu0.busy_mean_pct, gpu0.memory_peak_bytes) == (97, 742391808)
+    assert gpu1.busy_mean_pct is None and gpu1.readings == gpu0.readings  # NOT_SUPPORTED: no value, still read
+    assert lib.calls.count("nvmlShutdown") == 1  # the sampler's own NVML session is closed

@@ -198,6 +198,8 @@ def test_step_clock_times_from_one_next_to_the_next_without_the_probes_own_work(
     got = [(s.epoch, s.step, round(s.wait_s, 3), round(s.rest_s, 3)) for s in clock.times.steps]
     assert got == [(0, 1, 0.3, 0.1), (0, 2, 0.3, 0.1)]
     assert clock.times.probe_s == pytest.approx(0.02)
+    first, second = clock.times.steps  # each step's start in monotonic time, for the GPU sampler
+    assert second.at - first.at == pytest.approx(0.41) and second.ended_at == pytest.approx(second.at + 0.4)
 
 
 # ---- ckpt.resume -----------------------------------------------------------------------------

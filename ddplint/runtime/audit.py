@@ -21,7 +21,8 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import replace
+from contextlib import nullcontext
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -53,6 +54,8 @@ from ddplint.runtime.sandbox_checks import (
 )
 
 if TYPE_CHECKING:
+    from ddplint.runtime.gpuuse import GpuSampling
+    from ddplint.runtime.launcher import LaunchResult
     from ddplint.runtime.perf_checks import SingleRun
     from ddplint.runtime.restart_checks import RestartRun
 from ddplint.runtime.verdict import CheckResult, Status
@@ -63,6 +66,16 @@ INSTALL_HINT = "install the runtime extra: pip install 'ddplint[runtime]'"
 
 class UsageError(Exception):
     pass
+
+
+@dataclass
+class Jobs:
+    """What the audit ran: the audited job, and what was measured or run beside it."""
+
+    main: LaunchResult
+    gpus: GpuSampling | None  # the job's GPUs sampled during the main run (None on the CPU)
+    single: SingleRun | None  # --scaling: the same steps with 1 process
+    restart: RestartRun | None  # --resume-args: the restart from the first checkpoint
 
 
 def _progress(message: str) -> None:
@@ -141,6 +154,7 @@ def run_audit(options: RuntimeOptions) -> int:
         print("ddplint: error: interrupted", file=sys.stderr)
         return 2
     from ddplint.runtime.checks.host import run_host_checks
+    from ddplint.runtime.gpuuse import sampled_gpus
     from ddplint.runtime.launcher import (
         Interrupted,
         InterruptGuard,
@@ -183,18 +197,19 @@ def run_audit(options: RuntimeOptions) -> int:
                 f"launching torchrun: {nproc} processes x {options.nnodes} node(s), {backend}{counted}{mapped}, "
                 f"port {port}, timeout {options.timeout:g} s" + (", sandboxed" if plan else f", not sandboxed (see {IO_SANDBOX})")
             )
-            result = Launch(
-                rundir,
-                command,
-                nproc,
-                options.timeout,
-                options.rdzv_timeout,
-                _progress,
-                Nodes.of(options, port),
-                plan,
-                first_rank=options.node_rank * nproc,
-                verbose=options.verbose,
-            ).run()
+            with sampled_gpus(nproc, dict(os.environ)) if not (on_cpu or preflight) else nullcontext() as gpu_use:
+                result = Launch(
+                    rundir,
+                    command,
+                    nproc,
+                    options.timeout,
+                    options.rdzv_timeout,
+                    _progress,
+                    Nodes.of(options, port),
+                    plan,
+                    first_rank=options.node_rank * nproc,
+                    verbose=options.verbose,
+                ).run()
             changes = layer_changes(plan.layers, tempfile.gettempdir()) if plan else None
             single = (
                 _single_process_run(options, script, nproc, on_cpu, containment) if options.scaling and not preflight else None
@@ -208,7 +223,7 @@ def run_audit(options: RuntimeOptions) -> int:
                 options,
                 script,
                 host,
-                result,
+                Jobs(result, gpu_use, single, restart),
                 nproc,
                 world,
                 backend,
@@ -218,8 +233,6 @@ def run_audit(options: RuntimeOptions) -> int:
                 containment,
                 changes,
                 preflight,
-                single,
-                restart,
             )
         except Interrupted as exc:
             print(f"ddplint: error: interrupted ({exc}); every process of the job was stopped", file=sys.stderr)
@@ -346,7 +359,7 @@ def _contained_by(containment: Containment, sandbox: Outcome) -> Containment:
 
 
 def _merge(
-    options, script, host, result, nproc, world, backend, on_cpu, port, elapsed, containment, changes, preflight, single, restart
+    options, script, host, jobs: Jobs, nproc, world, backend, on_cpu, port, elapsed, containment, changes, preflight
 ) -> dict:
     from ddplint.runtime import report as rpt
     from ddplint.runtime.checks.rank import rank_checks
@@ -357,6 +370,7 @@ def _merge(
     from ddplint.runtime.run_checks import check_failure, check_hang, check_reached
 
     base = os.getcwd()
+    result = jobs.main
     records = result.records
     checks = list(host)
     checks += _checks_of(
@@ -369,9 +383,9 @@ def _merge(
         checks.append(check_single_writer(records, base, containment.sandboxed))
         checks += [
             check_resume(records, base),
-            check_restart(records, restart, base),
-            check_steps(records, base),
-            check_scaling(records, single, nproc, on_cpu),
+            check_restart(records, jobs.restart, base),
+            check_steps(records, base, jobs.gpus),
+            check_scaling(records, jobs.single, nproc, on_cpu),
         ]
     else:
         why = f"no rank reported (see {RUN_FAILURE} and {RUN_HANG})"

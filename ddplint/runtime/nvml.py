@@ -150,6 +150,7 @@ class NvmlReads(Protocol):
     def retired_pages_pending(self, i: int) -> int | None: ...  # NVML_FEATURE_DISABLED/ENABLED
     def clock_events(self, i: int) -> int | None: ...  # nvmlClocksEventReason* bit mask
     def fabric(self, i: int) -> dict[str, int] | None: ...  # state, status (NVSwitch systems)
+    def utilization(self, i: int) -> dict[str, int] | None: ...  # gpu, memory (% of the last sample period)
 
 
 @dataclass
@@ -388,6 +389,7 @@ class ReplayReads:
         self._inv = inventory
         self._dev = inventory["devices"]
         self.lacking: set[str] = set()
+        self._served: dict[int, int] = {}  # utilization readings answered, per device
 
     @classmethod
     def from_file(cls, path: str | os.PathLike) -> ReplayReads:
@@ -477,6 +479,16 @@ class ReplayReads:
 
     def fabric(self, i):
         return self._dev[i]["fabric"]
+
+    def utilization(self, i):
+        """Not part of a recorded inventory (it changes by the moment): a test gives each device
+        a "utilization" list, answered one reading per call, the last one repeated."""
+        readings = self._dev[i].get("utilization")
+        if not readings:
+            return None
+        served = self._served.get(i, 0)
+        self._served[i] = served + 1
+        return readings[min(served, len(readings) - 1)]
 
 
 def _text(value: Any) -> str:
@@ -749,6 +761,13 @@ class PynvmlReads:
         if self._opt("nvmlDeviceGetGpuFabricInfo", self._handles[i], ctypes.byref(info)) is None:
             return None
         return {"state": int(info.state), "status": int(info.status)}
+
+    def utilization(self, i):
+        """nvmlDeviceGetUtilizationRates: in how much of the last sample period a kernel ran
+        (gpu) and device memory was read or written (memory); None on a MIG instance's parent
+        and wherever NVML has no answer."""
+        u = self._opt("nvmlDeviceGetUtilizationRates", self._handles[i])
+        return None if u is None else {"gpu": int(u.gpu), "memory": int(u.memory)}
 
 
 def _bytes_or_none(value) -> int | None:

@@ -15,13 +15,14 @@ from dataclasses import asdict, dataclass
 
 from ddplint.runtime.checks.common import Findings, size_text
 from ddplint.runtime.checks.records import part
+from ddplint.runtime.gpuuse import GpuSampling, GpuUse, use_between
 from ddplint.runtime.perfrecords import (
     CheckpointContent,
     LiveTraining,
     PerfRecord,
     StepSample,
 )
-from ddplint.runtime.registry import CKPT_RESUME, COMM_BANDWIDTH, PERF_SCALING, PERF_STEPS, ids
+from ddplint.runtime.registry import BIND_DISTINCT, CKPT_RESUME, COMM_BANDWIDTH, PERF_SCALING, PERF_STEPS, ids
 from ddplint.runtime.sites import short
 from ddplint.runtime.verdict import CheckResult, Status
 
@@ -32,6 +33,9 @@ MIN_WAIT_S = 0.005  # a median wait under 5 ms per step is never input-bound (to
 MIN_EXCESS_S = 0.020  # and keeps the others waiting 20 ms per step or more: below, a busy host's noise
 COMM_BOUND_SHARE = 0.50  # waiting in the gradient all_reduce half of the step or more
 MIN_COMM_S = 0.020  # and 20 ms per step or more: a toy model's all_reduce is latency, not a bottleneck
+GPU_BUSY_PCT = 50  # a job GPU busy half of the steps or more ...
+GPU_IDLE_PCT = 10  # ... while another one stays under 10%: only some GPUs work
+MIN_GPU_READINGS = 3  # NVML readings within the steps needed to judge a GPU
 
 INPUT_FIX = (
     "load batches ahead of the step: DataLoader(num_workers={workers}, pin_memory=True, "
@@ -96,7 +100,8 @@ def _training_loader(records: dict[int, dict]) -> dict | None:
     return None
 
 
-def check_steps(records: dict[int, dict], base: str) -> CheckResult:
+def check_steps(records: dict[int, dict], base: str, gpus: GpuSampling | None = None) -> CheckResult:
+    """`gpus`: the job's GPUs sampled from NVML during the run (None on the CPU)."""
     ranks = [
         r
         for r in (rank_steps(rank, PerfRecord.from_plain(rec.get("perf"))) for rank, rec in sorted(records.items()))
@@ -146,6 +151,8 @@ def check_steps(records: dict[int, dict], base: str) -> CheckResult:
                 break
     if "straggler" not in data and all(r.comm_s is not None for r in ranks):
         _communication_bound(records, ranks, findings, evidence)
+    if gpus is not None:
+        _gpu_use(records, gpus, findings, evidence, data)
     if findings.items:
         return CheckResult(PERF_STEPS, findings.status, findings.summary, evidence, findings.fix, data=data)
     split = _split(ranks)
@@ -190,6 +197,69 @@ def _communication_bound(records: dict[int, dict], ranks: list[RankSteps], findi
         findings.add(Status.INFO, summary + " (gloo on the CPU: no forecast for NCCL between GPUs)", COMM_FIX)
     else:
         findings.add(Status.WARN, summary, COMM_FIX)
+
+
+IDLE_GPU_FIX = (
+    "every rank must compute on its own GPU: torch.cuda.set_device(local_rank) before building the "
+    'model, the model and each batch moved to f"cuda:{local_rank}" (not "cuda:0" or "cuda" before '
+    "set_device), DDP(model, device_ids=[local_rank])"
+    f" (see {BIND_DISTINCT})"
+)
+
+
+def _gpu_use(records: dict[int, dict], gpus: GpuSampling, findings: Findings, evidence: list[str], data: dict) -> None:
+    """NVML's utilisation of each job GPU during the steps: one GPU busy while the others idle
+    is what several ranks on one GPU, or a model left on one device, look like."""
+    if gpus.unavailable is not None:
+        evidence.append(f"GPU use not sampled: {gpus.unavailable}")
+        return
+    window = _steps_window(records)
+    if window is None:
+        evidence.append("GPU use not matched to the steps: the ranks noted no step times")
+        return
+    uses = use_between(gpus, *window)
+    data["gpus"] = [asdict(u) for u in uses]
+    judged = [u for u in uses if u.readings >= MIN_GPU_READINGS and u.busy_mean_pct is not None]
+    if gpus.stopped is not None:
+        evidence.append(gpus.stopped)
+    if not judged:
+        evidence.append(
+            f"GPU use not judged: the steps lasted {window[1] - window[0]:.2f} s, too short for NVML's "
+            f"readings every {gpus.interval_s:g} s (audit more steps: --steps)"
+        )
+        return
+    evidence.append(
+        "GPU use during the steps (NVML): "
+        + "; ".join(
+            f"{u.gpu} {u.busy_mean_pct:.0f}% busy"
+            + (f", {size_text(u.memory_peak_bytes)} in use" if u.memory_peak_bytes is not None else "")
+            for u in judged
+        )
+    )
+    busy = [u for u in judged if (u.busy_mean_pct or 0) >= GPU_BUSY_PCT]
+    idle = [u for u in judged if (u.busy_mean_pct or 0) < GPU_IDLE_PCT]
+    if busy and idle:
+        findings.add(
+            Status.WARN,
+            f"only {_gpus(busy)} of the job's {len(judged)} GPUs worked during the steps; {_gpus(idle)} stayed idle",
+            IDLE_GPU_FIX,
+        )
+
+
+def _gpus(uses: list[GpuUse]) -> str:
+    return ", ".join(f"{u.gpu} ({u.busy_mean_pct:.0f}%)" for u in uses)
+
+
+def _steps_window(records: dict[int, dict]) -> tuple[float, float] | None:
+    """From the first judged step's start to the last one's end, over the ranks (monotonic)."""
+    spans = []
+    for _, rec in sorted(records.items()):
+        samples = PerfRecord.from_plain(rec.get("perf")).times.steps
+        steady = [s for s in samples if s.step > 1] or samples
+        spans += [(s.at, s.ended_at) for s in steady if s.at is not None and s.ended_at is not None]
+    if not spans:
+        return None
+    return min(a for a, _ in spans), max(b for _, b in spans)
 
 
 # -- perf.scaling ----------------------------------------------------------------------------

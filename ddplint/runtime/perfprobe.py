@@ -73,7 +73,8 @@ class StepClock:
     def __init__(self, weights: bool = False) -> None:
         self.weights = weights  # a restart comparison: note each step's starting weights and loss
         self.times = StepTimes()
-        self._pending: tuple[int, int, float, float] | None = None  # epoch, step, wait, batch done
+        self._pending: tuple[int, int, float, float, float] | None = None  # epoch, step, called, wait, batch done
+        self._monotonic = time.monotonic() - time.perf_counter()  # the audit's GPU sampler keeps monotonic time
         self._loss: float | None = None  # of the pending step
         self._weights: list[float] | None = None  # as the pending step began
         self._models: weakref.WeakSet = weakref.WeakSet()
@@ -118,7 +119,7 @@ class StepClock:
         if self.weights:
             self._weights = self._fingerprint()
             done = max(done, time.perf_counter())  # the fingerprint is the probe's work, not the step's
-        self._pending = (epoch, step, got - called, done)
+        self._pending = (epoch, step, called, got - called, done)
         self._loss = None
         self.times.probe_s += done - got
 
@@ -147,8 +148,9 @@ class StepClock:
 
     def _close(self, epoch: int, called: float) -> None:
         if self._pending is not None and self._pending[0] == epoch:
-            e, step, wait, done = self._pending
-            self.times.steps.append(StepSample(e, step, round(wait, 6), round(called - done, 6), self._loss, self._weights))
+            e, step, began, wait, done = self._pending
+            at = round(began + self._monotonic, 4)
+            self.times.steps.append(StepSample(e, step, round(wait, 6), round(called - done, 6), self._loss, self._weights, at))
             self._read_comm()
         self._pending = None
 

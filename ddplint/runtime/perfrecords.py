@@ -37,6 +37,11 @@ class StepSample:
     rest_s: float  # the rest of the step: forward, backward, communication, optimizer
     loss: float | None = None  # the scalar the step's first backward() started from (--resume-args)
     weights: list[float] | None = None  # per parameter of each DDP model, its sum, as the step began (--resume-args)
+    at: float | None = None  # time.monotonic() as the step began (every process of a node shares it)
+
+    @property
+    def ended_at(self) -> float | None:
+        return None if self.at is None else self.at + self.wait_s + self.rest_s
 
 
 @dataclass
