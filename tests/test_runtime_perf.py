@@ -105,6 +105,27 @@ for epoch in range(5):
         opt.step()
 """
 )
+DISTRIBUTED_CHECKPOINT = (
+    HEAD
+    + """
+import torch.distributed.checkpoint as dcp
+from torch.distributed.checkpoint.state_dict import get_state_dict
+
+data = TensorDataset(torch.randn(128, 16), torch.randn(128, 4))
+sampler = DistributedSampler(data)
+loader = DataLoader(data, batch_size=8, sampler=sampler)
+model = DDP(torch.nn.Linear(16, 4))
+opt = torch.optim.AdamW(model.parameters(), lr=0.01)
+for epoch in range(5):
+    sampler.set_epoch(epoch)
+    for x, y in loader:
+        opt.zero_grad()
+        torch.nn.functional.mse_loss(model(x), y).backward()
+        opt.step()
+    model_sd, opt_sd = get_state_dict(model, opt)
+    dcp.save({STATE}, checkpoint_id=f"ckpt/epoch_{epoch}")  # collective: every rank calls it
+"""
+)
 STRAGGLER = SLEEPY.replace("{sleep}", "0.5 if rank == 1 else 0.0")
 BALANCED = SLEEPY.replace("{sleep}", "0.1")
 
@@ -224,6 +245,38 @@ def test_balanced_ranks_pass(tmp_path):
     assert steps["data"]["slowest_ratio"] < 1.3
     assert "straggler" not in steps["data"]
     assert checks["perf.scaling"]["status"] == "SKIP"  # not asked for
+
+
+def test_a_distributed_checkpoint_is_read_back_once_and_is_no_shared_write(tmp_path):
+    source = DISTRIBUTED_CHECKPOINT.replace("{STATE}", '{"model": model_sd, "optimizer": opt_sd, "epoch": epoch}')
+    checks = audit(tmp_path, "dcp_full.py", source)
+    resume = checks["ckpt.resume"]
+    assert resume["status"] == "PASS", resume
+    assert resume["summary"] == (
+        "ckpt/epoch_1 holds what a resume needs: model, optimizer, checkpoint['epoch'] "
+        "(no RNG state: a resume draws different random numbers)"
+    )
+    assert [(c["path"], c["rank"]) for c in resume["data"]["checkpoints"]] == [
+        (str(tmp_path / "ckpt" / "epoch_0"), 0),
+        (str(tmp_path / "ckpt" / "epoch_1"), 0),
+    ]  # one checkpoint each, read by the coordinator, though every rank saved it
+    assert resume["data"]["checkpoints"][1]["optimizer_state_entries"] == 2
+    writer = checks["io.single_writer"]
+    assert writer["status"] == "PASS" and writer["summary"] == "the script wrote only collective checkpoints"
+    assert writer["evidence"][0] == (
+        "ckpt/epoch_0: ranks 0, 1 (dcp.save at dcp_full.py:28): a collective save, each rank writes its own shard"
+    )
+
+
+def test_a_model_only_distributed_checkpoint_warns(tmp_path):
+    checks = audit(tmp_path, "dcp_model.py", DISTRIBUTED_CHECKPOINT.replace("{STATE}", '{"model": model_sd}'))
+    resume = checks["ckpt.resume"]
+    assert resume["status"] == "WARN", resume
+    assert resume["summary"] == (
+        "a resume from ckpt/epoch_0 would miss: no optimizer state: AdamW keeps per-parameter state "
+        "(momentum, moments) that a resume restarts from zero (+1 more)"
+    )
+    assert "dcp.save(" in resume["fix"]
 
 
 def test_scaling_runs_the_steps_again_with_one_process(tmp_path):

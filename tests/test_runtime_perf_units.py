@@ -4,6 +4,7 @@ pieces they rest on: the step clock and reading a checkpoint back."""
 from __future__ import annotations
 
 import json
+import warnings
 from dataclasses import asdict
 
 import pytest
@@ -17,6 +18,7 @@ from ddplint.runtime.perfprobe import (
     TrainingObjects,
     checkpoint_candidates,
     load_checkpoint,
+    load_dcp,
 )
 from ddplint.runtime.perfrecords import (
     CommSample,
@@ -247,6 +249,48 @@ def test_model_only_checkpoint_of_a_momentum_optimizer_warns(tmp_path):
     assert any("'module.' prefix" in e for e in r.evidence)
     assert "optimizer.state_dict()" in r.fix
     json.dumps(r.to_json())
+
+
+def dcp_save(state: dict, path) -> None:
+    import torch.distributed.checkpoint as dcp
+
+    with warnings.catch_warnings():  # one process without a group: torch says so
+        warnings.simplefilter("ignore")
+        dcp.save(state, checkpoint_id=str(path), no_dist=True)
+
+
+def test_a_distributed_checkpoint_is_read_from_its_metadata(tmp_path):
+    model, opt = trained(torch.optim.AdamW)
+    sched = torch.optim.lr_scheduler.StepLR(opt, 1)
+    dcp_save(
+        {"model": model.state_dict(), "optim": opt.state_dict(), "sched": sched.state_dict(), "step": 12},
+        tmp_path / "ckpt",
+    )
+    c = load_dcp(str(tmp_path / "ckpt"), "ckpt")
+    assert c.error is None and c.collective
+    assert (c.model, c.model_tensors, c.module_prefix) == ("checkpoint['model']", 2, False)
+    assert (c.optimizer, c.optimizer_state_entries, c.optimizer_groups) == ("checkpoint['optim']", 2, ["betas"])
+    assert c.scheduler == "checkpoint['sched']" and c.counters == {"checkpoint['step']": 12}
+    assert c.size_bytes == sum(f.stat().st_size for f in (tmp_path / "ckpt").iterdir())
+    r = check_resume({0: rec(0, PerfRecord(checkpoints=[c], live=live_of(opt, sched)))}, str(tmp_path))
+    assert r.status is Status.PASS and r.summary.startswith("ckpt holds what a resume needs: model, optimizer, scheduler")
+    assert r.evidence[0].startswith("ckpt (rank 0, ") and "a torch.distributed.checkpoint directory" in r.evidence[0]
+
+
+def test_a_model_only_distributed_checkpoint_warns_with_the_dcp_fix(tmp_path):
+    model, opt = trained(torch.optim.SGD, momentum=0.9)
+    dcp_save({"model": model.state_dict()}, tmp_path / "ckpt")
+    c = load_dcp(str(tmp_path / "ckpt"), "ckpt")
+    r = check_resume({0: rec(0, PerfRecord(checkpoints=[c], live=live_of(opt)))}, str(tmp_path))
+    assert r.status is Status.WARN and r.summary.startswith("a resume from ckpt would miss: no optimizer state")
+    assert "get_state_dict(model, optimizer)" in r.fix and "dcp.save(" in r.fix
+
+
+def test_an_unreadable_distributed_checkpoint_says_why(tmp_path):
+    (tmp_path / "ckpt").mkdir()
+    (tmp_path / "ckpt" / ".metadata").write_bytes(b"not a pickle")
+    c = load_dcp(str(tmp_path / "ckpt"), "ckpt")
+    assert c.error is not None and c.error.startswith("UnpicklingError") and c.model is None
 
 
 def test_full_checkpoint_passes(tmp_path):

@@ -1,7 +1,8 @@
 """io.single_writer: no file path is written by more than one rank.
 
 Built from the writes the probe recorded (and redirected) in each rank. Directories are left
-out: `os.makedirs(..., exist_ok=True)` on every rank is fine. A path written through
+out: `os.makedirs(..., exist_ok=True)` on every rank is fine; so are collective saves
+(torch.distributed.checkpoint), which every rank must call. A path written through
 torch.save (or named like a checkpoint) by several ranks is a checkpoint race (DDP301); any
 other shared path is a log or tracker write (DDP302).
 """
@@ -16,12 +17,13 @@ from ddplint.runtime.verdict import CheckResult, Status
 _CHECKPOINT_SUFFIXES = (".pt", ".pth", ".ckpt", ".bin", ".safetensors", ".pkl")
 
 
-def written_paths(records: dict[int, dict]) -> dict[str, dict]:
-    """path -> {"ranks": [...], "ops": [...], "sites": [...]} over every rank, files only."""
+def written_paths(records: dict[int, dict], collective: bool = False) -> dict[str, dict]:
+    """path -> {"ranks": [...], "ops": [...], "sites": [...]} over every rank: the files, or with
+    `collective` the directories of collective saves."""
     paths: dict[str, dict] = {}
     for rank, rec in sorted(records.items()):
         for w in rec.get("writes") or []:
-            if w.get("dir") or w.get("library"):
+            if w.get("dir") or w.get("library") or bool(w.get("collective")) is not collective:
                 continue
             entry = paths.setdefault(w["path"], {"ranks": [], "ops": [], "sites": []})
             if rank not in entry["ranks"]:
@@ -35,6 +37,7 @@ def written_paths(records: dict[int, dict]) -> dict[str, dict]:
 
 def check_single_writer(records: dict[int, dict], base: str, sandboxed: bool = False) -> CheckResult:
     paths = written_paths(records)
+    collective = written_paths(records, collective=True)
     data = {"paths": [{"path": p, **e} for p, e in sorted(paths.items())]}
 
     def line(path: str, entry: dict) -> str:
@@ -44,9 +47,11 @@ def check_single_writer(records: dict[int, dict], base: str, sandboxed: bool = F
         return f"{short(path, base)}: rank{'s' if len(entry['ranks']) > 1 else ''} {ranks} ({ops} at {sites})"
 
     shared = {p: e for p, e in paths.items() if len(e["ranks"]) > 1}
+    together = [f"{line(p, e)}: a collective save, each rank writes its own shard" for p, e in sorted(collective.items())]
     if not shared:
         if not paths:
-            return CheckResult(IO_SINGLE_WRITER, Status.PASS, "the script wrote no files", data=data)
+            what = "the script wrote no files" if not collective else "the script wrote only collective checkpoints"
+            return CheckResult(IO_SINGLE_WRITER, Status.PASS, what, together, data=data)
         return CheckResult(
             IO_SINGLE_WRITER,
             Status.PASS,
@@ -54,7 +59,7 @@ def check_single_writer(records: dict[int, dict], base: str, sandboxed: bool = F
             f"{len(paths)} path(s) opened for writing, each by one rank ("
             + ("inside the sandbox" if sandboxed else "Python's file calls redirected")
             + ")",
-            [line(p, e) for p, e in sorted(paths.items())],
+            [line(p, e) for p, e in sorted(paths.items())] + together,
             data=data,
         )
     checkpoint = any("torch.save" in e["ops"] or p.endswith(_CHECKPOINT_SUFFIXES) for p, e in shared.items())

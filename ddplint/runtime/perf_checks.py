@@ -431,7 +431,11 @@ def check_resume(records: dict[int, dict], base: str) -> CheckResult:
         return CheckResult(CKPT_RESUME, Status.SKIP, "the script saved no checkpoint during the audit")
     judged = [(rank, c, live, misses(c, live)) for rank, c, live in saved]
     data = {"checkpoints": [{**asdict(c), "rank": rank, "missing": m} for rank, c, _, m in judged], "live": asdict(judged[0][2])}
-    evidence = [f"{short(c.path, base)} (rank {rank}, {size_text(c.size_bytes or 0)}): {_holds(c)}" for rank, c, _, _ in judged]
+    evidence = [
+        f"{short(c.path, base)} (rank {rank}, {size_text(c.size_bytes or 0)}"
+        f"{', a torch.distributed.checkpoint directory' if c.collective else ''}): {_holds(c)}"
+        for rank, c, _, _ in judged
+    ]
     prefixed = [c for _, c, _, _ in judged if c.module_prefix]
     if prefixed:
         evidence.append(
@@ -460,9 +464,12 @@ def check_resume(records: dict[int, dict], base: str) -> CheckResult:
     rank, c, _, missing = min(judged, key=lambda j: len(j[3]))
     for m in missing:
         evidence.append(f"missing: {m}")
-    what = (
-        "the model, the optimizer (with its state) and the epoch/step counter in one dict: "
-        "torch.save({'model': model.module.state_dict(), 'optimizer': optimizer.state_dict(), "
+    what = "the model, the optimizer (with its state) and the epoch/step counter in one dict: " + (
+        "model_sd, optim_sd = get_state_dict(model, optimizer) (torch.distributed.checkpoint.state_dict); "
+        "dcp.save({'model': model_sd, 'optimizer': optim_sd, 'scheduler': scheduler.state_dict(), "
+        "'epoch': epoch}, checkpoint_id=path)"
+        if c.collective
+        else "torch.save({'model': model.module.state_dict(), 'optimizer': optimizer.state_dict(), "
         "'scheduler': scheduler.state_dict(), 'epoch': epoch}, path)"
     )
     return CheckResult(

@@ -43,6 +43,7 @@ from ddplint.runtime.perfrecords import (
 
 CHECKPOINT_SUFFIXES = (".pt", ".pth", ".ckpt", ".bin", ".pkl", ".tar")
 MAX_CHECKPOINTS = 8  # read back per rank, the last ones written
+DCP_VALUE_LIMIT = 1 << 16  # a DCP checkpoint's non-tensor values are read back up to 64 KiB each
 LEGACY_LIMIT = 1 << 30  # a non-zip (legacy) checkpoint cannot be memory-mapped: read only up to 1 GiB
 _DEPTH = 3  # dict levels followed inside a checkpoint
 COUNTER_NAMES = {
@@ -287,21 +288,26 @@ def checkpoint_candidates(writes: list[dict]) -> list[str]:
         if w.get("dir") or w.get("library"):
             continue
         path = w["path"]
-        if w["op"] == "torch.save" or path.endswith(CHECKPOINT_SUFFIXES):
+        if w["op"] in ("torch.save", "dcp.save") or path.endswith(CHECKPOINT_SUFFIXES):
             order.pop(path, None)
             order[path] = None
     return list(order)[-MAX_CHECKPOINTS:]
 
 
-def read_checkpoints(writes: list[dict], readable, objects: TrainingObjects) -> list[CheckpointContent]:
+def read_checkpoints(writes: list[dict], readable, objects: TrainingObjects, coordinator: bool = True) -> list[CheckpointContent]:
     """Load back every checkpoint this rank wrote that still exists; `readable(path)` is where the
-    rank reads it (the scratch copy when writes are redirected)."""
+    rank reads it (the scratch copy when writes are redirected). A collective checkpoint
+    (torch.distributed.checkpoint) is read by the `coordinator` rank only: it is one checkpoint."""
     ops: dict[str, set[str]] = {}
     for w in writes:
         ops.setdefault(w["path"], set()).add(w["op"])
     out = []
     for path in checkpoint_candidates(writes):
         real = readable(path)
+        if "dcp.save" in ops[path]:
+            if coordinator and os.path.isfile(os.path.join(real, ".metadata")):
+                out.append(load_dcp(real, path))
+            continue
         if not os.path.isfile(real):
             continue  # renamed into place, or removed again
         content = load_checkpoint(real, path, objects.main_module)
@@ -342,6 +348,70 @@ def load_checkpoint(real: str, path: str, main_module=None) -> CheckpointContent
         content.load_s = round(time.perf_counter() - start, 4)
     describe(obj, content)
     return content
+
+
+def load_dcp(real: str, path: str) -> CheckpointContent:
+    """A torch.distributed.checkpoint directory, judged from its metadata alone: each tensor's
+    name and shape (as a tensor on the meta device: no data is read), and the small non-tensor
+    values (counters, param_groups) read from where the metadata says they are."""
+    import torch
+    from torch.distributed.checkpoint import FileSystemReader
+    from torch.distributed.checkpoint.metadata import MetadataIndex, TensorStorageMetadata
+
+    files = [os.path.join(real, name) for name in os.listdir(real)]
+    size = sum(os.path.getsize(f) for f in files if os.path.isfile(f))
+    content = CheckpointContent(path=path, size_bytes=size, collective=True)
+    start = time.perf_counter()
+    tree: dict = {}
+    try:
+        meta = FileSystemReader(real).read_metadata()
+        planned = meta.planner_data if isinstance(meta.planner_data, Mapping) else {}
+        for fqn, item in meta.state_dict_metadata.items():
+            where = planned.get(fqn)
+            leaf: object
+            if isinstance(item, TensorStorageMetadata):
+                leaf = torch.empty(item.size, dtype=item.properties.dtype, device="meta")
+            else:
+                leaf = _dcp_value(real, meta.storage_data.get(MetadataIndex(fqn)))
+            _place(tree, tuple(where) if isinstance(where, (tuple, list)) else (fqn,), leaf)
+    except Exception as exc:  # noqa: BLE001 - a checkpoint DCP cannot read back is the finding
+        text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        content.error = f"{type(exc).__name__}: {text}"[:200]
+        return content
+    finally:
+        content.load_s = round(time.perf_counter() - start, 4)
+    describe(_as_lists(tree), content)
+    return content
+
+
+def _dcp_value(real: str, stored) -> object:
+    """A non-tensor value of a DCP checkpoint (torch.save'd bytes), or None past DCP_VALUE_LIMIT."""
+    import io
+
+    import torch
+
+    if stored is None or getattr(stored, "transform_descriptors", None) or stored.length > DCP_VALUE_LIMIT:
+        return None
+    with contextlib.suppress(Exception), open(os.path.join(real, stored.relative_path), "rb") as f:
+        f.seek(stored.offset)
+        return torch.load(io.BytesIO(f.read(stored.length)), weights_only=False)
+    return None
+
+
+def _place(tree: dict, where: tuple, leaf) -> None:
+    for key in where[:-1]:
+        tree = tree.setdefault(key, {})
+    tree[where[-1]] = leaf
+
+
+def _as_lists(node):
+    """DCP flattens lists to their indices: {0: a, 1: b} back to [a, b]."""
+    if not isinstance(node, dict):
+        return node
+    items = {k: _as_lists(v) for k, v in node.items()}
+    if items and all(isinstance(k, int) for k in items) and sorted(items) == list(range(len(items))):
+        return [items[i] for i in range(len(items))]
+    return items
 
 
 def describe(obj, content: CheckpointContent) -> None:
@@ -424,7 +494,13 @@ def _counter_value(value) -> int | None:
         return None
     if isinstance(value, int):
         return value
-    if isinstance(value, torch.Tensor) and value.dim() == 0 and not value.is_floating_point() and value.dtype is not torch.bool:
+    if (
+        isinstance(value, torch.Tensor)
+        and value.dim() == 0
+        and not value.is_floating_point()
+        and value.dtype is not torch.bool
+        and not value.is_meta  # a DCP checkpoint's tensor: its shape only
+    ):
         return int(value)
     np = sys.modules.get("numpy")
     if np is not None and isinstance(value, np.integer):

@@ -101,6 +101,7 @@ class CheckpointContent:
     counters: dict[str, int] = field(default_factory=dict)  # "checkpoint['epoch']" -> 1
     rng: list[str] = field(default_factory=list)
     keys: list[str] = field(default_factory=list)  # top-level keys of a dict checkpoint
+    collective: bool = False  # a torch.distributed.checkpoint directory, judged from its metadata
 
 
 @dataclass

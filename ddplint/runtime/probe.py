@@ -252,7 +252,7 @@ class Probe:
         if self.record["status"] == "terminated":
             return
         with contextlib.suppress(Exception):
-            perf.checkpoints = read_checkpoints(writes.writes, writes.readable, objects)
+            perf.checkpoints = read_checkpoints(writes.writes, writes.readable, objects, coordinator=self.rank == 0)
         perf.live = objects.live
 
     def _error(self, exc: BaseException, headline: str | None = None) -> dict:

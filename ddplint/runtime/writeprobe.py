@@ -11,8 +11,9 @@ The audit must never create, modify or delete a file of the user's, yet the scri
 checkpoint and logging code has to run for real so that two ranks writing one path can be
 seen. Each write-side entry point is wrapped: `open`/`io.open` in a writing mode, `os.open`
 with a writing flag, `torch.save` to a path (its zip writer opens the file in C++, past any
-`open` patch), logging's FileHandler (it captured `open` at import), and the os calls that
-create, rename or delete paths. A path P becomes <scratch>/<P without its root>; later reads
+`open` patch), logging's FileHandler (it captured `open` at import), the os calls that
+create, rename or delete paths, and torch.distributed.checkpoint's save (wrapped when the script
+imports it: the import costs every rank more than half a second). A path P becomes <scratch>/<P without its root>; later reads
 of P find the redirected copy, so a script that reloads its own checkpoint still works.
 
 Who writes decides the rest. The innermost frame outside ddplint and the standard library is
@@ -28,6 +29,9 @@ from __future__ import annotations
 import builtins
 import contextlib
 import errno
+import functools
+import importlib.abc
+import importlib.machinery
 import io
 import logging
 import os
@@ -40,6 +44,8 @@ from typing import Any
 
 from ddplint.runtime.sites import is_user_file, plumbing_dirs, torch_dirs
 
+DCP_MODULE = "torch.distributed.checkpoint"
+DCP_SAVES = ("save", "async_save", "save_state_dict")
 _WRITE_MODES = set("wax+")
 _OS_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
 
@@ -74,6 +80,35 @@ def _move_directory(src, dst) -> None:
     shutil.rmtree(src)
 
 
+class _AfterImport(importlib.abc.MetaPathFinder):
+    """Calls `then(module)` once the module `name` has been executed, wherever it is imported."""
+
+    def __init__(self, name: str, then) -> None:
+        self.name = name
+        self.then = then
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname != self.name:
+            return None
+        for finder in sys.meta_path:
+            find = getattr(finder, "find_spec", None)
+            spec = None if finder is self or find is None else find(fullname, path, target)
+            if spec is not None:
+                break
+        else:
+            return None
+        loader = spec.loader
+        if isinstance(loader, importlib.machinery.SourceFileLoader | importlib.machinery.SourcelessFileLoader):
+            execute = loader.exec_module
+
+            def exec_module(module) -> None:
+                execute(module)
+                self.then(module)
+
+            loader.exec_module = exec_module  # this module's own loader
+        return spec
+
+
 class WriteRedirector:
     def __init__(self, scratch: Path, redirect: bool = True, on_torch_save=None, position=None, keep_dir: Path | None = None):
         self.scratch = scratch
@@ -84,6 +119,8 @@ class WriteRedirector:
         self.kept: dict[str, str] = {}  # path -> its first version's copy
         self.writes: list[dict] = []
         self._orig: dict[str, Any] = {}  # the functions the patches replaced, by name
+        self._dcp: dict[str, Any] = {}  # torch.distributed.checkpoint's saves, once wrapped
+        self._dcp_hook: _AfterImport | None = None
         self._always = _prefixes(["/dev", "/proc", "/sys", str(scratch.parent.parent)])
         self._library_areas = _prefixes([tempfile.gettempdir(), os.path.expanduser("~/.cache")])
 
@@ -178,6 +215,29 @@ class WriteRedirector:
         self._keep(os.path.abspath(os.fsdecode(os.fspath(f))), f if target is None else target)
         return saved
 
+    def _wrap_dcp(self, module) -> None:
+        """torch.distributed.checkpoint's saves, noted as one collective write of the checkpoint
+        directory: every rank writes its own shard file in it, the coordinator the metadata (the
+        files themselves are torch's writes: redirected, not recorded)."""
+        for name in DCP_SAVES:
+            orig = getattr(module, name, None)
+            if orig is None:
+                continue
+            self._dcp[name] = orig
+
+            @functools.wraps(orig)
+            def save(*args, _orig=orig, **kwargs):
+                writer = kwargs.get("storage_writer") or (args[1] if len(args) > 1 else None)
+                where = kwargs.get("checkpoint_id") or getattr(writer, "path", None)
+                if self.on_torch_save is not None:
+                    with contextlib.suppress(Exception):
+                        self.on_torch_save()
+                if isinstance(where, (str, os.PathLike)):
+                    self._for_write(where, "dcp.save", collective=True)
+                return _orig(*args, **kwargs)
+
+            setattr(module, name, save)
+
     def _keep(self, path: str, written) -> None:
         """A copy of the file's first version: a restart starts from it, as after an interruption
         right after the first checkpoint."""
@@ -267,6 +327,11 @@ class WriteRedirector:
         os.replace = self._rename_like("replace")
         if self._orig["log_open"] is not None:
             logging.FileHandler._builtin_open = self._open  # type: ignore[attr-defined]  # private, not in the stubs
+        if DCP_MODULE in sys.modules:
+            self._wrap_dcp(sys.modules[DCP_MODULE])
+        else:
+            self._dcp_hook = _AfterImport(DCP_MODULE, self._wrap_dcp)
+            sys.meta_path.insert(0, self._dcp_hook)
 
     def uninstall(self) -> None:
         import torch
@@ -284,4 +349,10 @@ class WriteRedirector:
         os.replace = self._orig["replace"]
         if self._orig["log_open"] is not None:
             logging.FileHandler._builtin_open = self._orig["log_open"]  # type: ignore[attr-defined]  # (as above)
+        if self._dcp_hook is not None and self._dcp_hook in sys.meta_path:
+            sys.meta_path.remove(self._dcp_hook)
+        module = sys.modules.get(DCP_MODULE)
+        for name, orig in self._dcp.items():
+            setattr(module, name, orig)
+        self._dcp = {}
         self._orig = {}
