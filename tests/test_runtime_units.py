@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import socket
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -82,6 +83,42 @@ def test_write_redirection_leaves_the_user_tree_untouched(tmp_path):
         ("log.txt", "remove"),
     ]
     assert all(x["site"] == f"{__file__}:{x['site'].rsplit(':', 1)[1]}" for x in w.writes)
+
+
+def test_a_module_imported_after_the_probe_is_handed_over_once_executed(tmp_path, monkeypatch):
+    from ddplint.runtime.writeprobe import _AfterImport
+
+    (tmp_path / "late_saver.py").write_text("def save(x):\n    return x\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    seen = []
+    hook = _AfterImport("late_saver", lambda module: seen.append(module.save(1)))
+    sys.meta_path.insert(0, hook)
+    try:
+        import late_saver  # noqa: F401  # the import the hook waits for
+    finally:
+        sys.meta_path.remove(hook)
+        sys.modules.pop("late_saver", None)
+    assert seen == [1]  # called with the executed module: its functions are there to wrap
+
+
+def test_distributed_checkpoint_saves_are_wrapped_and_given_back(tmp_path):
+    import torch.distributed.checkpoint as dcp
+
+    from ddplint.runtime.writeprobe import WriteRedirector
+
+    before = dcp.save
+    w = WriteRedirector(tmp_path / "run" / "scratch" / "rank-0", redirect=False)
+    w.install()  # imported already: wrapped at once
+    try:
+        assert dcp.save is not before and dcp.save.__wrapped__ is before
+        with warnings.catch_warnings():  # one process without a group: torch says so
+            warnings.simplefilter("ignore")
+            dcp.save({"w": torch.ones(2)}, checkpoint_id=str(tmp_path / "ckpt"), no_dist=True)
+    finally:
+        w.uninstall()
+    assert dcp.save is before
+    [save] = [x for x in w.writes if x["op"] == "dcp.save"]
+    assert save["path"] == str(tmp_path / "ckpt") and save["collective"] and save["site"].startswith(__file__)
 
 
 def options(tmp_path, **kw) -> RuntimeOptions:
