@@ -32,3 +32,10 @@ def test_the_baseline_does_not_import_the_reports():
 def test_the_runtime_registry_imports_nothing_of_ddplint():
     """The static path (the CLI's help) and the launcher import it: no torch, no cycle."""
     assert not imports("ddplint.runtime.registry")
+
+
+def test_the_guard_and_summary_analyses_do_not_import_the_context():
+    """The context builds them and hands them a ProjectResolver: no cycle, not even for types."""
+    for module in ("ddplint.lint.guards", "ddplint.lint.summaries", "ddplint.lint.resolver"):
+        assert not {m for m in imports(module) if m.startswith("ddplint.lint.context")}, module
+    assert not {m for m in imports("ddplint.lint.resolver") if m.startswith(("ddplint.lint.guards", "ddplint.lint.summaries"))}

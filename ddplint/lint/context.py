@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import NamedTuple
 
 import libcst as cst
 
@@ -26,15 +25,8 @@ from ddplint.lint.facts import (
 from ddplint.lint.guards import Guards
 from ddplint.lint.names import dotted
 from ddplint.lint.project import ProjectIndex
+from ddplint.lint.resolver import Resolved
 from ddplint.lint.summaries import Effect, Summaries
-
-
-class Resolved(NamedTuple):
-    """A function a call names, found in the linted module or the project."""
-
-    facts: ModuleFacts
-    path: Path
-    function: str  # its dotted name in that module: "save", "Trainer.fit", "Logger.__init__"
 
 
 @dataclass
@@ -209,7 +201,7 @@ class LintContext:
 
     @cached_property
     def guards(self) -> Guards:
-        return Guards(self)
+        return Guards(self, self.summaries)
 
     @cached_property
     def summaries(self) -> Summaries:

@@ -47,10 +47,10 @@ from ddplint.lint.roles import (
     Role,
     last_part,
 )
-from ddplint.lint.summaries import Effect
+from ddplint.lint.summaries import Effect, Summaries
 
 if TYPE_CHECKING:
-    from ddplint.lint.context import LintContext
+    from ddplint.lint.resolver import ProjectResolver
 
 
 class Kind(str, Enum):
@@ -89,8 +89,9 @@ EVERY_RANK_CALLS = COLLECTIVES | {INIT_PG}
 
 
 class Guards:
-    def __init__(self, ctx: LintContext) -> None:
+    def __init__(self, ctx: ProjectResolver, summaries: Summaries) -> None:
         self.ctx = ctx
+        self.summaries = summaries
         self._callers: dict[int, dict[str, list[CallSite]]] = {}
         self._predicates: dict[tuple[int, str], Worlds] = {}
         self._methods: dict[str, Worlds] = {}
@@ -238,7 +239,7 @@ class Guards:
         if key not in self._group_flags:
             self._group_flags[key] = frozenset()  # recursion guard
             starts = [s for s in facts.calls if s.name == INIT_PG] or [
-                s for s in self.ctx.summaries.sites_with(Effect.INIT_GROUP) if facts is self.ctx.facts
+                s for s in self.summaries.sites_with(Effect.INIT_GROUP) if facts is self.ctx.facts
             ]
             self._group_flags[key] = frozenset(
                 name for site in starts for c in site.conditions if not c.negated and (name := reference(c.test)) is not None
@@ -706,8 +707,7 @@ class Guards:
         if key not in self._own_group:
             workers = self.ctx.spawn_targets(facts)
             self._own_group[key] = any(
-                self.ctx.method_target(facts, c) not in workers
-                and Effect.STARTS_GROUP in self.ctx.summaries.effects(c, facts, path)
+                self.ctx.method_target(facts, c) not in workers and Effect.STARTS_GROUP in self.summaries.effects(c, facts, path)
                 for c in facts.calls_in(function)
             )
         return self._own_group[key]

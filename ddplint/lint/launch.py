@@ -87,7 +87,7 @@ class LaunchTests:
         if facts is ctx.facts:
             starts += [
                 s
-                for s in ctx.summaries.sites_with(Effect.INIT_GROUP)
+                for s in self.guards.summaries.sites_with(Effect.INIT_GROUP)
                 if s.name not in GROUP_STARTS and self._starts_unconditionally(s, facts, path)
             ]
         sides: dict[str, set[str]] = {}

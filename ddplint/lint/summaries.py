@@ -31,7 +31,7 @@ from ddplint.lint.names import arg, data_name, dotted, string_value
 from ddplint.lint.paths import never_runs
 
 if TYPE_CHECKING:
-    from ddplint.lint.context import LintContext
+    from ddplint.lint.resolver import ProjectResolver
 
 
 class Effect(Enum):
@@ -163,7 +163,7 @@ def per_process_visible_devices(facts: ModuleFacts) -> list[Assignment]:
 
 
 class Summaries:
-    def __init__(self, ctx: LintContext) -> None:
+    def __init__(self, ctx: ProjectResolver) -> None:
         self.ctx = ctx
         self._functions: dict[tuple, frozenset[Effect]] = {}
         self._sites: dict[int, frozenset[Effect]] = {}
