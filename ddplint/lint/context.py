@@ -10,7 +10,6 @@ import libcst as cst
 
 from ddplint.config import Config
 from ddplint.lint.facts import (
-    INIT_PG,
     CallSite,
     ModuleFacts,
     constructed_method,
@@ -27,6 +26,7 @@ from ddplint.lint.names import dotted
 from ddplint.lint.project import ProjectIndex
 from ddplint.lint.resolver import Resolved
 from ddplint.lint.summaries import Effect, Summaries
+from ddplint.lint.vocabulary import INIT_PG
 
 
 @dataclass

@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 import libcst as cst
 
 from ddplint.lint.context import LintContext
-from ddplint.lint.facts import DDP, DEVICE_CONTEXTS, INIT_PG, CallSite
+from ddplint.lint.facts import CallSite
 from ddplint.lint.guards import DIST
 from ddplint.lint.launch import complement_key, test_key
 from ddplint.lint.names import (
@@ -31,16 +31,10 @@ from ddplint.lint.names import (
 )
 from ddplint.lint.paths import Event, joined
 from ddplint.lint.roles import PER_NODE, DeviceKind, Role
-from ddplint.lint.summaries import (
-    BINDING_METHODS,
-    SET_DEVICE_CALLS,
-    Effect,
-    per_process_visible_devices,
-)
+from ddplint.lint.summaries import Effect, per_process_visible_devices
+from ddplint.lint.vocabulary import BINDING_METHODS, CURRENT_DEVICE_CALLS, DDP, DEVICE_CONTEXTS, INIT_PG, SET_DEVICE_CALLS
 
 CUDA_INDEX = re.compile(r"^cuda:(\d+)$")
-# Expressions that name the current device without an index.
-CURRENT_DEVICE_CALLS = frozenset({"torch.accelerator.current_accelerator"})
 FOLLOW = 4  # how many variables deep a device value is followed
 # When the two sides of `a if cond else b` differ, the one to report.
 _WORST_FIRST = (DeviceKind.INDEX, DeviceKind.GLOBAL, DeviceKind.BARE, DeviceKind.LOCAL, DeviceKind.OTHER)

@@ -11,15 +11,7 @@ from dataclasses import dataclass, field, replace
 
 import libcst as cst
 
-from ddplint.lint.names import (
-    CANONICAL,
-    arg,
-    dotted,
-    format_call,
-    int_value,
-    reference,
-    string_value,
-)
+from ddplint.lint.names import arg, dotted, format_call, int_value, reference, string_value
 from ddplint.lint.roles import (
     CALL_ROLES,
     ENV_ROLES,
@@ -30,77 +22,25 @@ from ddplint.lint.roles import (
     Role,
     last_part,
 )
-from ddplint.lint.walk import Walker
-
-DIST = "torch.distributed"
-DDP = "torch.nn.parallel.DistributedDataParallel"
-SAMPLER = "torch.utils.data.DistributedSampler"
-SPAWN = {"torch.multiprocessing.spawn", "torch.multiprocessing.start_processes"}
-# torch.distributed calls that a single-process script makes too: reading or writing the DCP
-# checkpoint format, asking whether a process group exists.
-NOT_DISTRIBUTED = ("torch.distributed.checkpoint.", "torch.distributed.is_available", "torch.distributed.is_initialized")
-# Inter-process file locks: the block runs in one process at a time.
-FILE_LOCKS = frozenset({"filelock.FileLock", "filelock.SoftFileLock", "filelock.UnixFileLock"})
-# Context managers that make a GPU the current device inside their block.
-DEVICE_CONTEXTS = frozenset({"torch.cuda.device", "torch.cuda.device_of"})
-# Model-parallel RPC: workers with different roles, each placing its own modules on devices.
-RPC = ("torch.distributed.rpc.", "torch.distributed.autograd.", "torch.distributed.optim.")
-INIT_PG = "torch.distributed.init_process_group"
-SET_DEVICE = "torch.cuda.set_device"
-# Calls that every rank of the group must reach, in the same order.
-COLLECTIVES = frozenset(
-    f"{DIST}.{name}"
-    for name in (
-        "barrier",
-        "monitored_barrier",
-        "all_reduce",
-        "broadcast",
-        "all_gather",
-        "all_gather_into_tensor",
-        "reduce",
-        "reduce_scatter",
-        "reduce_scatter_tensor",
-        "gather",
-        "scatter",
-        "all_to_all",
-        "all_to_all_single",
-        "all_gather_object",
-        "broadcast_object_list",
-        "gather_object",
-        "scatter_object_list",
-        "send",
-        "recv",
-        "isend",
-        "irecv",
-        "new_group",
-    )
-) | {DDP}
-
-# Frameworks that own process groups, samplers and device placement.
-FRAMEWORK_IMPORTS = {
-    "lightning": "lightning",
-    "pytorch_lightning": "lightning",
-    "lightning_fabric": "lightning",
-    "accelerate": "accelerate",
-    "deepspeed": "deepspeed",
-    "ignite": "ignite",
-    "colossalai": "colossalai",
-    "jax": "jax",  # JAX/Flax training: its own processes and devices, not torch.distributed
-    "flax": "jax",
-}
-# PyTorch's own distributed test harness spawns the processes, builds the group and binds
-# each process to its device before a test method runs.
-FRAMEWORK_MODULES = (
-    "torch.testing._internal.common_distributed",
-    "torch.testing._internal.common_fsdp",
-    "torch.testing._internal.distributed",
+from ddplint.lint.vocabulary import (
+    CANONICAL,
+    DDP,
+    DEVICE_CONTEXTS,
+    DIST,
+    ENTRY_RUNNERS,
+    EXECUTORS,
+    FILE_LOCKS,
+    FRAMEWORK_CALLS,
+    FRAMEWORK_IMPORTS,
+    FRAMEWORK_MODULES,
+    INIT_PG,
+    NOT_DISTRIBUTED,
+    PROCESS_CLASSES,
+    RPC,
+    SAMPLER,
+    SPAWN,
 )
-TRAINER = "transformers"
-FRAMEWORK_CALLS = {
-    "transformers.Trainer": TRAINER,
-    "transformers.Seq2SeqTrainer": TRAINER,
-    "trl.SFTTrainer": TRAINER,
-}
+from ddplint.lint.walk import Walker
 
 
 @dataclass(frozen=True)
@@ -814,10 +754,6 @@ def constructed_method(facts: ModuleFacts, call: cst.Call) -> str | None:
     return method if cls is not None and method in facts.functions else None
 
 
-# Process classes a script starts its own workers with, one per rank (no torchrun).
-PROCESS_CLASSES = frozenset({"multiprocessing.Process", "torch.multiprocessing.Process"})
-
-
 def local_rank_flag(site: CallSite) -> str | None:
     """The `--local_rank`/`--local-rank` option an `add_argument(...)` call declares, among its
     option strings (`add_argument("-r", "--local_rank", type=int)`)."""
@@ -944,15 +880,6 @@ def process_targets(facts: ModuleFacts) -> set[str]:
             if param in called and handed in facts.functions:
                 found.add(handed)
     return found
-
-
-# Command-line runners that call the function they are handed once per process: under torchrun,
-# on every rank (`app.run(main)`, `fire.Fire(main)`, `typer.run(main)`), by the keyword each
-# names its function with.
-ENTRY_RUNNERS = {"absl.app.run": "main", "fire.Fire": "component", "typer.run": "function"}
-# Job schedulers whose executors run the submitted function in every task of the job
-# (`executor.submit(train, cfg)` with `executor = submitit.AutoExecutor(...)`).
-EXECUTORS = frozenset({"submitit.AutoExecutor", "submitit.SlurmExecutor", "submitit.LocalExecutor"})
 
 
 def entry_points(facts: ModuleFacts) -> set[str]:

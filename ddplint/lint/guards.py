@@ -22,8 +22,6 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from ddplint.lint.facts import (
-    COLLECTIVES,
-    INIT_PG,
     Assert,
     Assignment,
     CallSite,
@@ -48,6 +46,7 @@ from ddplint.lint.roles import (
     last_part,
 )
 from ddplint.lint.summaries import Effect, Summaries
+from ddplint.lint.vocabulary import BARRIER, COLLECTIVES, INIT_PG
 
 if TYPE_CHECKING:
     from ddplint.lint.resolver import ProjectResolver
@@ -83,7 +82,6 @@ KIND_WORLDS: dict[str | None, Worlds] = {
     DIST: (frozenset("MN"), frozenset("S")),
 }
 
-BARRIER = "torch.distributed.barrier"
 # Calls that every rank of the group makes, or the job hangs.
 EVERY_RANK_CALLS = COLLECTIVES | {INIT_PG}
 

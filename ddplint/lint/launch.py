@@ -19,9 +19,10 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from ddplint.lint.facts import DDP, INIT_PG, CallSite, ModuleFacts
+from ddplint.lint.facts import CallSite, ModuleFacts
 from ddplint.lint.names import names_in, reference
-from ddplint.lint.summaries import FSDP, Effect
+from ddplint.lint.summaries import Effect
+from ddplint.lint.vocabulary import DDP, FSDP, INIT_PG
 
 if TYPE_CHECKING:
     from ddplint.lint.guards import Guards, Worlds

@@ -10,18 +10,11 @@ from pathlib import Path
 import libcst as cst
 
 from ddplint.lint.context import LintContext
-from ddplint.lint.facts import SAMPLER, CallSite, Loop, ModuleFacts
+from ddplint.lint.facts import CallSite, Loop, ModuleFacts
 from ddplint.lint.names import arg, call_parameters, data_name, dotted, has_keyword, names_in, reference
 from ddplint.lint.roles import RANK_CALLS, RANKS
+from ddplint.lint.vocabulary import BATCH_SAMPLER, LOADER, NO_GRAD, PLAIN_SAMPLERS, SAMPLER
 
-LOADER = "torch.utils.data.DataLoader"
-PLAIN_SAMPLERS = {
-    "torch.utils.data.RandomSampler",
-    "torch.utils.data.SequentialSampler",
-    "torch.utils.data.SubsetRandomSampler",
-    "torch.utils.data.WeightedRandomSampler",
-}
-BATCH_SAMPLER = "torch.utils.data.BatchSampler"
 YES, NO, UNKNOWN = "yes", "no", "unknown"
 EVAL_WORDS = re.compile(r"val|test|eval|dev\b|holdout", re.IGNORECASE)
 SHARD_WORDS = re.compile(r"shard|split_by_node|split_dataset_by_node|nodesplitter|rank", re.IGNORECASE)
@@ -174,9 +167,6 @@ def evaluation_only(ctx: LintContext, site: CallSite) -> bool:
     handed to and the callers it is returned to; a use this cannot follow keeps it training."""
     readers = _readers(ctx, [(name, site.function) for name in bound_names(ctx.facts, site.node)], 3)
     return bool(readers) and all(_evaluates(ctx, f) and not _trains(ctx, f, 2) for f in readers or ())
-
-
-NO_GRAD = frozenset({"torch.no_grad", "torch.inference_mode"})
 
 
 def _evaluates(ctx: LintContext, function: str) -> bool:

@@ -10,19 +10,6 @@ import libcst as cst
 
 from ddplint.lint.walk import Walker
 
-# Public spellings of the same object, mapped to one canonical qualified name.
-CANONICAL = {
-    "torch.nn.parallel.distributed.DistributedDataParallel": "torch.nn.parallel.DistributedDataParallel",
-    "torch.nn.DistributedDataParallel": "torch.nn.parallel.DistributedDataParallel",
-    "torch.utils.data.distributed.DistributedSampler": "torch.utils.data.DistributedSampler",
-    "torch.utils.data.dataloader.DataLoader": "torch.utils.data.DataLoader",
-    "torch.distributed.distributed_c10d.init_process_group": "torch.distributed.init_process_group",
-    "torch.distributed.distributed_c10d.destroy_process_group": "torch.distributed.destroy_process_group",
-    "torch.distributed.distributed_c10d.get_rank": "torch.distributed.get_rank",
-    "torch.multiprocessing.spawn.spawn": "torch.multiprocessing.spawn",
-    "torch.cuda.device": "torch.cuda.device",
-}
-
 
 def dotted(expr: cst.BaseExpression | None) -> str | None:
     """`a.b.c` for a Name/Attribute chain, else None (also for no expression)."""

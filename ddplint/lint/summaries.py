@@ -14,21 +14,22 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ddplint.lint import constants
-from ddplint.lint.facts import (
-    COLLECTIVES,
-    DDP,
-    DIST,
-    INIT_PG,
-    SAMPLER,
-    SET_DEVICE,
-    SPAWN,
-    Assignment,
-    CallSite,
-    ModuleFacts,
-    single_process_init,
-)
+from ddplint.lint.facts import Assignment, CallSite, ModuleFacts, single_process_init
 from ddplint.lint.names import arg, data_name, dotted, string_value
 from ddplint.lint.paths import never_runs
+from ddplint.lint.vocabulary import (
+    BINDING,
+    BINDING_METHODS,
+    BLOCKING,
+    DESTROY_PG,
+    INIT_PG,
+    MPI,
+    MPI_COLLECTIVES,
+    ON_DEVICE,
+    SAMPLER,
+    SPAWN,
+    WRAPPERS,
+)
 
 if TYPE_CHECKING:
     from ddplint.lint.resolver import ProjectResolver
@@ -45,77 +46,6 @@ class Effect(Enum):
     DATA_PARALLEL = "starts data-parallel training"
     BARE_SAMPLER = "builds a DistributedSampler that asks the process group for its rank"
     OWN_GPU_ONLY = "narrows CUDA_VISIBLE_DEVICES to the process's own GPU"
-
-
-DESTROY_PG = f"{DIST}.destroy_process_group"
-POINT_TO_POINT = frozenset(f"{DIST}.{name}" for name in ("send", "recv", "isend", "irecv"))
-FSDP = f"{DIST}.fsdp.FullyShardedDataParallel"
-DCP = f"{DIST}.checkpoint"
-# Saves and state-dict gathers that every rank has to take part in.
-COLLECTIVE_SAVES = frozenset(
-    {
-        f"{DCP}.save",
-        f"{DCP}.save_state_dict",
-        f"{DCP}.async_save",
-        f"{DCP}.state_dict_saver.save",
-        f"{DCP}.state_dict.get_model_state_dict",
-        f"{DCP}.state_dict.get_optimizer_state_dict",
-        f"{DCP}.state_dict.get_state_dict",
-        f"{FSDP}.state_dict_type",
-        f"{FSDP}.full_optim_state_dict",
-        f"{FSDP}.optim_state_dict",
-        f"{FSDP}.sharded_optim_state_dict",
-        f"{FSDP}.summon_full_params",
-    }
-)
-BLOCKING = (COLLECTIVES - POINT_TO_POINT) | COLLECTIVE_SAVES
-# mpi4py's collective methods of a communicator (`MPI.COMM_WORLD.Barrier()`, `comm.allreduce(x)`).
-MPI = "mpi4py.MPI."
-MPI_COLLECTIVES = frozenset(
-    {
-        "barrier",
-        "Barrier",
-        "bcast",
-        "Bcast",
-        "allreduce",
-        "Allreduce",
-        "reduce",
-        "Reduce",
-        "gather",
-        "Gather",
-        "allgather",
-        "Allgather",
-        "scatter",
-        "Scatter",
-        "alltoall",
-        "Alltoall",
-        "reduce_scatter",
-        "Reduce_scatter",
-    }
-)
-# Collectives that run an NCCL operation on the current GPU; new_group only meets at the store,
-# and monitored_barrier is gloo's.
-ON_DEVICE = COLLECTIVES - {f"{DIST}.new_group", f"{DIST}.monitored_barrier"}
-WRAPPERS = frozenset({DDP, FSDP, f"{DIST}.fsdp.fully_shard", f"{DIST}._composable.fsdp.fully_shard"})
-# Calls that bind the process to the device they are given.
-SET_DEVICE_CALLS = frozenset({SET_DEVICE, "torch.accelerator.set_device_index", "torch.xpu.set_device"})
-# Launchers of other libraries that bind the device of the process they start, and the device
-# mesh (it binds rank % devices-per-host when nothing is bound yet). `with torch.cuda.device(i):`
-# binds inside its block only (devices.binding_sites), so it is no effect of the function.
-BINDING = SET_DEVICE_CALLS | frozenset(
-    {
-        "mmcv.runner.init_dist",
-        "mmcv.runner.dist_utils.init_dist",
-        "mmengine.dist.init_dist",
-        "mmengine.dist.utils.init_dist",
-        "detectron2.engine.launch",
-        "detectron2.engine.launch.launch",
-        "classy_vision.generic.distributed_util.set_cuda_device_index",
-        "torch.distributed.device_mesh.init_device_mesh",
-    }
-)
-# `torch_device = getattr(torch, device_type); torch_device.set_device(device)` (a device module)
-BINDING_METHODS = frozenset({"set_device", "set_device_index"})
 
 
 def direct_effects(site: CallSite) -> frozenset[Effect]:

@@ -17,7 +17,7 @@ import libcst as cst
 
 from ddplint.lint import constants
 from ddplint.lint.context import LintContext
-from ddplint.lint.facts import TRAINER, CallSite, ModuleFacts
+from ddplint.lint.facts import CallSite, ModuleFacts
 from ddplint.lint.names import (
     arg,
     call_parameters,
@@ -29,6 +29,7 @@ from ddplint.lint.names import (
 )
 from ddplint.lint.roles import RANK_CALLS, RANKS
 from ddplint.lint.rules.base import Inside
+from ddplint.lint.vocabulary import CHECKPOINT_WRITERS, LOG_WRITERS, OUTPUT_METHODS, OUTPUT_WRITERS, TRAINER
 
 
 class WriteKind(str, Enum):
@@ -40,28 +41,6 @@ class WriteKind(str, Enum):
 
 
 CHECKPOINT, LOG, MKDIR = WriteKind.CHECKPOINT, WriteKind.LOG, WriteKind.MKDIR
-CHECKPOINT_WRITERS = {"torch.save", "safetensors.torch.save_file", "safetensors.torch.save_model"}
-LOG_WRITERS = {
-    "torch.utils.tensorboard.SummaryWriter",
-    "torch.utils.tensorboard.writer.SummaryWriter",
-    "tensorboardX.SummaryWriter",
-    "mlflow.start_run",
-    "logging.FileHandler",
-    "logging.handlers.RotatingFileHandler",
-    "logging.handlers.TimedRotatingFileHandler",
-}
-# Library calls that write an output file, by the position of the path they write.
-OUTPUT_WRITERS = {
-    "numpy.save": 0,
-    "numpy.savez": 0,
-    "numpy.savez_compressed": 0,
-    "numpy.savetxt": 0,
-    "shutil.copy": 1,
-    "shutil.copyfile": 1,
-    "shutil.copy2": 1,
-}
-# Methods that write the object to the path they are given (pandas, matplotlib).
-OUTPUT_METHODS = frozenset({"to_csv", "to_parquet", "to_pickle", "to_json", "to_excel", "savefig"})
 WRITE_MODES = set("wax")
 # Catching one of these around a makedirs call handles the race.
 EXISTS_HANDLED = {"FileExistsError", "OSError", "IOError", "EnvironmentError", "Exception", "BaseException"}

@@ -11,11 +11,11 @@ from ddplint.lint.devices import (
     device_uses,
     visible_devices_per_rank,
 )
-from ddplint.lint.facts import INIT_PG
 from ddplint.lint.names import arg, has_star_kwargs
 from ddplint.lint.roles import DeviceKind
 from ddplint.lint.rules.base import Finding, Rule
-from ddplint.lint.summaries import FSDP, Effect
+from ddplint.lint.summaries import Effect
+from ddplint.lint.vocabulary import FSDP, INIT_PG
 
 
 class MissingSetDevice(Rule):

@@ -6,10 +6,10 @@ from collections.abc import Iterator
 
 from ddplint.diagnostics import Severity
 from ddplint.lint.context import LintContext
-from ddplint.lint.facts import INIT_PG, SET_DEVICE
 from ddplint.lint.names import arg, string_value
 from ddplint.lint.rules.base import Finding, Rule
 from ddplint.lint.summaries import Effect
+from ddplint.lint.vocabulary import INIT_PG, SET_DEVICE
 
 
 class SetDeviceAfterInit(Rule):

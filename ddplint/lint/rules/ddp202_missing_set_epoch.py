@@ -12,7 +12,6 @@ from ddplint.lint.context import LintContext
 from ddplint.lint.facts import Assignment, CallSite, Loop, ModuleFacts
 from ddplint.lint.loaders import (
     EVAL_WORDS,
-    LOADER,
     SAMPLER,
     bound_names,
     epoch_loop,
@@ -25,6 +24,7 @@ from ddplint.lint.loaders import (
 from ddplint.lint.names import arg, call_parameters, data_name, dotted, names_in, reference
 from ddplint.lint.paths import dominates
 from ddplint.lint.rules.base import Finding, InsertBefore, Inside, Remedy, Rule
+from ddplint.lint.vocabulary import LOADER
 
 
 def _set_epoch_receivers(ctx: LintContext) -> tuple[set[str], bool]:

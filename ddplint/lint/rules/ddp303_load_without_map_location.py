@@ -22,7 +22,7 @@ from ddplint.lint.names import (
 )
 from ddplint.lint.paths import never_runs
 from ddplint.lint.rules.base import Finding, Inside, Remedy, Replace, Rule
-from ddplint.lint.summaries import WRAPPERS
+from ddplint.lint.vocabulary import WRAPPERS
 from ddplint.lint.writes import OUTSIDE_TRAINER
 
 

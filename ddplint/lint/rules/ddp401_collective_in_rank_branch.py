@@ -19,7 +19,8 @@ from ddplint.lint.guards import MAIN, NOTMAIN, OPPOSITE, SINGLE, Kind
 from ddplint.lint.names import call_parameters, dotted
 from ddplint.lint.paths import never_runs
 from ddplint.lint.rules.base import Finding, Rule
-from ddplint.lint.summaries import WRAPPERS, Effect, direct_effects
+from ddplint.lint.summaries import Effect, direct_effects
+from ddplint.lint.vocabulary import WRAPPERS
 
 
 def _wrapped_models(ctx: LintContext) -> dict[str, tuple[str, int]]:

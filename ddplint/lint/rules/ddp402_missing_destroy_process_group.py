@@ -6,9 +6,9 @@ from collections.abc import Iterator
 
 from ddplint.diagnostics import Severity
 from ddplint.lint.context import LintContext
-from ddplint.lint.facts import INIT_PG
 from ddplint.lint.rules.base import Finding, Rule
-from ddplint.lint.summaries import DESTROY_PG, Effect
+from ddplint.lint.summaries import Effect
+from ddplint.lint.vocabulary import DESTROY_PG, INIT_PG
 
 
 class MissingDestroyProcessGroup(Rule):
