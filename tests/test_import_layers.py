@@ -39,3 +39,8 @@ def test_the_guard_and_summary_analyses_do_not_import_the_context():
     for module in ("ddplint.lint.guards", "ddplint.lint.summaries", "ddplint.lint.resolver"):
         assert not {m for m in imports(module) if m.startswith("ddplint.lint.context")}, module
     assert not {m for m in imports("ddplint.lint.resolver") if m.startswith(("ddplint.lint.guards", "ddplint.lint.summaries"))}
+
+
+def test_the_vocabulary_imports_nothing_of_ddplint():
+    """Every analysis reads its API names from it: a leaf, never a cycle."""
+    assert not imports("ddplint.lint.vocabulary")
