@@ -27,21 +27,21 @@ class CudaBeforeSetDevice(Rule):
     data_parallel = True
 
     def check(self, ctx: LintContext) -> Iterator[Finding]:
-        found = list(self._unbound_uses(ctx))
+        found = self._unbound_uses(ctx)
         if found and not visible_devices_per_rank(ctx):  # asked last: it follows every helper
             yield from found
 
-    def _unbound_uses(self, ctx: LintContext) -> Iterator[Finding]:
+    def _unbound_uses(self, ctx: LintContext) -> list[Finding]:
         bindings = binding_sites(ctx)
         # model or utility code (no binding, no process group of its own): its caller binds; in a
         # script too, for the functions its own code never calls (a helper module with a test stub)
         utility = not ctx.summaries.sites_with(Effect.BINDS_DEVICE) and not ctx.summaries.sites_with(Effect.INIT_GROUP)
         callers = ctx.guards.callers(ctx.facts)
         entries = ctx.spawn_targets(ctx.facts)
-        reported: set[str] = set()  # one finding per function: the first use that nothing binds
+        first: dict[str, Finding] = {}  # one finding per function: the first use that nothing binds
         for use in device_uses(ctx):
             function = use.site.function
-            if use.kind is not DeviceKind.BARE or function in reported:
+            if use.kind is not DeviceKind.BARE or function in first:
                 continue
             if utility and function and (not ctx.facts.is_script or not _reached(function, callers, entries)):
                 continue
@@ -51,12 +51,30 @@ class CudaBeforeSetDevice(Rule):
                 continue
             if bound_where_cuda(ctx, use, bindings):
                 continue
-            reported.add(function)
-            yield Finding(
+            first[function] = Finding(
                 use.expr,
                 "'cuda' without an index before torch.cuda.set_device: every rank lands on GPU 0; "
                 "call torch.cuda.set_device(local_rank) first or use f'cuda:{local_rank}'",
             )
+        if bindings or len(first) < 2:
+            return list(first.values())
+        # nothing binds anywhere: one mistake, told once, where the run first meets it (a use in
+        # a function the others' functions call comes after theirs)
+        outermost = [f for f in first if not _called_from(f, set(first) - {f}, callers)]
+        return [first[(outermost or list(first))[0]]]
+
+
+def _called_from(function: str, others: set[str], callers: dict) -> bool:
+    """Some function in `others` calls `function`, directly or through the module's functions."""
+    seen, todo = {function}, [function]
+    while todo:
+        for site in callers.get(todo.pop(), []):
+            if site.function in others:
+                return True
+            if site.function not in seen:
+                seen.add(site.function)
+                todo.append(site.function)
+    return False
 
 
 def _reached(function: str, callers: dict, entries: set[str]) -> bool:
