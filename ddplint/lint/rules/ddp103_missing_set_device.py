@@ -7,15 +7,16 @@ from collections.abc import Iterator
 from ddplint.diagnostics import Severity
 from ddplint.lint.context import LintContext
 from ddplint.lint.devices import (
+    DeviceUse,
     binding_sites,
     device_uses,
     visible_devices_per_rank,
 )
-from ddplint.lint.names import arg, has_star_kwargs
+from ddplint.lint.names import arg, has_star_kwargs, string_value
 from ddplint.lint.roles import DeviceKind
 from ddplint.lint.rules.base import Finding, Rule
 from ddplint.lint.summaries import Effect
-from ddplint.lint.vocabulary import FSDP, INIT_PG
+from ddplint.lint.vocabulary import DDP, FSDP, INIT_PG
 
 
 class MissingSetDevice(Rule):
@@ -28,7 +29,7 @@ class MissingSetDevice(Rule):
     def check(self, ctx: LintContext) -> Iterator[Finding]:
         if binding_sites(ctx):
             return
-        explicit = any(use.kind in {DeviceKind.LOCAL, DeviceKind.GLOBAL, DeviceKind.INDEX} for use in device_uses(ctx))
+        explicit = any(_names_its_device(use) for use in device_uses(ctx))
         if explicit and not _on_current_device(ctx):
             return  # each rank picks its device (by the global rank: DDP105), or a hard-coded index is the problem (DDP101)
         library = not ctx.facts.is_script  # a helper module: its callers bind the device, or are reported
@@ -51,6 +52,15 @@ class MissingSetDevice(Rule):
             if resolved is None or resolved.facts is ctx.facts:
                 return False  # a function of this module is reported at its own init call
         return Effect.STARTS_NCCL in ctx.summaries.effects(site)
+
+
+def _names_its_device(use: DeviceUse) -> bool:
+    """The rank's own device (by the local or global rank), a hard-coded index, or a device the
+    script computed and hands to DDP's device_ids (`device_ids=[device]` with `device` from a
+    config list or a helper): each process names one, whatever it is."""
+    if use.kind in {DeviceKind.LOCAL, DeviceKind.GLOBAL, DeviceKind.INDEX}:
+        return True
+    return use.kind is DeviceKind.OTHER and use.site.name == DDP and string_value(use.expr) is None
 
 
 def _on_current_device(ctx: LintContext) -> bool:
