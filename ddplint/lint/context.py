@@ -170,6 +170,16 @@ class LintContext:
                 return candidate
         return name
 
+    def of_module(self, path: Path, facts: ModuleFacts) -> LintContext | None:
+        """The same questions about another project module (one a call here resolved into)."""
+        if facts is self.facts:
+            return self
+        key = ("context", self.project.real(path))
+        if key not in self._resolve_cache:
+            module = self.project.module_for(path)
+            self._resolve_cache[key] = None if module is None else LintContext(path, module, facts, self.project, self.config)
+        return self._resolve_cache[key]
+
     def imported_project_modules(self, depth: int = 1) -> list[ModuleFacts]:
         """Facts of the project modules this file imports (found on disk beside it).
 

@@ -72,6 +72,11 @@ class ProjectIndex:
         cached = self._cache[path]
         return cached[2] if cached is not None else None
 
+    def module_for(self, path: Path) -> cst.Module | None:
+        """The parsed module of a project file whose facts were asked for."""
+        cached = self._cache.get(self.real(path))
+        return cached[1] if cached is not None else None
+
     def parsed(self, path: Path, text: str) -> tuple[cst.Module, facts_mod.ModuleFacts] | None:
         """The module and facts of `path` if it was already parsed (as a helper) from this text."""
         cached = self._cache.get(self.real(path))

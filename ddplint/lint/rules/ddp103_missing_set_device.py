@@ -34,6 +34,7 @@ class MissingSetDevice(Rule):
             return  # each rank picks its device (by the global rank: DDP105), or a hard-coded index is the problem (DDP101)
         library = not ctx.facts.is_script  # a helper module: its callers bind the device, or are reported
         starts = [site for site in ctx.facts.calls if not (library and site.function) and self._starts_nccl(ctx, site)]
+        starts = [site for site in starts if not self._helper_names_devices(ctx, site)]
         if starts and visible_devices_per_rank(ctx):
             return
         for site in starts:
@@ -43,6 +44,18 @@ class MissingSetDevice(Rule):
                 "collectives hang or run out of memory; call torch.cuda.set_device(local_rank) "
                 "before init_process_group",
             )
+
+    @staticmethod
+    def _helper_names_devices(ctx: LintContext, site) -> bool:
+        """The group starts inside a function of another project module that places its model on
+        a device it names (`train_fn(rank, ...)`: `DDP(model.to(rank), device_ids=[rank])`)."""
+        resolved = ctx.resolve_function(ctx.facts, ctx.path, ctx.method_target(ctx.facts, site))
+        if resolved is None or resolved.facts is ctx.facts:
+            return False
+        helper = ctx.of_module(resolved.path, resolved.facts)
+        return helper is not None and any(
+            _names_its_device(use) and use.site.function == resolved.function for use in device_uses(helper)
+        )
 
     @staticmethod
     def _starts_nccl(ctx: LintContext, site) -> bool:
