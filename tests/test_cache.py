@@ -228,6 +228,21 @@ def test_creating_a_module_an_import_did_not_find_invalidates_the_file(tmp_path,
     assert proc.returncode == 1 and "train.py:5:1: DDP301 save() saves a checkpoint on every rank" in proc.stdout
 
 
+def test_creating_a_namespace_package_an_import_did_not_find_invalidates_the_file(tmp_path):
+    """No `tools` at all when the result was cached (looked up once for the name): a tools/
+    directory without __init__.py, written since, is a package Python imports from."""
+    (tmp_path / "pyproject.toml").write_text("[tool.ddplint]\n")
+    (tmp_path / "train.py").write_text(
+        "import torch\nimport torch.distributed as dist\nfrom tools.ckpt import save\n"
+        "dist.init_process_group('gloo')\nsave(1)\ndist.destroy_process_group()\n"
+    )
+    assert run_cli("train.py", cwd=tmp_path).stdout == "All checks passed (1 file).\n"
+    (tmp_path / "tools").mkdir()
+    (tmp_path / "tools" / "ckpt.py").write_text("import torch\n\ndef save(m):\n    torch.save(m, 'm.pt')\n")
+    proc = run_cli("train.py", cwd=tmp_path)
+    assert proc.returncode == 1 and "train.py:5:1: DDP301 save() saves a checkpoint on every rank" in proc.stdout
+
+
 def test_creating_a_module_that_shadows_the_one_an_import_found_invalidates_the_file(tmp_path):
     """The import found ../helpers.py; a helpers.py beside the script, written since, comes first."""
     (tmp_path / "pyproject.toml").write_text("[tool.ddplint]\n")

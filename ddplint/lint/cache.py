@@ -145,7 +145,7 @@ class ResultCache:
 
     def _present(self, path: Path) -> bool:
         if path not in self._presence:
-            self._presence[path] = path.is_file()
+            self._presence[path] = path.exists()  # a module file, or a package directory created since
         return self._presence[path]
 
     def get(self, path: Path) -> LintResult | None:

@@ -239,6 +239,8 @@ def _torch_device(ctx: LintContext, call: cst.Call, site: CallSite, depth: int) 
 
 def device_uses(ctx: LintContext) -> Iterator[DeviceUse]:
     for site in ctx.facts.calls:
+        if next(_device_arguments(site, False), None) is None:
+            continue  # names no device (asked first: the guards below are the costly question)
         if site.in_default and not _default_used(ctx, site) or ctx.guards.one_process(site):
             continue  # one process alone (single-process run, main rank) uses its own GPU 0
         # only calls with a device= need to know whether they bind (it follows the call into helpers)

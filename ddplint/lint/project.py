@@ -47,6 +47,8 @@ class ProjectIndex:
         self._resolved: dict[tuple[Path, int, str], Lookup] = {}
         # (base, dotted parts) -> the module file, and the files that would hold it in Python's order
         self._files: dict[tuple[Path, tuple[str, ...]], tuple[Path | None, tuple[Path, Path]]] = {}
+        self._root_inits: dict[Path, Path] = {}  # importer -> the __init__.py that would extend its package
+        self._tops: dict[tuple[Path, str], tuple[bool, tuple[Path, Path]]] = {}  # see _top
         self._bases: dict[tuple[Path, int], list[Path]] = {}  # (importer, level) -> where its imports resolve from
         self._real: dict[Path, Path] = {}  # path -> path.resolve(), once per run
         self._positions: dict[tuple[Path, cst.CSTNode], tuple[int, int] | None] = {}  # (path, node) -> position
@@ -149,8 +151,13 @@ class ProjectIndex:
         found: list[tuple[int, int, Path, str]] = []
         absent: list[Path] = []  # any of these, created, could win
         if not level:  # an __init__.py created here would move the package root the search starts from
-            absent.append(_package_root(self.real(importer).parent) / "__init__.py")
+            absent.append(self._root_init(importer))
         for rank, base in enumerate(bases):
+            if parts:
+                holds, would_hold = self._top(base, parts[0])
+                if not holds:
+                    absent.extend(would_hold)  # either, created, could hold it
+                    continue
             for split in range(len(parts), 0, -1):
                 module_path, candidates = self._module_file(base, tuple(parts[:split]))
                 absent.extend(candidates[: candidates.index(module_path)] if module_path in candidates else candidates)
@@ -161,6 +168,11 @@ class ProjectIndex:
             return Lookup(None, tuple(absent))
         _, _, module_path, attr = min(found, key=lambda candidate: candidate[:2])
         return Lookup((module_path, attr), tuple(absent))
+
+    def _root_init(self, importer: Path) -> Path:
+        if importer not in self._root_inits:
+            self._root_inits[importer] = _package_root(self.real(importer).parent) / "__init__.py"
+        return self._root_inits[importer]
 
     def _import_bases(self, importer: Path, level: int) -> list[Path]:
         if level:
@@ -175,6 +187,16 @@ class ProjectIndex:
         if here != root:  # a script run from inside a package imports its neighbours (sys.path[0])
             bases.append(here)
         return bases
+
+    def _top(self, base: Path, top: str) -> tuple[bool, tuple[Path, Path]]:
+        """Whether `base` has a package or module named `top` (else no module under that name is
+        there: one check per run for the many `torch.*` and `os.*` names a module imports), and
+        the paths that would hold it."""
+        key = (base, top)
+        if key not in self._tops:
+            package, module = base / top, base / f"{top}.py"
+            self._tops[key] = (package.is_dir() or module.is_file(), (package, module))
+        return self._tops[key]
 
     def _module_file(self, base: Path, parts: tuple[str, ...]) -> tuple[Path | None, tuple[Path, Path]]:
         """The module file for `parts` under `base` (looked up on disk once per run), and the
