@@ -43,10 +43,10 @@ class LoadWithoutMapLocation(Rule):
     def _loads(self, ctx: LintContext) -> Iterator[Finding]:
         facts = ctx.facts
         for site in facts.calls:
-            if site.name == "torch.load" or ctx.guards.main_only(site) or never_runs(facts, site):
+            if site.name == "torch.load":
                 continue
             inside = _helper_loads(ctx, site, facts, ctx.path, top=True)
-            if inside is not None:
+            if inside is not None and not ctx.guards.main_only(site) and not never_runs(facts, site):
                 yield Finding(
                     site.node,
                     f"{dotted(site.node.func)}() restores a checkpoint with torch.load and no map_location "
