@@ -86,8 +86,8 @@ class MissingSetEpoch(Rule):
                 continue
             if any(_escapes(ctx, n) or _set_by_receiver(ctx, n) for n in names):
                 continue  # handed to a function this linter cannot see into, or to one that sets the epoch
-            if _single_pass(facts, site, names):
-                continue  # one pass over the data: there is no next epoch to reshuffle
+            if _single_pass(facts, site, names) or _never_read(facts, site, names):
+                continue  # one pass over the data, or none: there is no next epoch to reshuffle
             if receivers and any(_returned(facts, site.function, n) for n in names):
                 continue  # returned to a caller that keeps it under its own name (`self._sampler, ... = ...`)
             if lasts & {"sampler", "batch_sampler"} or not names and receivers:
@@ -145,6 +145,27 @@ def _single_pass(facts: ModuleFacts, site: CallSite, names: list[str]) -> bool:
         for name in bound_names(facts, loader.node)
     }
     return any(held & names_in(loop.node.iter) for loop in facts.loops if type(loop.node) is cst.For)
+
+
+def _never_read(facts: ModuleFacts, site: CallSite, names: list[str]) -> bool:
+    """The sampler's loader (and the sampler) are built and then never read: no loop iterates
+    them, no call is given them, nothing is bound from them or returns them (a setup fragment)."""
+    held = {
+        name
+        for loader in loaders(facts)
+        if (given := arg(loader.node, 3, "sampler")) is not None and (given is site.node or reference(given) in names)
+        for name in bound_names(facts, loader.node)
+    }
+    if not held or any("." in name for name in held | set(names)):
+        return False  # no named loader, or one kept on an object: read elsewhere
+    built = {id(loader.node) for loader in loaders(facts)} | {id(site.node)}
+    read = (
+        [loop.node.iter for loop in facts.loops if type(loop.node) is cst.For]
+        + [a.value for call in facts.calls if id(call.node) not in built for a in call.node.args]
+        + [a.value for a in facts.assignments if id(a.value) not in built]
+        + [value for info in facts.functions.values() for value in info.returns]
+    )
+    return not any((held | set(names)) & names_in(expr) for expr in read)
 
 
 def _through_named_loaders(facts: ModuleFacts, receivers: set[str]) -> tuple[set[int], set[str]]:
