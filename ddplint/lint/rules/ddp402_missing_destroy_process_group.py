@@ -24,10 +24,13 @@ class MissingDestroyProcessGroup(Rule):
             return
         destroys = ctx.summaries.sites_with(Effect.DESTROYS_GROUP)
         # a teardown that only the main process reaches (`if rank == 0: destroy_process_group()`)
-        # leaves every other rank's group alive
+        # leaves every other rank's group alive; one only the others reach, the main one's; one
+        # on each side of the same test (rank 0's early return, and the end) is every rank's
         own = [s for s in destroys if s.name == DESTROY_PG]
-        main_only = bool(own) and all(ctx.guards.rank_conditional(s) for s in own)
-        if destroys and not main_only:
+        main = [s for s in own if ctx.guards.guarded_here(s)]
+        others = [s for s in own if s not in main and ctx.guards.rank_conditional(s)]
+        some_ranks = bool(own) and len(main) + len(others) == len(own) and not (main and others)
+        if destroys and not some_ranks:
             return
         if not facts.is_script and not any(s.function == "" for s in inits):
             return  # a library module: whoever calls it decides when to tear down
@@ -37,7 +40,11 @@ class MissingDestroyProcessGroup(Rule):
             site.node,
             "the process group is destroyed on the main process only: the other ranks leak NCCL "
             "resources at exit and can hang in teardown; call dist.destroy_process_group() on every rank"
-            if main_only
+            if some_ranks and main
+            else "the process group is destroyed on the other ranks only, never on the main process: "
+            "it leaks NCCL resources at exit and can hang in teardown; call dist.destroy_process_group() "
+            "on every rank"
+            if some_ranks
             else "the process group is never destroyed: at exit NCCL resources leak, PyTorch warns and "
             "ranks can hang in teardown; call dist.destroy_process_group() at the end of training",
         )
