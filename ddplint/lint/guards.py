@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from ddplint.lint import constants
 from ddplint.lint.facts import (
     Assert,
     Assignment,
@@ -97,6 +98,7 @@ class Guards:
         self._single_branches: dict[int, list[Assert]] = {}
         self._group_flags: dict[int, frozenset[str]] = {}
         self._every_rank: dict[tuple[int, str], bool] = {}
+        self._dark_for_others: dict[tuple[int, int, bool], bool] = {}
         self._main_functions: dict[tuple[int, str, bool], bool] = {}
         self._ranks: dict[tuple[int, str], bool] = {}
         self._named_ranks: dict[tuple[int, str, str], bool] = {}
@@ -599,7 +601,27 @@ class Guards:
             # on every rank, and its unconditional writes with it; under a test this analysis
             # cannot read, the write is given the benefit of the doubt.
             return not self.every_rank(info.name, facts) or bool(site.conditions)
+        if site.conditions and self._dark_where_not_main(site, info.name, facts, path, main_first):
+            return True
         return self._called_on_main_only(info.name, facts, path, main_first)
+
+    def _dark_where_not_main(self, site: CallSite, function: str, facts: ModuleFacts, path: Path, main_first: bool) -> bool:
+        """Every call of the function is main-only or passes constants under which the site's
+        branch cannot run (`save_checkpoint(..., save_cur=True)` never reaches the `elif`)."""
+        key = (id(facts), id(site.node), main_first)
+        if key not in self._dark_for_others:
+            self._dark_for_others[key] = False  # recursion guard: a caller in a cycle adds nothing
+            callers = self.callers(facts).get(function, [])
+            self._dark_for_others[key] = (
+                bool(callers)
+                and function not in self.ctx.spawn_targets(facts)
+                and all(
+                    constants.dark(site.conditions, constants.bind_call(c.node, facts, function, {}))
+                    or self.main_only(c, facts, path, main_first)
+                    for c in callers
+                )
+            )
+        return self._dark_for_others[key]
 
     def one_process(self, event: CallSite | Assignment) -> bool:
         """Only one process of a run gets here: a single-process run, or the main rank (whose

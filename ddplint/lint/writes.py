@@ -224,7 +224,7 @@ def called_from(ctx: LintContext, site: CallSite) -> tuple[Inside, ...]:
     callers = [c for c in ctx.guards.callers(ctx.facts).get(site.function, []) if not ctx.guards.main_only(c)]
     if not callers:
         return ()
-    first = min(callers, key=lambda c: c.order)
+    first = min([c for c in callers if c.function != site.function] or callers, key=lambda c: c.order)  # not its own recursion
     return (Inside(ctx.path, first.node, f"{dotted(first.node.func)}() called here, on every rank"),)
 
 
