@@ -1020,9 +1020,9 @@ def _detect_framework(facts: ModuleFacts) -> str | None:
     """The framework that runs the distributed training: one whose names the code uses (an
     `from accelerate import Accelerator` left unused leaves the script its own)."""
     for local, qualified in facts.imports.items():
-        head = qualified.split(".")[0]
-        if head in FRAMEWORK_IMPORTS and local in facts.names_read:
-            return FRAMEWORK_IMPORTS[head]
+        owner = next((p for p in FRAMEWORK_IMPORTS if qualified == p or qualified.startswith(p + ".")), None)
+        if owner is not None and local in facts.names_read:
+            return FRAMEWORK_IMPORTS[owner]
     for module in facts.imported_modules:
         if module.startswith(FRAMEWORK_MODULES):
             return "torch testing harness"

@@ -71,14 +71,16 @@ COLLECTIVES = frozenset(
     )
 ) | {DDP}
 
-# Frameworks that own process groups, samplers and device placement.
+# Frameworks that own process groups, samplers and device placement, by the package (or, for a
+# library whose training loop is one thing and its distribution another, the subpackage) that
+# does it: Ignite's Engine is a loop; ignite.distributed starts the group and places the model.
 FRAMEWORK_IMPORTS = {
     "lightning": "lightning",
     "pytorch_lightning": "lightning",
     "lightning_fabric": "lightning",
     "accelerate": "accelerate",
     "deepspeed": "deepspeed",
-    "ignite": "ignite",
+    "ignite.distributed": "ignite",
     "colossalai": "colossalai",
     "jax": "jax",  # JAX/Flax training: its own processes and devices, not torch.distributed
     "flax": "jax",
