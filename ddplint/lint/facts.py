@@ -36,6 +36,7 @@ from ddplint.lint.vocabulary import (
     INIT_PG,
     NOT_DISTRIBUTED,
     PROCESS_CLASSES,
+    PROCESS_CONTEXTS,
     RPC,
     SAMPLER,
     SPAWN,
@@ -777,12 +778,24 @@ def never_named(facts: ModuleFacts, function: str) -> bool:
 def starts_own_workers(facts: ModuleFacts) -> bool:
     """The script starts its worker processes itself (`mp.spawn(...)`, `Process(target=...)`):
     it owns their rendezvous and their options, no launcher passes them."""
-    return any(starts_workers(site) for site in facts.calls)
+    return any(starts_workers(facts, site) for site in facts.calls)
 
 
-def starts_workers(site: CallSite) -> bool:
+def starts_workers(facts: ModuleFacts, site: CallSite) -> bool:
     """`mp.spawn(...)`, or a `Process(target=...)` built to run one."""
-    return site.name in SPAWN or site.name in PROCESS_CLASSES and arg(site.node, None, "target") is not None
+    return site.name in SPAWN or process_class(facts, site) and arg(site.node, None, "target") is not None
+
+
+def process_class(facts: ModuleFacts, site: CallSite) -> bool:
+    """`multiprocessing.Process(...)`, or `.Process(...)` of a start-method context that the
+    function holds (`mp = torch.multiprocessing.get_context("spawn"); mp.Process(...)`)."""
+    if site.name in PROCESS_CLASSES:
+        return True
+    if site.method != "Process" or site.name is None:
+        return False
+    holder = site.name.rpartition(".")[0]
+    held = [a for a in facts.by_target.get(holder, []) if a.function == site.function]
+    return bool(held) and all(type(a.value) is cst.Call and facts.callee(a.value) in PROCESS_CONTEXTS for a in held)
 
 
 def spawn_targets(facts: ModuleFacts) -> set[str]:
@@ -868,7 +881,7 @@ def process_targets(facts: ModuleFacts) -> set[str]:
     tutorial's way of starting ranks without a launcher."""
     found: set[str] = set()
     for site in facts.calls:
-        if site.name not in PROCESS_CLASSES or (target := dotted(arg(site.node, None, "target"))) not in facts.functions:
+        if not process_class(facts, site) or (target := dotted(arg(site.node, None, "target"))) not in facts.functions:
             continue
         found.add(target)
         given = arg(site.node, None, "args")

@@ -698,7 +698,7 @@ class Guards:
         """The call starts the ranks: mp.spawn or a worker Process, or a function of the module that does so in its
         own process (`launcher.run()` where `def run(self): mp.spawn(self.worker, ...)`), so
         that its caller is the launcher too (`run = wandb.init(); launcher.run(run)`)."""
-        if starts_workers(site):
+        if starts_workers(facts, site):
             return True
         callee = self.callee(site, facts)
         return callee is not None and self._is_launcher(callee, facts, path)

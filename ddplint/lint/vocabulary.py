@@ -104,6 +104,8 @@ FRAMEWORK_CALLS = {
 
 # Process classes a script starts its own workers with, one per rank (no torchrun).
 PROCESS_CLASSES = frozenset({"multiprocessing.Process", "torch.multiprocessing.Process"})
+# Start-method contexts, whose `.Process` is the same class: `mp = multiprocessing.get_context("spawn")`.
+PROCESS_CONTEXTS = frozenset({"multiprocessing.get_context", "torch.multiprocessing.get_context"})
 
 # Command-line runners that call the function they are handed once per process: under torchrun,
 # on every rank (`app.run(main)`, `fire.Fire(main)`, `typer.run(main)`), by the keyword each
