@@ -41,13 +41,16 @@ class LintContext:
 
     @cached_property
     def is_distributed(self) -> bool:
-        """By its own code, or a script whose process group starts in a project helper
-        (`dist_util.setup_dist()`) without the script naming torch.distributed itself. A script
+        """By its own code, or a module (a script, or a trainer module a script imports) whose
+        process group starts in a project helper (`dist_util.setup_dist()`) without the module
+        naming torch.distributed itself. A script
         that never touches a process group (no torch.distributed call, DDP/FSDP wrap,
         DistributedSampler or worker start, in itself or in a project helper it calls) runs in
         one process, whatever launcher flag or rank variable it declares."""
-        if not self.facts.is_script:
-            return self.facts.is_distributed
+        if not self.facts.is_script:  # a trainer module: its own code, or a group it starts through a helper
+            return self.facts.is_distributed or any(
+                site.name != INIT_PG for site in self.summaries.sites_with(Effect.STARTS_GROUP)
+            )
         if self.facts.is_distributed:
             return self._touches_process_group()
         return any(site.name != INIT_PG for site in self.summaries.sites_with(Effect.STARTS_GROUP))
