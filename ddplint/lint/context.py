@@ -62,7 +62,9 @@ class LintContext:
             return True
         return any(self.summaries.sites_with(effect) for effect in (Effect.STARTS_GROUP, Effect.COLLECTIVE, Effect.DATA_PARALLEL))
 
-    def resolve_function(self, facts: ModuleFacts, path: Path, name: str | None, hops: int = 2) -> Resolved | None:
+    def resolve_function(
+        self, facts: ModuleFacts, path: Path, name: str | None, hops: int = 2, constructors: bool | None = None
+    ) -> Resolved | None:
         """The (facts, path, function name) that a callee names, in this module or the project.
 
         Follows re-exports (`from .distributed import is_primary` in a package's __init__.py).
@@ -71,9 +73,10 @@ class LintContext:
             return None
         if name in facts.functions:
             return Resolved(facts, path, name)
-        # Constructing a project class runs its __init__. Followed only from the linted module:
-        # deeper, logging libraries build per-rank file objects that the rank check cannot see.
-        constructors = facts is self.facts
+        # Constructing a project class runs its __init__. Followed only for a call of the linted
+        # module (through the re-exports it names it by): deeper, logging libraries build
+        # per-rank file objects that the rank check cannot see.
+        constructors = facts is self.facts if constructors is None else constructors
         if constructors and f"{name}.__init__" in facts.functions:
             return Resolved(facts, path, f"{name}.__init__")
         if name.rpartition(".")[0] in facts.bases:  # a method a class of this module inherits
@@ -86,7 +89,7 @@ class LintContext:
         cls = self.class_of(facts, path, receiver) if receiver and not imported else None
         if cls is not None and cls != receiver:  # `env.primary` where `env = Env(...)`
             return self.resolve_function(facts, path, f"{facts.qualify(cls) or cls}.{member}", hops)
-        key = (id(facts), name, hops)
+        key = (id(facts), name, hops, constructors)
         if key not in self._resolve_cache:
             self._resolve_cache[key] = self._resolve_in_project(facts, path, name, hops, constructors)
         return self._resolve_cache[key]
@@ -139,7 +142,7 @@ class LintContext:
         head = attr.partition(".")[0]
         named = head in module_facts.imports or head in module_facts.aliases
         if head and named and hops > 0 and module_facts is not facts:
-            return self.resolve_function(module_facts, module_path, module_facts.qualify(attr), hops - 1)
+            return self.resolve_function(module_facts, module_path, module_facts.qualify(attr), hops - 1, constructors)
         return None
 
     def _inherited(self, facts: ModuleFacts, path: Path, attr: str, hops: int) -> Resolved | None:

@@ -200,21 +200,25 @@ def unguarded_writes(ctx: LintContext, kind: WriteKind) -> Iterator[tuple[CallSi
     is one mistake, in the helper).
     """
     guards = ctx.guards
-    reported: set[int] = set()  # id() of the helper writes already reported
+    reported: set[object] = set()  # the helpers (or their writes) already reported
     for site in ctx.facts.calls:
         if guards.safe_helper(site):
             continue
-        inside = None
+        inside = helper = None
         if effect_of(site, ctx.facts) != kind:
             inside = _helper_writes(ctx, site, kind, ctx.facts, ctx.path, top=True)
             if inside is None or _per_rank_path_argument(ctx, site, kind):
                 continue  # (a helper given a per-rank path writes per rank)
+            resolved = ctx.resolve_function(ctx.facts, ctx.path, ctx.method_target(ctx.facts, site))
+            # one mistake per helper, whichever of its writes a call reaches (`Logger(path)` and
+            # `Logger(path, resume=True)` open the same log in two branches)
+            helper = (resolved.path, resolved.function) if resolved is not None else id(inside.node)
         # rank 0 first, the others after it (a cache): not concurrent, but a second makedirs still raises
-        if inside is not None and id(inside.node) in reported:
+        if helper is not None and helper in reported:
             continue
         if not guards.main_only(site, main_first=kind != MKDIR) and not _undecided(ctx, site, ctx.facts, ctx.path):
-            if inside is not None:
-                reported.add(id(inside.node))
+            if helper is not None:
+                reported.add(helper)
             yield site, inside
 
 
