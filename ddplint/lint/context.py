@@ -176,6 +176,11 @@ class LintContext:
                 return candidate
         return name
 
+    def module_named(self, facts: ModuleFacts, path: Path, name: str) -> tuple[ModuleFacts, Path] | None:
+        """The project module a name of the module at `path` stands for (`import common_utils`)."""
+        found = self.project.resolve(path, facts.qualify(name) or name)
+        return (found.facts, found.path) if found is not None and not found.attr else None
+
     def of_module(self, path: Path, facts: ModuleFacts) -> LintContext | None:
         """The same questions about another project module (one a call here resolved into)."""
         if facts is self.facts:

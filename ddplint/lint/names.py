@@ -213,3 +213,18 @@ def format_call(expr: cst.BaseExpression) -> bool:
         and expr.func.attr.value == "format"
         and string_value(expr.func.value) is not None
     )
+
+
+def getattr_call(expr: cst.BaseExpression) -> tuple[str, str] | None:
+    """`getattr(module, "init_dist_%s" % x)` or `getattr(module, f"init_dist_{x}")`: the dotted
+    name it reads from, and the constant start of the attribute's name (None without one)."""
+    if type(expr) is not cst.Call or dotted(expr.func) != "getattr" or len(expr.args) < 2:
+        return None
+    holder, attribute = dotted(expr.args[0].value), expr.args[1].value
+    prefix = None
+    if type(attribute) is cst.BinaryOperation and type(attribute.operator) in (cst.Modulo, cst.Add):
+        left = string_value(attribute.left)
+        prefix = left.partition("%")[0] if left is not None and type(attribute.operator) is cst.Modulo else left
+    elif type(attribute) is cst.FormattedString and attribute.parts and type(attribute.parts[0]) is cst.FormattedStringText:
+        prefix = attribute.parts[0].value
+    return (holder, prefix) if holder and prefix else None

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from ddplint.lint import constants
 from ddplint.lint.facts import Assignment, CallSite, ModuleFacts, single_process_init
-from ddplint.lint.names import arg, data_name, dotted, string_value
+from ddplint.lint.names import arg, data_name, dotted, getattr_call, string_value
 from ddplint.lint.paths import never_runs
 from ddplint.lint.vocabulary import (
     BINDING,
@@ -121,11 +121,34 @@ class Summaries:
             inner_facts, inner_path, function = resolved
             inner_bindings = constants.bind_call(site.node, inner_facts, function, bindings or {})
             found |= self.of_function(inner_facts, inner_path, function, inner_bindings)
+        else:
+            found |= self._dispatched(site, facts, path, bindings or {})
         if site.in_handler:  # a teardown only when something failed is no teardown on the way out
             found -= {Effect.DESTROYS_GROUP}
         if own:
             self._sites[id(site.node)] = found
         return found
+
+    def _dispatched(self, site: CallSite, facts: ModuleFacts, path: Path, bindings: constants.Bindings) -> frozenset[Effect]:
+        """`getattr(common_utils, "init_dist_%s" % args.launcher)(...)`: what every function of
+        that project module the name can pick does (each one given the call's arguments)."""
+        picked = getattr_call(site.node.func)
+        if picked is None:
+            return frozenset()
+        holder, prefix = picked
+        module = self.ctx.module_named(facts, path, holder)
+        if module is None:
+            return frozenset()
+        inner_facts, inner_path = module
+        candidates = [f for f in inner_facts.functions if f.startswith(prefix) and "." not in f]
+        if not candidates:
+            return frozenset()
+        return frozenset.intersection(
+            *(
+                self.of_function(inner_facts, inner_path, f, constants.bind_call(site.node, inner_facts, f, bindings))
+                for f in candidates
+            )
+        )
 
     def of_function(self, facts: ModuleFacts, path: Path, function: str, bindings: constants.Bindings) -> frozenset[Effect]:
         key = (id(facts), function, constants.key(bindings))
