@@ -528,7 +528,7 @@ def test_gpu_use_is_sampled_through_the_real_pynvml_during_the_with_block(fake_n
     lib = fake_nvml(FakeNvmlLib(inv))
     monkeypatch.setattr(nvml, "sysfs_numa_node", lambda bus, sysfs="/sys": None)
     ticks = iter(range(10**6))
-    with sampled_gpus(2, {}, interval=0.001, clock=lambda: float(next(ticks))) as sampling:
+    with sampled_gpus(range(2), {}, interval=0.001, clock=lambda: float(next(ticks))) as sampling:
         wait_for_readings(sampling, 8)
     assert sampling.unavailable is None and sampling.stopped is None
     assert sampling.gpus == ["GPU0", "GPU1"]

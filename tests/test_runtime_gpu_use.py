@@ -37,23 +37,24 @@ def ticking() -> Callable[[], float]:
     return lambda: float(next(ticks))
 
 
-def test_the_sampler_reads_the_jobs_gpus_until_the_block_ends():
+def test_the_sampler_reads_the_visible_gpus_until_the_block_ends():
     reads = machine("a100_sxm_4x_foreign_processes", {0: [90, 95], 1: [3], 2: [50], 3: [50]})
-    with sampled_gpus(2, {}, reads, interval=0.001, clock=ticking()) as sampling:
-        wait_for_readings(sampling, 6)
+    with sampled_gpus(range(2), {}, reads, interval=0.001, clock=ticking()) as sampling:
+        wait_for_readings(sampling, 12)
     taken = len(sampling.samples)
     time.sleep(0.05)
     assert len(sampling.samples) == taken  # the thread stopped with the block
-    assert sampling.gpus == ["GPU0", "GPU1"]  # 2 processes: the first 2 GPUs CUDA numbers
-    assert {s.gpu for s in sampling.samples} == {"GPU0", "GPU1"}
-    gpu0, gpu1 = use_between(sampling, 0, 10**6)
+    assert sampling.gpus == ["GPU0", "GPU1", "GPU2", "GPU3"]  # every GPU the ranks can pick
+    assert sampling.ranks == (0, 1)
+    assert {s.gpu for s in sampling.samples} == {"GPU0", "GPU1", "GPU2", "GPU3"}
+    gpu0, gpu1, *_ = use_between(sampling, 0, 10**6)
     assert gpu0.busy_max_pct == 95 and 90 <= gpu0.busy_mean_pct <= 95 and gpu1.busy_mean_pct == 3
     assert gpu0.readings == gpu1.readings >= 3
 
 
 def test_cuda_visible_devices_picks_the_gpus_sampled():
     reads = machine("a100_sxm_4x_foreign_processes", {2: [70], 3: [0]})
-    with sampled_gpus(2, {"CUDA_VISIBLE_DEVICES": "3,2"}, reads, interval=0.001, clock=ticking()) as sampling:
+    with sampled_gpus(range(2), {"CUDA_VISIBLE_DEVICES": "3,2"}, reads, interval=0.001, clock=ticking()) as sampling:
         wait_for_readings(sampling, 2)
     assert sampling.gpus == ["GPU3", "GPU2"]
 
@@ -65,7 +66,7 @@ def test_readings_that_stop_answering_end_the_sampling_with_the_reason():
         raise RuntimeError("GPU is lost")
 
     reads.utilization = lost  # type: ignore[method-assign]
-    with sampled_gpus(2, {}, reads, interval=0.001, clock=ticking()) as sampling:
+    with sampled_gpus(range(2), {}, reads, interval=0.001, clock=ticking()) as sampling:
         deadline = time.monotonic() + 120
         while sampling.stopped is None and time.monotonic() < deadline:
             time.sleep(0.002)
@@ -78,7 +79,7 @@ def test_no_nvidia_driver_here_means_nothing_sampled_and_no_error():
         pytest.skip("this machine has an NVIDIA driver")
     except NvmlUnavailable:
         pass
-    with sampled_gpus(2, {}) as sampling:
+    with sampled_gpus(range(2), {}) as sampling:
         pass
     assert sampling.unavailable is not None and sampling.unavailable.startswith("NVML not available")
     assert sampling.gpus == [] and sampling.samples == []
@@ -92,14 +93,15 @@ def timed_steps(start: float, step_s: float, n: int = 8) -> list[StepSample]:
     return [StepSample(0, s, step_s * 0.1, step_s * 0.9, at=start + (s - 1) * step_s) for s in range(1, n + 1)]
 
 
-def records(start: float, step_s: float) -> dict[int, dict]:
+def records(start: float, step_s: float, ranks: range = range(2)) -> dict[int, dict]:
     perf = PerfRecord(times=StepTimes(timed_steps(start, step_s), [CommSample(i, 0.002, 0.001) for i in range(8)], 1))
-    return {r: {"rank": r, "perf": asdict(perf)} for r in range(2)}
+    return {r: {"rank": r, "perf": asdict(perf)} for r in ranks}
 
 
 def sampling(busy: dict[str, int], start: float = 0.0, end: float = 20.0, every: float = 0.2) -> GpuSampling:
-    """Readings every 0.2 s from `start` to `end`: each GPU at its utilisation, 12 GiB in use."""
-    out = GpuSampling(gpus=list(busy))
+    """Readings every 0.2 s from `start` to `end`: each GPU at its utilisation, 12 GiB in use,
+    sampled for a node with ranks 0 and 1."""
+    out = GpuSampling(gpus=list(busy), ranks=(0, 1))
     t = start
     while t <= end:
         out.samples += [GpuSample(round(t, 4), gpu, pct, 12 * GIB) for gpu, pct in busy.items()]
@@ -110,7 +112,7 @@ def sampling(busy: dict[str, int], start: float = 0.0, end: float = 20.0, every:
 def test_one_busy_gpu_beside_idle_ones_warns_with_the_binding_fix():
     r = check_steps(records(5.0, 0.5), "/", sampling({"GPU0": 96, "GPU1": 1}))
     assert r.status is Status.WARN
-    assert r.summary == "only GPU0 (96%) of the job's 2 GPUs worked during the steps; GPU1 (1%) stayed idle"
+    assert r.summary == "only GPU0 (96%) worked during the steps of this node's 2 ranks; GPU1 (1%) stayed idle"
     assert "torch.cuda.set_device(local_rank)" in r.fix and "bind.distinct" in r.fix
     assert "GPU use during the steps (NVML): GPU0 96% busy, 12.0 GiB in use; GPU1 1% busy, 12.0 GiB in use" in r.evidence
     assert [g["readings"] for g in r.data["gpus"]] == [18, 18]  # 3.5 s of steady steps (the first left out)
@@ -129,6 +131,19 @@ def test_idle_readings_before_and_after_the_steps_do_not_count():
     gpus.samples = [s for s in gpus.samples if s not in during] + busy
     r = check_steps(records(5.0, 0.5), "/", gpus)
     assert r.status is Status.PASS and "GPU0 90% busy" in r.evidence[-1] and "GPU1 90% busy" in r.evidence[-1]
+
+
+def test_ranks_on_gpus_of_their_own_choosing_are_no_warning():
+    """Two ranks on a 4-GPU node that bind cuda:0 and cuda:2: two GPUs idle, none shared."""
+    r = check_steps(records(5.0, 0.5), "/", sampling({"GPU0": 92, "GPU1": 0, "GPU2": 90, "GPU3": 0}))
+    assert r.status is Status.PASS and "GPU0 92% busy" in r.evidence[-1] and "GPU3 0% busy" in r.evidence[-1]
+
+
+def test_only_this_nodes_ranks_place_the_readings_in_time():
+    """Ranks 2 and 3 ran on another node, whose monotonic clock is its own (here hours apart)."""
+    recs = records(5.0, 0.5) | records(50_000.0, 0.5, range(2, 4))
+    r = check_steps(recs, "/", sampling({"GPU0": 96, "GPU1": 1}))
+    assert r.status is Status.WARN and [g["readings"] for g in r.data["gpus"]] == [18, 18]
 
 
 def test_every_gpu_partly_busy_is_no_warning():

@@ -197,7 +197,8 @@ def run_audit(options: RuntimeOptions) -> int:
                 f"launching torchrun: {nproc} processes x {options.nnodes} node(s), {backend}{counted}{mapped}, "
                 f"port {port}, timeout {options.timeout:g} s" + (", sandboxed" if plan else f", not sandboxed (see {IO_SANDBOX})")
             )
-            with sampled_gpus(nproc, dict(os.environ)) if not (on_cpu or preflight) else nullcontext() as gpu_use:
+            local_ranks = range(options.node_rank * nproc, (options.node_rank + 1) * nproc)
+            with sampled_gpus(local_ranks, dict(os.environ)) if not (on_cpu or preflight) else nullcontext() as gpu_use:
                 result = Launch(
                     rundir,
                     command,

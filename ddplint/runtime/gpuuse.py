@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -35,6 +35,7 @@ class GpuSampling:
     nothing could be (no NVML, no GPU visible), `stopped` why the readings ended early."""
 
     gpus: list[str] = field(default_factory=list)
+    ranks: tuple[int, ...] = ()  # the ranks of this node: the steps these readings are matched to
     samples: list[GpuSample] = field(default_factory=list)
     unavailable: str | None = None
     stopped: str | None = None
@@ -43,21 +44,22 @@ class GpuSampling:
 
 @contextmanager
 def sampled_gpus(
-    nproc: int,
+    ranks: Sequence[int],
     environ: dict[str, str],
     reads: NvmlReads | None = None,
     interval: float = SAMPLE_INTERVAL_S,
     clock: Callable[[], float] = time.monotonic,
 ) -> Iterator[GpuSampling]:
-    """Sample the GPUs the job's `nproc` local ranks get (CUDA_VISIBLE_DEVICES honoured) for the
-    duration of the `with` block. `reads` replaces the real NVML (tests replay machines)."""
-    sampling = GpuSampling(interval_s=interval)
+    """Sample every GPU the node's `ranks` can see (CUDA_VISIBLE_DEVICES honoured: which of them
+    a rank binds is its own choice) for the duration of the `with` block. `reads` replaces the
+    real NVML (tests replay machines)."""
+    sampling = GpuSampling(ranks=tuple(ranks), interval_s=interval)
     opened: PynvmlReads | None = None
     try:
         if reads is None:
             reads = opened = open_nvml()
         machine = load_machine(reads)
-        job = visible_gpus(machine, environ.get("CUDA_VISIBLE_DEVICES")).indices[:nproc]
+        job = visible_gpus(machine, environ.get("CUDA_VISIBLE_DEVICES")).indices
     except (NvmlUnavailable, NvmlReadFailed) as e:
         sampling.unavailable = str(e)
     except Exception as e:  # noqa: BLE001  # gpu.inventory reports a failing GPU; the job still runs

@@ -33,8 +33,8 @@ MIN_WAIT_S = 0.005  # a median wait under 5 ms per step is never input-bound (to
 MIN_EXCESS_S = 0.020  # and keeps the others waiting 20 ms per step or more: below, a busy host's noise
 COMM_BOUND_SHARE = 0.50  # waiting in the gradient all_reduce half of the step or more
 MIN_COMM_S = 0.020  # and 20 ms per step or more: a toy model's all_reduce is latency, not a bottleneck
-GPU_BUSY_PCT = 50  # a job GPU busy half of the steps or more ...
-GPU_IDLE_PCT = 10  # ... while another one stays under 10%: only some GPUs work
+GPU_BUSY_PCT = 50  # a GPU busy half of the steps or more ...
+GPU_IDLE_PCT = 10  # ... while fewer GPUs than ranks get past 10%: the ranks share GPUs
 MIN_GPU_READINGS = 3  # NVML readings within the steps needed to judge a GPU
 
 INPUT_FIX = (
@@ -208,12 +208,13 @@ IDLE_GPU_FIX = (
 
 
 def _gpu_use(records: dict[int, dict], gpus: GpuSampling, findings: Findings, evidence: list[str], data: dict) -> None:
-    """NVML's utilisation of each job GPU during the steps: one GPU busy while the others idle
-    is what several ranks on one GPU, or a model left on one device, look like."""
+    """NVML's utilisation of each GPU the node's ranks can see, during their steps: fewer GPUs
+    at work than ranks (and GPUs to give them) is what several ranks on one GPU, or a model left
+    on one device, look like. Which GPUs the ranks picked (`cuda:{2 * local_rank}`) is theirs."""
     if gpus.unavailable is not None:
         evidence.append(f"GPU use not sampled: {gpus.unavailable}")
         return
-    window = _steps_window(records)
+    window = _steps_window({rank: rec for rank, rec in records.items() if rank in gpus.ranks})
     if window is None:
         evidence.append("GPU use not matched to the steps: the ranks noted no step times")
         return
@@ -236,12 +237,13 @@ def _gpu_use(records: dict[int, dict], gpus: GpuSampling, findings: Findings, ev
             for u in judged
         )
     )
-    busy = [u for u in judged if (u.busy_mean_pct or 0) >= GPU_BUSY_PCT]
-    idle = [u for u in judged if (u.busy_mean_pct or 0) < GPU_IDLE_PCT]
-    if busy and idle:
+    working = [u for u in judged if (u.busy_mean_pct or 0) >= GPU_IDLE_PCT]
+    idle = [u for u in judged if u not in working]
+    ranks = len(gpus.ranks)
+    if any((u.busy_mean_pct or 0) >= GPU_BUSY_PCT for u in working) and len(working) < min(ranks, len(judged)):
         findings.add(
             Status.WARN,
-            f"only {_gpus(busy)} of the job's {len(judged)} GPUs worked during the steps; {_gpus(idle)} stayed idle",
+            f"only {_gpus(working)} worked during the steps of this node's {ranks} ranks; {_gpus(idle)} stayed idle",
             IDLE_GPU_FIX,
         )
 
@@ -251,7 +253,8 @@ def _gpus(uses: list[GpuUse]) -> str:
 
 
 def _steps_window(records: dict[int, dict]) -> tuple[float, float] | None:
-    """From the first judged step's start to the last one's end, over the ranks (monotonic)."""
+    """From the first judged step's start to the last one's end, over the ranks of one node
+    (monotonic time is the node's own)."""
     spans = []
     for _, rec in sorted(records.items()):
         samples = PerfRecord.from_plain(rec.get("perf")).times.steps
