@@ -358,12 +358,12 @@ def load_dcp(real: str, path: str) -> CheckpointContent:
     from torch.distributed.checkpoint import FileSystemReader
     from torch.distributed.checkpoint.metadata import MetadataIndex, TensorStorageMetadata
 
-    files = [os.path.join(real, name) for name in os.listdir(real)]
-    size = sum(os.path.getsize(f) for f in files if os.path.isfile(f))
-    content = CheckpointContent(path=path, size_bytes=size, collective=True)
+    content = CheckpointContent(path=path, size_bytes=None, collective=True)
     start = time.perf_counter()
     tree: dict = {}
     try:
+        files = [os.path.join(real, name) for name in os.listdir(real)]
+        content.size_bytes = sum(os.path.getsize(f) for f in files if os.path.isfile(f))
         meta = FileSystemReader(real).read_metadata()
         planned = meta.planner_data if isinstance(meta.planner_data, Mapping) else {}
         for fqn, item in meta.state_dict_metadata.items():

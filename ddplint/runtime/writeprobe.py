@@ -42,10 +42,11 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from ddplint.lint.vocabulary import COLLECTIVE_SAVES, DCP
 from ddplint.runtime.sites import is_user_file, plumbing_dirs, torch_dirs
 
-DCP_MODULE = "torch.distributed.checkpoint"
-DCP_SAVES = ("save", "async_save", "save_state_dict")
+DCP_MODULE = DCP
+DCP_SAVES = sorted(name.rpartition(".")[2] for name in COLLECTIVE_SAVES if name.rpartition(".")[0] == DCP)
 _WRITE_MODES = set("wax+")
 _OS_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
 
