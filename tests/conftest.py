@@ -25,6 +25,13 @@ def lint_source(source: str, tmp_path: Path, name: str = "train.py") -> LintResu
     return lint_text(path, source, config, [rule() for rule in ALL_RULES], ProjectIndex())
 
 
+def rank_records(plain: dict[int, dict]):
+    """Rank records as the audit reads them, from plain records keyed by rank (the probe's form)."""
+    from ddplint.runtime.records import RankRecord  # (the runtime extra)
+
+    return {rank: RankRecord.from_plain({"rank": rank, **record}) for rank, record in plain.items()}
+
+
 def run_cli(*args: str, cwd: Path | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "ddplint", *args], cwd=cwd, capture_output=True, text=True, timeout=timeout)
 

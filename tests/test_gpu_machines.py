@@ -47,6 +47,7 @@ from ddplint.runtime.nvml import (  # noqa: E402
     record,
 )
 from ddplint.runtime.options import RuntimeOptions  # noqa: E402
+from ddplint.runtime.records import RankRecord
 from ddplint.runtime.verdict import Status  # noqa: E402
 
 TIMEOUT, UNKNOWN, DRIVER_NOT_LOADED, LIB_RM_VERSION_MISMATCH = 10, 999, 9, 18
@@ -398,11 +399,13 @@ def _rank(arch_list, gpus, cuda="11.8"):
         "expected_busbw_gbps": None,
         "basis": None,
     }
-    return {
-        "rank": 0,
-        "status": "completed",
-        "info": {"hostname": "n0", "env": {"RANK": "0", "LOCAL_RANK": "0"}, "versions": versions, "nvml": nvml},
-    }
+    return RankRecord.from_plain(
+        {
+            "rank": 0,
+            "status": "completed",
+            "info": {"hostname": "n0", "env": {"RANK": "0", "LOCAL_RANK": "0"}, "versions": versions, "nvml": nvml},
+        }
+    )
 
 
 def test_a_torch_without_kernels_for_the_gpu_fails_stack_versions():
@@ -435,12 +438,14 @@ NCCL_2_31_MULTIPLE = (
 
 
 def _raised(rank, text):
-    return {
-        "rank": rank,
-        "status": "raised",
-        "error": {"type": "DistBackendError", "message": text.splitlines()[0], "text": text, "t": rank},
-        "info": {"hostname": "vm", "env": {"RANK": str(rank), "LOCAL_RANK": str(rank)}},
-    }
+    return RankRecord.from_plain(
+        {
+            "rank": rank,
+            "status": "raised",
+            "error": {"type": "DistBackendError", "message": text.splitlines()[0], "text": text, "t": rank},
+            "info": {"hostname": "vm", "env": {"RANK": str(rank), "LOCAL_RANK": str(rank)}},
+        }
+    )
 
 
 def test_nccl_refusals_of_both_generations_name_the_shared_gpu():
@@ -538,12 +543,17 @@ def test_a_torch_count_lets_nccl_run_and_names_its_source(monkeypatch):
 
 
 def _bound(rank, uuid, bus, group="0"):
-    return {
-        "rank": rank,
-        "status": "completed",
-        "info": {"hostname": f"n{group}", "env": {"RANK": str(rank), "LOCAL_RANK": str(rank), "GROUP_RANK": group}},
-        "binding": {"device_type": "cuda", "gpu": {"index": 0, "name": "AMD Instinct MI250X", "uuid": uuid, "pci_bus_id": bus}},
-    }
+    return RankRecord.from_plain(
+        {
+            "rank": rank,
+            "status": "completed",
+            "info": {"hostname": f"n{group}", "env": {"RANK": str(rank), "LOCAL_RANK": str(rank), "GROUP_RANK": group}},
+            "binding": {
+                "device_type": "cuda",
+                "gpu": {"index": 0, "name": "AMD Instinct MI250X", "uuid": uuid, "pci_bus_id": bus},
+            },
+        }
+    )
 
 
 def test_gpus_without_uuids_are_told_apart_by_node_and_pci_bus():

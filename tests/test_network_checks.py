@@ -18,6 +18,7 @@ from ddplint.runtime.checks.network import (
     nccl_ib_hca_matches,
     unusable,
 )
+from ddplint.runtime.records import RankRecord
 from ddplint.runtime.verdict import Status
 
 
@@ -108,7 +109,9 @@ def _swept(rank: int, group: str, busbw: float, nics: list[float] | None) -> dic
     info = {"hostname": f"n{group}", "env": {"RANK": str(rank), "GROUP_RANK": group, "LOCAL_WORLD_SIZE": "1"}}
     if nics is not None:
         info["nics_gbps"] = nics
-    return {"rank": rank, "info": info, "comm": {"sweep": rows, "world_size": 2, "backend": "nccl", "device": "cuda:0"}}
+    return RankRecord.from_plain(
+        {"rank": rank, "info": info, "comm": {"sweep": rows, "world_size": 2, "backend": "nccl", "device": "cuda:0"}}
+    )
 
 
 def test_bandwidth_across_nodes_is_compared_with_the_ports():

@@ -21,6 +21,7 @@ from ddplint.runtime.checks import binding, comm
 from ddplint.runtime.checks.binding import distinct_check, uuid_label
 from ddplint.runtime.checks.comm import allreduce_check, error_line
 from ddplint.runtime.checks.ports import free_port
+from ddplint.runtime.records import RankRecord
 from ddplint.runtime.verdict import Status
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -144,7 +145,7 @@ def test_binding_is_read_where_the_parameters_live_not_from_the_current_device(f
     for rank in range(2):
         info = _binding(fake_cuda, monkeypatch, [], [_module(("cuda", rank))], [])
         assert info["basis"] == "model parameters" and info["current_device"] == 0
-        records.append({"rank": rank, "binding": info, "info": {"env": {"LOCAL_RANK": str(rank)}}})
+        records.append(RankRecord.from_plain({"rank": rank, "binding": info, "info": {"env": {"LOCAL_RANK": str(rank)}}}))
     r = distinct_check(records)
     assert r.status is Status.PASS, r.summary
     assert "cuda:1 NVIDIA A100-SXM4-80GB GPU-00000001 (current device cuda:0)" in r.evidence[2]
@@ -160,11 +161,13 @@ def test_binding_is_read_where_the_parameters_live_not_from_the_current_device(f
 
 def test_ranks_really_sharing_a_gpu_still_fail(fake_cuda, monkeypatch):
     records = [
-        {
-            "rank": r,
-            "binding": _binding(fake_cuda, monkeypatch, [_module(("cuda", 0))], [], []),
-            "info": {"env": {"LOCAL_RANK": str(r)}},
-        }
+        RankRecord.from_plain(
+            {
+                "rank": r,
+                "binding": _binding(fake_cuda, monkeypatch, [_module(("cuda", 0))], [], []),
+                "info": {"env": {"LOCAL_RANK": str(r)}},
+            }
+        )
         for r in range(2)
     ]
     r = distinct_check(records)
@@ -180,12 +183,14 @@ def test_nccl_duplicate_gpu_in_ddp_construction_is_the_binding_failure():
             "status": "raised",
             "binding": {},
             "error": {
+                "type": "DistBackendError",
                 "message": "DistBackendError: NCCL error in: ...",
                 "text": "Traceback (most recent call last):\n  ...\ntorch.distributed.DistBackendError: " + NCCL_DUPLICATE,
+                "t": 1.0,
             },
         },
     ]
-    r = distinct_check(records)
+    r = distinct_check([RankRecord.from_plain(rec) for rec in records])
     assert r.status is Status.FAIL and r.rule == "DDP101"
     assert r.summary == ("ranks 0-1 share the GPU at PCI 0000:1a:00.0: NCCL refused them (Duplicate GPU detected)")
     assert r.fix.startswith("bind each rank before building the model: torch.cuda.set_device(")
@@ -197,12 +202,14 @@ def test_the_same_refusal_in_ddplints_own_nccl_test_is_recognised():
     assert line == "Duplicate GPU detected : rank 1 and rank 0 both on CUDA device 1a000"
     assert error_line(RuntimeError("Connection reset by peer\nmore")) == "Connection reset by peer"
     records = [
-        {
-            "rank": r,
-            "init_called": True,
-            "binding": {},
-            "comm": {"allreduce": {"ok": False, "phase": "first collective", "seconds": 0.3, "error": line}},
-        }
+        RankRecord.from_plain(
+            {
+                "rank": r,
+                "init_called": True,
+                "binding": {},
+                "comm": {"allreduce": {"ok": False, "phase": "first collective", "seconds": 0.3, "error": line}},
+            }
+        )
         for r in range(2)
     ]
     assert distinct_check(records).status is Status.FAIL
@@ -227,10 +234,10 @@ def test_a_torch_without_nccl_is_named_as_such(tmp_path):
         "init_called": True,
         "status": "raised",
         "backend": {"requested": "nccl", "forced": "nccl"},
-        "error": {"text": text},
+        "error": {"type": type(raised.value).__name__, "message": text.splitlines()[-1], "text": text, "t": 1.0},
         "info": {"versions": {"torch": str(torch.__version__), "nccl_available": False}},
     }
-    r = allreduce_check([record])
+    r = allreduce_check([RankRecord.from_plain(record)])
     assert r.status is Status.FAIL
     assert r.summary == (
         f"rank 0 (node-a): this torch build has no NCCL (torch {torch.__version__}), so the nccl backend cannot start"

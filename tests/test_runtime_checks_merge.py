@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,8 @@ from ddplint.runtime.checks.memory import fit_check
 from ddplint.runtime.checks.rank import rank_checks
 from ddplint.runtime.checks.ranks import ranks_check
 from ddplint.runtime.checks.stack import versions_check
+from ddplint.runtime.plain import from_plain
+from ddplint.runtime.records import RankRecord
 from ddplint.runtime.verdict import Status
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "nvml"
@@ -59,7 +62,7 @@ def record(
     comm: dict | None = None,
     nvml: dict | None = None,
     **env,
-) -> dict:
+) -> RankRecord:
     group, local = divmod(rank, per_node)
     identity = {
         "RANK": str(rank),
@@ -74,16 +77,18 @@ def record(
     info = {"hostname": host or f"gpu-node-{group}", "env": identity, "versions": copy.deepcopy(versions or VERSIONS)}
     if nvml is not None and local == 0:
         info["nvml"] = nvml
-    return {
-        "rank": rank,
-        "local_rank": local,
-        "world_size": world,
-        "node": info["hostname"],
-        "init_called": True,
-        "info": info,
-        "comm": comm or {},
-        "binding": binding or {},
-    }
+    return RankRecord.from_plain(
+        {
+            "rank": rank,
+            "local_rank": local,
+            "world_size": world,
+            "node": info["hostname"],
+            "init_called": True,
+            "info": info,
+            "comm": comm or {},
+            "binding": binding or {},
+        }
+    )
 
 
 NVML_OK = {
@@ -164,7 +169,7 @@ def test_consistent_identities_pass():
 
 def test_duplicate_rank_and_local_rank_fail():
     recs = [record(0, world=4), record(1, world=4), record(2, world=4), record(2, world=4)]
-    recs[3]["info"]["env"]["LOCAL_RANK"] = "0"  # the same rank identity twice
+    recs[3].env["LOCAL_RANK"] = "0"  # the same rank identity twice
     r = ranks_check(recs)
     assert r.status is Status.FAIL
     assert "RANK is not unique: [2]" in r.summary
@@ -256,23 +261,28 @@ def smoke(rank, world=8, value=None, **extra):
 def test_allreduce_wrong_sum_and_stall_fail():
     recs = [record(i, world=8, per_node=8, comm=smoke(i)) for i in range(8)]
     assert allreduce_check(recs).status is Status.PASS
-    recs[5]["comm"] = smoke(5, value=30.0)
+    recs[5] = record(5, world=8, per_node=8, comm=smoke(5, value=30.0))
     r = allreduce_check(recs)
     assert r.status is Status.FAIL
     assert "gave 30 on rank 5, expected W(W+1)/2 = 36" in r.summary
-    recs[5]["comm"] = {
-        "backend": "nccl",
-        "rank": 5,
-        "world_size": 8,
-        "device": "cuda:5",
-        "allreduce": {
-            "ok": False,
-            "phase": "first collective",
-            "seconds": 60.0,
-            "error": "the first all_reduce gave no result within the audit's limit",
+    recs[5] = record(
+        5,
+        world=8,
+        per_node=8,
+        comm={
+            "backend": "nccl",
+            "rank": 5,
+            "world_size": 8,
+            "device": "cuda:5",
+            "allreduce": {
+                "ok": False,
+                "phase": "first collective",
+                "seconds": 60.0,
+                "error": "the first all_reduce gave no result within the audit's limit",
+            },
+            "stalled": True,
         },
-        "stalled": True,
-    }
+    )
     log = "gpu-node-0:5:5 [5] NCCL INFO Channel 00/0 : 5[5] -> 6[6] via P2P/CUMEM\nother\n"
     r = allreduce_check(recs, log)
     assert r.summary.startswith("all_reduce stalled in the first collective on rank 5 after 60 s")
@@ -291,10 +301,10 @@ def test_init_never_returned_fails_and_no_process_group_skips():
     r = allreduce_check(recs)
     assert r.status is Status.FAIL
     assert r.summary == "rank 1 (node 0 (gpu-node-0)): init_process_group did not return"
-    recs[1]["init_called"] = False
+    recs[1].init_called = False
     r = allreduce_check(recs)
     assert r.summary.startswith("rank 1 (node 0 (gpu-node-0)) never called init_process_group")
-    none = [dict(record(i), init_called=False) for i in range(2)]
+    none = [replace(record(i), init_called=False) for i in range(2)]
     assert allreduce_check(none).status is Status.SKIP
 
 
@@ -390,6 +400,6 @@ def test_rank_checks_returns_every_verdict_as_json():
 @pytest.mark.parametrize("key", ["info", "comm", "binding"])
 def test_a_hook_that_raised_is_not_a_crash(key):
     recs = [record(i, binding=bound(i), comm=smoke(i, world=2)) for i in range(2)]
-    recs[1][key] = {"error": "RuntimeError: boom"}
+    setattr(recs[1], key, from_plain(type(getattr(recs[1], key)), {"error": "RuntimeError: boom"}))
     for r in rank_checks(recs):
         assert r.status in Status

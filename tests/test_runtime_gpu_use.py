@@ -7,7 +7,6 @@ import copy
 import json
 import time
 from collections.abc import Callable
-from dataclasses import asdict
 from pathlib import Path
 
 import pytest
@@ -17,6 +16,7 @@ from ddplint.runtime.gpuuse import GpuSample, GpuSampling, sampled_gpus, use_bet
 from ddplint.runtime.nvml import NvmlUnavailable, ReplayReads, open_nvml
 from ddplint.runtime.perf_checks import check_steps
 from ddplint.runtime.perfrecords import CommSample, PerfRecord, StepSample, StepTimes
+from ddplint.runtime.records import RankRecord
 from ddplint.runtime.verdict import Status
 
 MACHINES = Path(__file__).resolve().parent.parent / "fixtures" / "nvml"
@@ -93,9 +93,9 @@ def timed_steps(start: float, step_s: float, n: int = 8) -> list[StepSample]:
     return [StepSample(0, s, step_s * 0.1, step_s * 0.9, at=start + (s - 1) * step_s) for s in range(1, n + 1)]
 
 
-def records(start: float, step_s: float, ranks: range = range(2)) -> dict[int, dict]:
+def records(start: float, step_s: float, ranks: range = range(2)) -> dict[int, RankRecord]:
     perf = PerfRecord(times=StepTimes(timed_steps(start, step_s), [CommSample(i, 0.002, 0.001) for i in range(8)], 1))
-    return {r: {"rank": r, "perf": asdict(perf)} for r in ranks}
+    return {r: RankRecord(r, perf=perf) for r in ranks}
 
 
 def sampling(busy: dict[str, int], start: float = 0.0, end: float = 20.0, every: float = 0.2) -> GpuSampling:
@@ -164,8 +164,8 @@ def test_unsampled_gpus_and_steps_without_times_are_said_not_judged():
     assert r.status is Status.PASS and "GPU use not sampled: NVML not available (no NVIDIA driver loaded)" in r.evidence
     untimed = records(5.0, 0.5)
     for rec in untimed.values():
-        for s in rec["perf"]["times"]["steps"]:
-            s["at"] = None  # a record of an older probe
+        for s in rec.perf.times.steps:
+            s.at = None  # a record of an older probe
     r = check_steps(untimed, "/", sampling({"GPU0": 96, "GPU1": 1}))
     assert r.status is Status.PASS and "GPU use not matched to the steps: the ranks noted no step times" in r.evidence
 

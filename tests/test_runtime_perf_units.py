@@ -12,6 +12,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from ddplint.runtime.checks.memory import peak_check
+from ddplint.runtime.datarecords import LoaderRecord
 from ddplint.runtime.perf_checks import SingleRun, check_resume, check_scaling, check_steps
 from ddplint.runtime.perfprobe import (
     StepClock,
@@ -30,6 +31,8 @@ from ddplint.runtime.perfrecords import (
     StepSample,
     StepTimes,
 )
+from ddplint.runtime.plain import from_plain
+from ddplint.runtime.records import RankRecord
 from ddplint.runtime.verdict import Status
 
 GIB = 2**30
@@ -48,10 +51,20 @@ def comm(exposed: float, n: int = 16) -> list[CommSample]:
     return [CommSample(i, exposed + 0.001, 0.001) for i in range(n)]
 
 
-def rec(rank: int, perf: PerfRecord | None = None, binding: dict | None = None, **extra) -> dict:
+def rec(rank: int, perf: PerfRecord | None = None, binding: dict | None = None, **extra) -> RankRecord:
     out = {"rank": rank, "perf": asdict(perf) if perf else None, "binding": binding or {}}
     out.update(extra)
-    return out
+    return RankRecord.from_plain(out)
+
+
+def training_loader(site: str, batch_size: int | None = None, num_workers: int = 0) -> dict:
+    """A DataLoader record as the probe stores it, with what perf.steps and perf.scaling read."""
+    return asdict(
+        LoaderRecord(
+            site, "TensorDataset", 64, False, "TensorDataset", [], "DistributedSampler", None, True, False, 2, 0,
+            False, 0, 32, batch_size, False, True, num_workers, training=True,
+        )
+    )  # fmt: skip
 
 
 # ---- mem.peak -------------------------------------------------------------------------------
@@ -105,7 +118,7 @@ def test_no_step_skips_mem_peak():
 
 
 def test_input_bound_loader_warns_with_the_dataloader_fix():
-    loader = {"site": "/job/train.py:14", "num_workers": 0}
+    loader = training_loader("/job/train.py:14", num_workers=0)
     recs = {
         i: rec(
             i,
@@ -369,8 +382,8 @@ def test_perf_record_round_trips_through_plain_data():
         times=StepTimes(steps(0.1, 0.2), comm(0.1)),
         live=LiveTraining([OptimizerInfo("Adam", True)], ["StepLR"], True),
     )
-    assert PerfRecord.from_plain(asdict(perf)) == perf
-    assert PerfRecord.from_plain(None) == PerfRecord()
+    assert from_plain(PerfRecord, asdict(perf)) == perf
+    assert RankRecord.from_plain({"rank": 0, "perf": None}).perf == PerfRecord()  # a record cut short
 
 
 def test_grad_scaler_nested_states_and_counters_are_found(tmp_path):
@@ -408,8 +421,8 @@ def test_grad_scaler_nested_states_and_counters_are_found(tmp_path):
 # ---- perf.scaling ---------------------------------------------------------------------------
 
 
-def run_of(n: int, wait: float, rest: float, exposed: float | None, batch: int = 16) -> dict[int, dict]:
-    loader = {"site": "/job/train.py:9", "batch_size": batch}
+def run_of(n: int, wait: float, rest: float, exposed: float | None, batch: int = 16) -> dict[int, RankRecord]:
+    loader = training_loader("/job/train.py:9", batch_size=batch)
     return {
         i: rec(
             i,

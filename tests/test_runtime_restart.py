@@ -15,6 +15,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+from conftest import rank_records
 
 from ddplint.runtime.restart_checks import RestartRun, check_restart, failure_of, first_versions
 from ddplint.runtime.sandbox import MAP, put_back
@@ -128,17 +129,21 @@ def _step(epoch, step, weights, loss=1.0) -> dict:
     return {"epoch": epoch, "step": step, "wait_s": 0.0, "rest_s": 0.0, "loss": loss, "weights": weights}
 
 
-REF = _record(
-    [[[0, 1], [2, 3]], [[4, 5], [6, 7]]],
-    [_step(0, 1, [1.0]), _step(0, 2, [2.0]), _step(1, 1, [3.0]), _step(1, 2, [4.0])],
-    writes=[{"path": "/w/ckpt.pt", "op": "torch.save", "site": "t.py:9", "at": [0, 2]}],
-    kept={"/w/ckpt.pt": "/run/kept/rank-0/0"},
-)
+REF = rank_records(
+    {
+        0: _record(
+            [[[0, 1], [2, 3]], [[4, 5], [6, 7]]],
+            [_step(0, 1, [1.0]), _step(0, 2, [2.0]), _step(1, 1, [3.0]), _step(1, 2, [4.0])],
+            writes=[{"path": "/w/ckpt.pt", "op": "torch.save", "site": "t.py:9", "at": [0, 2]}],
+            kept={"/w/ckpt.pt": "/run/kept/rank-0/0"},
+        )
+    }
+)[0]
 
 
 def _again(first_batch, weights, loaded=("/w/ckpt.pt",)) -> RestartRun:
     rec = _record([[first_batch]], [_step(0, 1, weights)], loaded=loaded)
-    return RestartRun(("--resume", "/w/ckpt.pt"), {0: rec}, restored=("/w/ckpt.pt",))
+    return RestartRun(("--resume", "/w/ckpt.pt"), rank_records({0: rec}), restored=("/w/ckpt.pt",))
 
 
 def test_restart_verdicts_from_records():
@@ -165,12 +170,14 @@ def test_restart_not_asked_or_not_possible_is_a_skip():
 
 
 def test_failure_and_first_versions_of_records():
-    raised = {"status": "raised", "error": {"message": "KeyError: 'epoch'", "site": {"file": "t.py", "line": 7}}}
-    assert failure_of({0: raised, 1: {"status": "stopped"}}, 2) == "rank 0 raised KeyError: 'epoch' at t.py:7"
-    assert failure_of({0: {"status": "stopped"}}, 2) == "rank(s) 1 never reported (the restart failed or hung)"
-    assert failure_of({0: {"status": "stopped"}, 1: {"status": "stopped"}}, 2) is None
+    error = {"type": "KeyError", "message": "KeyError: 'epoch'", "text": "...", "t": 1.0}
+    raised = {"status": "raised", "error": {**error, "site": {"file": "t.py", "line": 7, "function": "main"}}}
+    stopped = {"status": "stopped"}
+    assert failure_of(rank_records({0: raised, 1: stopped}), 2) == "rank 0 raised KeyError: 'epoch' at t.py:7"
+    assert failure_of(rank_records({0: stopped}), 2) == "rank(s) 1 never reported (the restart failed or hung)"
+    assert failure_of(rank_records({0: stopped, 1: stopped}), 2) is None
     both = {1: {"kept": {"/a": "k1", "/b": "k1b"}}, 0: {"kept": {"/a": "k0"}}}
-    assert first_versions(both) == {"/a": "k0", "/b": "k1b"}  # the lowest rank's copy first
+    assert first_versions(rank_records(both)) == {"/a": "k0", "/b": "k1b"}  # the lowest rank's copy first
 
 
 def test_put_back_writes_the_first_version_into_the_covering_upper_layer(tmp_path):

@@ -9,6 +9,7 @@ import stat
 import sys
 
 import pytest
+from conftest import rank_records
 
 from ddplint.runtime.sandbox import (
     LAYERS,
@@ -128,7 +129,9 @@ def test_writes_name_the_ranks_the_probe_saw_and_the_rest_unknown(layer):
         0: {"writes": [{"path": str(real / "newdir" / "new.bin"), "op": "open:wb", "site": "t.py:3"}]},
         1: {"writes": [{"path": str(real / "tmpfile"), "op": "open:w", "site": "t.py:9"}]},
     }
-    writes = {os.path.relpath(w["path"], real): w for w in writes_report(layer_changes(layers, "/nowhere"), records)}
+    writes = {
+        os.path.relpath(w["path"], real): w for w in writes_report(layer_changes(layers, "/nowhere"), rank_records(records))
+    }
     assert (writes["newdir/new.bin"]["ranks"], writes["newdir/new.bin"]["seen_by_probe"]) == ([0], True)
     assert (writes["edited.txt"]["ranks"], writes["edited.txt"]["seen_by_probe"]) == ([], False)
     assert (writes["tmpfile"]["change"], writes["tmpfile"]["ranks"]) == (None, [1])  # left nothing behind
@@ -149,8 +152,8 @@ def test_not_sandboxed_is_a_warning_that_says_what_is_not_contained():
 
 def test_leftovers_fail_only_when_every_script_had_ended_by_itself():
     left = Outcome(returncode=0, leftovers=[Leftover(7, "sleep 100")])
-    completed = {0: {"status": "completed"}, 1: {"status": "completed"}}
-    stopped = {0: {"status": "stopped"}, 1: {"status": "stopped"}}
+    completed = rank_records({0: {"status": "completed"}, 1: {"status": "completed"}})
+    stopped = rank_records({0: {"status": "stopped"}, 1: {"status": "stopped"}})
     assert check_leftovers(left, completed).status is Status.FAIL
     assert check_leftovers(left, stopped).status is Status.WARN  # the audit cut the script short
     assert check_leftovers(Outcome(returncode=0), completed).status is Status.PASS

@@ -10,6 +10,7 @@ import warnings
 from pathlib import Path
 
 import pytest
+from conftest import rank_records
 
 np = pytest.importorskip("numpy")  # the runtime extra; without it these tests skip
 torch = pytest.importorskip("torch")
@@ -163,17 +164,21 @@ def test_single_writer_names_log_races_ddp302_and_checkpoint_races_ddp301():
     from ddplint.runtime.io_checks import check_single_writer
 
     def records(*writes):
-        return {r: {"writes": [{"path": p, "op": op, "site": "/job/train.py:7"} for p, op in writes]} for r in (0, 1)}
+        return rank_records(
+            {r: {"writes": [{"path": p, "op": op, "site": "/job/train.py:7"} for p, op in writes]} for r in (0, 1)}
+        )
 
     log = check_single_writer(records(("/job/train.log", "open:a")), "/job")
     assert (log.status.value, log.rule) == ("FAIL", "DDP302")
     assert log.evidence == ["train.log: ranks 0, 1 (open at train.py:7)"]
     ckpt = check_single_writer(records(("/job/model.pt", "open:wb")), "/job")
     assert (ckpt.status.value, ckpt.rule) == ("FAIL", "DDP301")
-    dirs = {
-        0: {"writes": [{"path": "/job/out", "op": "makedirs", "site": None, "dir": True}]},
-        1: {"writes": [{"path": "/job/out", "op": "makedirs", "site": None, "dir": True}]},
-    }
+    dirs = rank_records(
+        {
+            0: {"writes": [{"path": "/job/out", "op": "makedirs", "site": None, "dir": True}]},
+            1: {"writes": [{"path": "/job/out", "op": "makedirs", "site": None, "dir": True}]},
+        }
+    )
     assert check_single_writer(dirs, "/job").status.value == "PASS"  # makedirs(exist_ok) everywhere is fine
     one = {0: records(("/job/out.txt", "open:w"))[0]}
     alone = check_single_writer(one, "/job", sandboxed=True)

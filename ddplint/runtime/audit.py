@@ -424,10 +424,10 @@ def _merge(
         ranks.append(
             {
                 "rank": rank,
-                "status": rec["status"] if rec else ("hung" if result.hang else "missing"),
+                "status": rec.status if rec else ("hung" if result.hang else "missing"),
                 "phase": phase.get("phase"),
-                "backend": (rec.get("backend") or {}).get("used") if rec else None,
-                "elapsed_s": rec.get("elapsed_s") if rec else None,
+                "backend": rec.backend.used if rec and rec.backend else None,
+                "elapsed_s": rec.elapsed_s if rec else None,
                 **_output_fields(result.outputs.get(rank)),
             }
         )

@@ -23,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -30,6 +31,9 @@ from ddplint.runtime.datarecords import LoaderRecord, distinct_keys
 from ddplint.runtime.registry import DATA_CONTENT, DATA_COVERAGE, DATA_DISJOINT, DATA_DUPLICATES, DATA_SET_EPOCH, ids
 from ddplint.runtime.sites import short
 from ddplint.runtime.verdict import CheckResult, Status, worst
+
+if TYPE_CHECKING:
+    from ddplint.runtime.records import RankRecord
 
 # Share of a rank's samples that, identical on another rank (or repeated within one rank), is
 # not explained by duplicates in the data.
@@ -147,11 +151,10 @@ class Loader:
         }
 
 
-def loaders_of(records: dict[int, dict]) -> list[Loader]:
+def loaders_of(records: dict[int, RankRecord]) -> list[Loader]:
     sites: dict[str, Loader] = {}
     for rank, rec in sorted(records.items()):
-        for site, plain in (rec.get("loaders") or {}).items():
-            lrec = LoaderRecord.from_plain(plain)
+        for site, lrec in rec.loaders.items():
             if not lrec.epochs:
                 continue
             loader = sites.setdefault(site, Loader(site, {}, False))
@@ -831,7 +834,7 @@ def _ranks(ranks: list[int]) -> str:
 DATA_CHECKS = ids("data")  # in report order
 
 
-def data_checks(records: dict[int, dict], world: int, base: str, steps: int) -> list[CheckResult]:
+def data_checks(records: dict[int, RankRecord], world: int, base: str, steps: int) -> list[CheckResult]:
     loaders = loaders_of(records)
     return [
         check_disjoint(loaders, world, base),

@@ -1,8 +1,8 @@
 """What a rank's probe records about each DataLoader, as the data checks read it.
 
 The probe fills these records and stores them with `dataclasses.asdict` (plain dicts, lists and
-numpy arrays: the only things a multi-node audit lets through its record exchange); the checks
-rebuild them with `LoaderRecord.from_plain`.
+numpy arrays: the only things a multi-node audit lets through its record exchange);
+`RankRecord.from_plain` rebuilds them.
 
 Samples are identified by their *root*: the dataset at the bottom of the chain the loader reads
 through (Subset, nested Subsets as random_split makes them, ConcatDataset). A root key is the
@@ -12,7 +12,7 @@ the same sample exactly when their roots are the same data (`RootData.same_as`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -81,15 +81,6 @@ class LoaderRecord:
     epochs: list[EpochRecord] = field(default_factory=list)
     set_epoch: list[SetEpochCall] = field(default_factory=list)
     training: bool = False
-
-    @classmethod
-    def from_plain(cls, d: dict) -> LoaderRecord:
-        known = {f.name for f in fields(cls)}
-        values = {k: v for k, v in d.items() if k in known}
-        values["roots"] = [RootData(**r) for r in d.get("roots", [])]
-        values["epochs"] = [EpochRecord(**e) for e in d.get("epochs", [])]
-        values["set_epoch"] = [SetEpochCall(**c) for c in d.get("set_epoch", [])]
-        return cls(**values)
 
 
 def distinct_keys(a: np.ndarray) -> np.ndarray:

@@ -9,33 +9,38 @@ other shared path is a log or tracker write (DDP302).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ddplint.runtime.registry import IO_SINGLE_WRITER
 from ddplint.runtime.sites import short
 from ddplint.runtime.verdict import CheckResult, Status
+
+if TYPE_CHECKING:
+    from ddplint.runtime.records import RankRecord
 
 # a checkpoint written through open() + torch.save(f) or pickle is still a checkpoint
 _CHECKPOINT_SUFFIXES = (".pt", ".pth", ".ckpt", ".bin", ".safetensors", ".pkl")
 
 
-def written_paths(records: dict[int, dict], collective: bool = False) -> dict[str, dict]:
+def written_paths(records: dict[int, RankRecord], collective: bool = False) -> dict[str, dict]:
     """path -> {"ranks": [...], "ops": [...], "sites": [...]} over every rank: the files, or with
     `collective` the directories of collective saves."""
     paths: dict[str, dict] = {}
     for rank, rec in sorted(records.items()):
-        for w in rec.get("writes") or []:
-            if w.get("dir") or w.get("library") or bool(w.get("collective")) is not collective:
+        for w in rec.writes:
+            if w.dir or w.library or w.collective is not collective:
                 continue
-            entry = paths.setdefault(w["path"], {"ranks": [], "ops": [], "sites": []})
+            entry = paths.setdefault(w.path, {"ranks": [], "ops": [], "sites": []})
             if rank not in entry["ranks"]:
                 entry["ranks"].append(rank)
-            if w["op"] not in entry["ops"]:
-                entry["ops"].append(w["op"])
-            if w.get("site") and w["site"] not in entry["sites"]:
-                entry["sites"].append(w["site"])
+            if w.op not in entry["ops"]:
+                entry["ops"].append(w.op)
+            if w.site and w.site not in entry["sites"]:
+                entry["sites"].append(w.site)
     return paths
 
 
-def check_single_writer(records: dict[int, dict], base: str, sandboxed: bool = False) -> CheckResult:
+def check_single_writer(records: dict[int, RankRecord], base: str, sandboxed: bool = False) -> CheckResult:
     paths = written_paths(records)
     collective = written_paths(records, collective=True)
     data = {"paths": [{"path": p, **e} for p, e in sorted(paths.items())]}

@@ -34,12 +34,16 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ddplint.runtime import sandbox as sbx
 from ddplint.runtime.exits import Exit, killed_on_their_own
 from ddplint.runtime.nodes import Nodes, RecordExchange
 from ddplint.runtime.rankoutput import OutputReader, RankOutput
 from ddplint.runtime.rundir import LAUNCHER_PID_ENV, RunDir
+
+if TYPE_CHECKING:
+    from ddplint.runtime.records import RankRecord
 
 POLL_S = 0.1
 STACK_WAIT_S = 30.0  # the ranks' stack dumps: usually within a second, but a loaded machine is slow
@@ -67,7 +71,7 @@ class Hang:
 @dataclass
 class LaunchResult:
     returncode: int | None
-    records: dict[int, dict]
+    records: dict[int, RankRecord]
     phases: dict[int, dict]
     hang: Hang | None
     elapsed_s: float
@@ -222,13 +226,15 @@ class Launch:
             with signals_deferred():
                 self._kill_all()
                 self.output.poll(final=True)
+        from ddplint.runtime.records import RankRecord  # (numpy: only once the audit is under way)
+
         outputs = self.output.collect()
         records = self.rundir.read_records()
         if self.exchange is not None and not (hang and hang.reason == "rendezvous"):
             records = self.exchange.merge(records)  # (no node got past rendezvous: nothing to merge)
         return LaunchResult(
             returncode=None if hang else self.proc.returncode,
-            records=records,
+            records={rank: RankRecord.from_plain(plain) for rank, plain in records.items()},
             phases=self.rundir.read_phases(),
             hang=hang,
             elapsed_s=time.monotonic() - start,

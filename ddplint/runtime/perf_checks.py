@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
 
 from ddplint.runtime.checks.common import Findings, size_text
-from ddplint.runtime.checks.records import part
+from ddplint.runtime.datarecords import LoaderRecord
 from ddplint.runtime.gpuuse import GpuSampling, GpuUse, use_between
 from ddplint.runtime.perfrecords import (
     CheckpointContent,
@@ -25,6 +26,9 @@ from ddplint.runtime.perfrecords import (
 from ddplint.runtime.registry import BIND_DISTINCT, CKPT_RESUME, COMM_BANDWIDTH, PERF_SCALING, PERF_STEPS, ids
 from ddplint.runtime.sites import short
 from ddplint.runtime.verdict import CheckResult, Status
+
+if TYPE_CHECKING:
+    from ddplint.runtime.records import RankRecord
 
 PERF_CHECKS = ids("perf")  # in report order, after io.single_writer
 INPUT_BOUND_SHARE = 0.30  # waiting for data in 30% of the step or more
@@ -91,22 +95,13 @@ def rank_steps(rank: int, perf: PerfRecord) -> RankSteps | None:
     )
 
 
-def _training_loader(records: dict[int, dict]) -> dict | None:
-    for _, rec in sorted(records.items()):
-        site = rec.get("training_site")
-        loader = (rec.get("loaders") or {}).get(site) if site else None
-        if loader:
-            return loader
-    return None
+def _training_loader(records: dict[int, RankRecord]) -> LoaderRecord | None:
+    return next((loader for _, rec in sorted(records.items()) if (loader := rec.training_loader)), None)
 
 
-def check_steps(records: dict[int, dict], base: str, gpus: GpuSampling | None = None) -> CheckResult:
+def check_steps(records: dict[int, RankRecord], base: str, gpus: GpuSampling | None = None) -> CheckResult:
     """`gpus`: the job's GPUs sampled from NVML during the run (None on the CPU)."""
-    ranks = [
-        r
-        for r in (rank_steps(rank, PerfRecord.from_plain(rec.get("perf"))) for rank, rec in sorted(records.items()))
-        if r is not None
-    ]
+    ranks = [r for r in (rank_steps(rank, rec.perf) for rank, rec in sorted(records.items())) if r is not None]
     if not ranks:
         return CheckResult(PERF_STEPS, Status.SKIP, "no training step ran: nothing to time")
     loader = _training_loader(records)
@@ -128,8 +123,8 @@ def check_steps(records: dict[int, dict], base: str, gpus: GpuSampling | None = 
     input_bound = [r for r in ranks if r.wait_share >= INPUT_BOUND_SHARE and r.wait_s >= MIN_WAIT_S]
     if input_bound:
         worst = max(input_bound, key=lambda r: r.wait_share)
-        workers = int((loader or {}).get("num_workers") or 0)
-        where = f" at {short(loader['site'], base)}" if loader else ""
+        workers = loader.num_workers if loader else 0
+        where = f" at {short(loader.site, base)}" if loader else ""
         findings.add(
             Status.WARN,
             f"input-bound: rank {worst.rank} waits for data {worst.wait_share:.0%} of each step "
@@ -174,18 +169,19 @@ COMM_FIX = (
 )
 
 
-def _communication_bound(records: dict[int, dict], ranks: list[RankSteps], findings: Findings, evidence: list[str]) -> None:
+def _communication_bound(records: dict[int, RankRecord], ranks: list[RankSteps], findings: Findings, evidence: list[str]) -> None:
     """The ranks wait for the gradient all_reduce most of each step (no straggler to blame):
     beside it, what the all_reduce test measured and what the links allow."""
     comm = statistics.median(r.comm_s or 0.0 for r in ranks)
     step = statistics.median(r.step_s for r in ranks)
     if comm < MIN_COMM_S or comm < COMM_BOUND_SHARE * step:
         return
-    sweep = next((part(rec, "comm") for _, rec in sorted(records.items()) if part(rec, "comm").get("sweep")), {})
-    on_cpu = str(sweep.get("device", "cpu")).startswith("cpu")
-    if sweep:
-        best = max(sweep["sweep"], key=lambda row: row["busbw_gbps"])["busbw_gbps"]
-        limits = [part(rec, "info").get("nvml", {}).get("expected_busbw_gbps") for _, rec in sorted(records.items())]
+    comms = [rec.comm for _, rec in sorted(records.items())]
+    sweep = next((c for c in comms if c.sweep), None)
+    on_cpu = sweep is None or (sweep.device or "cpu").startswith("cpu")
+    if sweep is not None and sweep.sweep:
+        best = max(row["busbw_gbps"] for row in sweep.sweep)
+        limits = [rec.info.nvml.expected_busbw_gbps if rec.info.nvml else None for _, rec in sorted(records.items())]
         allowed = next((limit for limit in limits if limit), None)
         links = f"; the links allow about {allowed:.0f} GB/s" if allowed else ""
         evidence.append(f"the all_reduce test reached a peak bus bandwidth of {best:.2f} GB/s ({COMM_BANDWIDTH}){links}")
@@ -207,7 +203,7 @@ IDLE_GPU_FIX = (
 )
 
 
-def _gpu_use(records: dict[int, dict], gpus: GpuSampling, findings: Findings, evidence: list[str], data: dict) -> None:
+def _gpu_use(records: dict[int, RankRecord], gpus: GpuSampling, findings: Findings, evidence: list[str], data: dict) -> None:
     """NVML's utilisation of each GPU the node's ranks can see, during their steps: fewer GPUs
     at work than ranks (and GPUs to give them) is what several ranks on one GPU, or a model left
     on one device, look like. Which GPUs the ranks picked (`cuda:{2 * local_rank}`) is theirs."""
@@ -252,12 +248,12 @@ def _gpus(uses: list[GpuUse]) -> str:
     return ", ".join(f"{u.gpu} ({u.busy_mean_pct:.0f}%)" for u in uses)
 
 
-def _steps_window(records: dict[int, dict]) -> tuple[float, float] | None:
+def _steps_window(records: dict[int, RankRecord]) -> tuple[float, float] | None:
     """From the first judged step's start to the last one's end, over the ranks of one node
     (monotonic time is the node's own)."""
     spans = []
     for _, rec in sorted(records.items()):
-        samples = PerfRecord.from_plain(rec.get("perf")).times.steps
+        samples = rec.perf.times.steps
         steady = [s for s in samples if s.step > 1] or samples
         spans += [(s.at, s.ended_at) for s in steady if s.at is not None and s.ended_at is not None]
     if not spans:
@@ -274,22 +270,23 @@ SCALING_WARN = 0.80  # N processes giving less than 80% of N times one process's
 class SingleRun:
     """The same steps run again with 1 process (--scaling)."""
 
-    records: dict[int, dict]
+    records: dict[int, RankRecord]
     failed: str | None = None  # why it gave no steps to compare
     skipped: str | None = None  # why it was not run
 
 
-def _throughput(records: dict[int, dict]) -> tuple[list[RankSteps], int | None, float] | None:
+def _throughput(records: dict[int, RankRecord]) -> tuple[list[RankSteps], int | None, float] | None:
     """(the ranks' steady steps, the training loader's batch size, samples (or steps) per second
     of the whole run)."""
-    ranks = [r for rank, rec in sorted(records.items()) if (r := rank_steps(rank, PerfRecord.from_plain(rec.get("perf"))))]
+    ranks = [r for rank, rec in sorted(records.items()) if (r := rank_steps(rank, rec.perf))]
     if not ranks:
         return None
-    batch = (_training_loader(records) or {}).get("batch_size")
+    loader = _training_loader(records)
+    batch = loader.batch_size if loader else None
     return ranks, batch, sum((batch or 1) / r.step_s for r in ranks if r.step_s > 0)
 
 
-def check_scaling(records: dict[int, dict], single: SingleRun | None, nproc: int, on_cpu: bool) -> CheckResult:
+def check_scaling(records: dict[int, RankRecord], single: SingleRun | None, nproc: int, on_cpu: bool) -> CheckResult:
     """Throughput with `nproc` processes against one, the efficiency, and where the step grew."""
     if single is None:
         return CheckResult(PERF_SCALING, Status.SKIP, "not asked for (--scaling runs the same steps with 1 process too)")
@@ -425,10 +422,10 @@ def _holds(c: CheckpointContent) -> str:
     return ", ".join(parts) or "nothing recognised" + (f" (keys: {', '.join(c.keys[:6])})" if c.keys else "")
 
 
-def check_resume(records: dict[int, dict], base: str) -> CheckResult:
+def check_resume(records: dict[int, RankRecord], base: str) -> CheckResult:
     saved = []
     for rank, rec in sorted(records.items()):
-        perf = PerfRecord.from_plain(rec.get("perf"))
+        perf = rec.perf
         saved += [(rank, c, perf.live) for c in perf.checkpoints]
     if not saved:
         return CheckResult(CKPT_RESUME, Status.SKIP, "the script saved no checkpoint during the audit")

@@ -1,13 +1,13 @@
 """What a rank's probe records about memory, step times and checkpoints, as the checks read it.
 
 Like the loader records, the probe stores these with `dataclasses.asdict` under the record's
-"perf" key (plain data: a multi-node audit ships records between nodes) and the checks rebuild
-them with `PerfRecord.from_plain`.
+"perf" key (plain data: a multi-node audit ships records between nodes); `RankRecord.from_plain`
+rebuilds them.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 
 
 @dataclass
@@ -115,34 +115,3 @@ class PerfRecord:
     @property
     def steps_ran(self) -> int:
         return len(self.times.steps)
-
-    @classmethod
-    def from_plain(cls, d: dict | None) -> PerfRecord:
-        if not isinstance(d, dict):
-            return cls()
-        mem = d.get("mem")
-        times = d.get("times") or {}
-        live = d.get("live") or {}
-        return cls(
-            mem=None
-            if mem is None
-            else MemPeak(**{**_known(MemPeak, mem), "devices": [DevicePeak(**x) for x in mem.get("devices", [])]}),
-            times=StepTimes(
-                steps=[StepSample(**s) for s in times.get("steps", [])],
-                comm=[CommSample(**c) for c in times.get("comm", [])],
-                ddp_models=times.get("ddp_models", 0),
-                probe_s=times.get("probe_s", 0.0),
-            ),
-            checkpoints=[CheckpointContent(**_known(CheckpointContent, c)) for c in d.get("checkpoints", [])],
-            live=LiveTraining(
-                optimizers=[OptimizerInfo(**o) for o in live.get("optimizers", [])],
-                schedulers=list(live.get("schedulers", [])),
-                scaler=bool(live.get("scaler")),
-            ),
-            loaded=list(d.get("loaded", [])),
-        )
-
-
-def _known(cls, d: dict) -> dict:
-    names = {f.name for f in fields(cls)}
-    return {k: v for k, v in d.items() if k in names}

@@ -17,12 +17,16 @@ from __future__ import annotations
 import math
 import shlex
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ddplint.runtime.datarecords import LoaderRecord
 from ddplint.runtime.perfrecords import PerfRecord, StepSample
 from ddplint.runtime.registry import CKPT_RESTART
 from ddplint.runtime.sites import short
 from ddplint.runtime.verdict import CheckResult, Status
+
+if TYPE_CHECKING:
+    from ddplint.runtime.records import RankRecord
 
 WEIGHT_RTOL = 1e-5  # parameter sums equal up to float reordering (GPU reductions)
 NOT_ASKED = "not asked for: --resume-args '...' restarts the script from its first checkpoint and compares"
@@ -33,7 +37,7 @@ class RestartRun:
     """The script started again with --resume-args, from its first checkpoint."""
 
     args: tuple[str, ...]
-    records: dict[int, dict] = field(default_factory=dict)
+    records: dict[int, RankRecord] = field(default_factory=dict)
     restored: tuple[str, ...] = ()  # checkpoint paths put back to their first version
     failed: str | None = None  # why the restart gave nothing to compare
     skipped: str | None = None  # why it was not run
@@ -42,43 +46,36 @@ class RestartRun:
 Position = tuple[int, int]  # (epoch of the training loader, 1-based batch in it)
 
 
-def first_versions(records: dict[int, dict]) -> dict[str, str]:
+def first_versions(records: dict[int, RankRecord]) -> dict[str, str]:
     """Every checkpoint path the run saved, with the copy of its first version (lowest rank's)."""
     kept: dict[str, str] = {}
     for rank in sorted(records):
-        for path, copy in (records[rank].get("kept") or {}).items():
+        for path, copy in records[rank].kept.items():
             kept.setdefault(path, copy)
     return kept
 
 
-def failure_of(records: dict[int, dict], nproc: int) -> str | None:
+def failure_of(records: dict[int, RankRecord], nproc: int) -> str | None:
     """Why a restart gave nothing to compare: a rank raised, or ranks never reported."""
     for rank in sorted(records):
-        error = records[rank].get("error") if records[rank].get("status") == "raised" else None
+        error = records[rank].error if records[rank].status == "raised" else None
         if error:
-            site = error.get("site") or {}
-            where = f" at {site.get('file')}:{site.get('line')}" if site else ""
-            return f"rank {rank} raised {error.get('message')}{where}"
+            where = f" at {error.site.file}:{error.site.line}" if error.site else ""
+            return f"rank {rank} raised {error.message}{where}"
     if len(records) < nproc:
         missing = sorted(set(range(nproc)) - set(records))
         return f"rank(s) {', '.join(map(str, missing))} never reported (the restart failed or hung)"
     return None
 
 
-def _written_at(records: dict[int, dict], path: str) -> Position | None:
+def _written_at(records: dict[int, RankRecord], path: str) -> Position | None:
     """Where the training loader was when `path` was first saved (lowest rank that saved it)."""
     for rank in sorted(records):
-        for w in records[rank].get("writes", []):
-            if w.get("path") == path and w.get("op") == "torch.save" and w.get("at"):
-                epoch, batches = w["at"]
+        for w in records[rank].writes:
+            if w.path == path and w.op == "torch.save" and w.at:
+                epoch, batches = w.at
                 return int(epoch), int(batches)
     return None
-
-
-def _training(record: dict) -> LoaderRecord | None:
-    site = record.get("training_site")
-    loader = (record.get("loaders") or {}).get(site) if site else None
-    return LoaderRecord.from_plain(loader) if loader else None
 
 
 def _batch(loader: LoaderRecord, at: Position) -> list | None:
@@ -125,7 +122,7 @@ def _name(at: Position) -> str:
     return f"epoch {at[0]} batch {at[1]}"
 
 
-def check_restart(records: dict[int, dict], restart: RestartRun | None, base: str) -> CheckResult:
+def check_restart(records: dict[int, RankRecord], restart: RestartRun | None, base: str) -> CheckResult:
     if restart is None:
         return CheckResult(CKPT_RESTART, Status.SKIP, NOT_ASKED)
     args = shlex.join(restart.args)
@@ -142,7 +139,7 @@ def check_restart(records: dict[int, dict], restart: RestartRun | None, base: st
             "DDP wrapper in the weights, a key the checkpoint lacks)",
             data=data,
         )
-    loaded = {p for rec in restart.records.values() for p in PerfRecord.from_plain(rec.get("perf")).loaded}
+    loaded = {p for rec in restart.records.values() for p in rec.perf.loaded}
     used = sorted(loaded & set(restart.restored))
     data["loaded"] = sorted(loaded)
     if not used:
@@ -161,7 +158,7 @@ def check_restart(records: dict[int, dict], restart: RestartRun | None, base: st
     saved_at = _written_at(records, checkpoint)
     for rank in sorted(restart.records):
         first, again = records.get(rank), restart.records[rank]
-        ref, new = (_training(first) if first else None), _training(again)
+        ref, new = (first.training_loader if first else None), again.training_loader
         if first is None or ref is None or new is None or saved_at is None or not new.epochs or not new.epochs[0].drawn:
             continue
         expected = _next(ref, saved_at)
@@ -182,10 +179,7 @@ def check_restart(records: dict[int, dict], restart: RestartRun | None, base: st
                 )
             )
             continue
-        ref_step, new_step = (
-            _step(PerfRecord.from_plain(first.get("perf")), expected),
-            _step(PerfRecord.from_plain(again.get("perf")), (0, 1)),
-        )
+        ref_step, new_step = _step(first.perf, expected), _step(again.perf, (0, 1))
         if ref_step is None or new_step is None:
             continue
         same = _same_weights(ref_step.weights, new_step.weights)

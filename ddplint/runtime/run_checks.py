@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import linecache
 import re
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
 
 from ddplint.runtime.checks.causes import cause_of
 from ddplint.runtime.checks.comm import NCCL_HINT, last_nccl_line
@@ -21,6 +22,9 @@ from ddplint.runtime.launcher import LaunchResult, describe_phase
 from ddplint.runtime.registry import RUN_FAILURE, RUN_HANG, RUN_REACHED
 from ddplint.runtime.sites import is_own_file, is_user_file, short
 from ddplint.runtime.verdict import CheckResult, Status
+
+if TYPE_CHECKING:
+    from ddplint.runtime.records import RankError, RankRecord
 
 _FRAME = re.compile(r'^\s*File "(?P<file>.+)", line (?P<line>\d+) in (?P<func>\S+)')
 _THREAD = re.compile(r"^(Current thread|Thread) ")
@@ -113,33 +117,33 @@ def check_reached(loaders: list[Loader], failure: CheckResult, hang: CheckResult
 
 def check_failure(result: LaunchResult, world: int, base: str) -> CheckResult:
     records = result.records
-    raised = sorted((r for r in records.values() if r.get("status") == "raised"), key=lambda r: r["error"]["t"])
+    raised = sorted((r for r in records.values() if r.status == "raised" and r.error), key=_raised_at)
     missing = [r for r in range(world) if r not in records]
     killed = [e for e in result.killed if e.rank not in records]
     if killed:
         return _killed(killed, raised, result)
     if raised:
         first = raised[0]
-        err = first["error"]
-        site = err.get("site")
-        where = f" at {short(site['file'], base)}:{site['line']} in {site['function']}" if site else ""
-        evidence = [f"    {site['code']}"] if site and site.get("code") else []
-        evidence += [f"    {line}" for line in err.get("stderr_tail", [])]
+        err = _error(first)
+        site = err.site
+        where = f" at {short(site.file, base)}:{site.line} in {site.function}" if site else ""
+        evidence = [f"    {site.code}"] if site and site.code else []
+        evidence += [f"    {line}" for line in err.stderr_tail]
         for other in raised[1:]:
-            evidence.append(f"rank {other['rank']} then failed: {other['error']['message']}")
-        stopped = sorted([r["rank"] for r in records.values() if r.get("status") == "terminated"] + missing)
+            evidence.append(f"rank {other.rank} then failed: {_error(other).message}")
+        stopped = sorted([r.rank for r in records.values() if r.status == "terminated"] + missing)
         if stopped:
             evidence.append(f"rank(s) {', '.join(map(str, stopped))} stopped by torchrun after the failure")
-        cause = cause_of(err["message"], err.get("text"), "\n".join(err.get("stderr_tail", [])))
+        cause = cause_of(err.message, err.text, "\n".join(err.stderr_tail))
         if cause is not None:
             evidence.insert(0, f"cause: {cause.what}")
         return CheckResult(
             RUN_FAILURE,
             Status.FAIL,
-            f"rank {first['rank']} raised {err['message']}{where}",
+            f"rank {first.rank} raised {err.message}{where}",
             evidence,
             fix=cause.fix if cause else None,
-            data={"ranks": [{"rank": r["rank"], **{k: v for k, v in r["error"].items() if k != "t"}} for r in raised]},
+            data={"ranks": [_raised_json(r) for r in raised]},
         )
     if result.hang is not None:
         return CheckResult(RUN_FAILURE, Status.SKIP, f"no rank raised before the audit timed out (see {RUN_HANG})")
@@ -157,7 +161,7 @@ def check_failure(result: LaunchResult, world: int, base: str) -> CheckResult:
             tail,
             data={"missing_ranks": missing, "returncode": result.returncode},
         )
-    terminated = sorted(r["rank"] for r in records.values() if r.get("status") == "terminated")
+    terminated = sorted(r.rank for r in records.values() if r.status == "terminated")
     if terminated:
         return CheckResult(
             RUN_FAILURE,
@@ -171,7 +175,7 @@ def check_failure(result: LaunchResult, world: int, base: str) -> CheckResult:
         evidence.append(
             f"torchrun exit status {result.returncode} after every rank finished its script (process teardown, not the script)"
         )
-    ends = sorted({r["status"] for r in records.values()})
+    ends = sorted({str(r.status) for r in records.values()})
     how = (
         "were stopped by the audit"
         if ends == ["stopped"]
@@ -184,11 +188,26 @@ def check_failure(result: LaunchResult, world: int, base: str) -> CheckResult:
     )
 
 
-def _killed(killed: list[Exit], raised: list[dict], result: LaunchResult) -> CheckResult:
+def _error(rec: RankRecord) -> RankError:
+    assert rec.error is not None  # only ranks that raised are asked
+    return rec.error
+
+
+def _raised_at(rec: RankRecord) -> float:
+    return _error(rec).t
+
+
+def _raised_json(rec: RankRecord) -> dict:
+    """The report's entry of a rank that raised: its error without the time it was caught."""
+    error = {k: v for k, v in asdict(_error(rec)).items() if k != "t" and not (k == "stderr_tail" and not v)}
+    return {"rank": rec.rank, **error}
+
+
+def _killed(killed: list[Exit], raised: list[RankRecord], result: LaunchResult) -> CheckResult:
     """A rank died of a signal: the root cause, whatever its peers raised afterwards."""
     first = killed[0]
     evidence = [f"{e.what()} (exit status {e.code})" for e in killed[1:]]
-    evidence += [f"rank {r['rank']} then failed: {r['error']['message']}" for r in raised]
+    evidence += [f"rank {r.rank} then failed: {_error(r).message}" for r in raised]
     return CheckResult(
         RUN_FAILURE,
         Status.FAIL,
@@ -198,7 +217,7 @@ def _killed(killed: list[Exit], raised: list[dict], result: LaunchResult) -> Che
         data={
             "killed": [{"rank": e.rank, "signal": e.signal.name if e.signal else None, "exit_status": e.code} for e in killed],
             "missing_ranks": [e.rank for e in killed],
-            "ranks": [{"rank": r["rank"], **{k: v for k, v in r["error"].items() if k != "t"}} for r in raised],
+            "ranks": [_raised_json(r) for r in raised],
             "returncode": result.returncode,
         },
     )

@@ -9,11 +9,15 @@ see was written by C code, a subprocess or a child process: its rank is unknown.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ddplint.runtime.registry import IO_SANDBOX, RUN_LEFTOVER
 from ddplint.runtime.sandbox import Change, Outcome
 from ddplint.runtime.sites import short
 from ddplint.runtime.verdict import CheckResult, Status
+
+if TYPE_CHECKING:
+    from ddplint.runtime.records import RankRecord
 
 UNSEEN = "written outside Python's file calls, rank unknown"
 SHOWN = 40  # evidence lines of changes; the JSON report has them all
@@ -44,22 +48,22 @@ class Containment:
         return not self.disabled and self.unavailable is None
 
 
-def probe_writes(records: dict[int, dict], libraries: bool) -> dict[str, dict]:
+def probe_writes(records: dict[int, RankRecord], libraries: bool) -> dict[str, dict]:
     """path -> {"ranks", "ops", "sites"} of every write the probes recorded, directories too;
     with `libraries`, also a library's own writes to the temp directory or ~/.cache."""
     seen: dict[str, dict] = {}
     for rank, rec in sorted(records.items()):
-        for w in rec.get("writes") or []:
-            if w.get("library") and not libraries:
+        for w in rec.writes:
+            if w.library and not libraries:
                 continue
-            entry = seen.setdefault(w["path"], {"ranks": [], "ops": [], "sites": []})
-            for key, value in (("ranks", rank), ("ops", w["op"]), ("sites", w.get("site"))):
+            entry = seen.setdefault(w.path, {"ranks": [], "ops": [], "sites": []})
+            for key, value in (("ranks", rank), ("ops", w.op), ("sites", w.site)):
                 if value is not None and value not in entry[key]:
                     entry[key].append(value)
     return seen
 
 
-def writes_report(changes: list[Change] | None, records: dict[int, dict]) -> list[dict]:
+def writes_report(changes: list[Change] | None, records: dict[int, RankRecord]) -> list[dict]:
     """The report's `writes`: every change of the layers with its ranks where the probe saw it,
     then what the probe saw that left no trace (a temporary file removed again). Without the
     sandbox (changes is None): what the probe saw. A library's temp-directory writes only name
@@ -160,7 +164,7 @@ def check_sandbox(containment: Containment, writes: list[dict], base: str) -> Ch
     )
 
 
-def check_leftovers(outcome: Outcome | None, records: dict[int, dict]) -> CheckResult:
+def check_leftovers(outcome: Outcome | None, records: dict[int, RankRecord]) -> CheckResult:
     if outcome is None:
         return CheckResult(RUN_LEFTOVER, Status.SKIP, f"needs the sandbox's process namespace (see {IO_SANDBOX})")
     if outcome.stopped_by is not None or outcome.returncode is None:
@@ -177,7 +181,7 @@ def check_leftovers(outcome: Outcome | None, records: dict[int, dict]) -> CheckR
     evidence = [f"pid {p.pid}: {p.command[:160]}" for p in outcome.leftovers]
     n = len(outcome.leftovers)
     fix = "join or terminate the processes the script starts (daemons, new sessions, spawned workers) before it exits"
-    if records and all(r.get("status") == "completed" for r in records.values()):
+    if records and all(r.status == "completed" for r in records.values()):
         return CheckResult(
             RUN_LEFTOVER,
             Status.FAIL,

@@ -16,18 +16,14 @@ from __future__ import annotations
 import os
 import re
 from collections import Counter
+from typing import TYPE_CHECKING
 
-from ddplint.runtime.checks.records import (
-    env,
-    group_by,
-    host,
-    node,
-    part,
-    rank_of,
-    ranks_text,
-)
+from ddplint.runtime.checks.common import group_by, ranks_text
 from ddplint.runtime.registry import BIND_DISTINCT
 from ddplint.runtime.verdict import CheckResult, Status
+
+if TYPE_CHECKING:
+    from ddplint.runtime.records import RankRecord
 
 DUPLICATE_GPU = re.compile(
     r"Duplicate GPU detected ?: rank (\d+) and rank (\d+) both on CUDA "
@@ -148,31 +144,31 @@ def _asked_binding(asked) -> dict:
     return out
 
 
-def rank_table(records: list[dict]) -> list[str]:
+def rank_table(records: list[RankRecord]) -> list[str]:
     lines = [f"{'rank':>4}  {'host':<20} {'node':>4} {'local':>5}  device"]
-    for rec in sorted(records, key=rank_of):
-        b = part(rec, "binding")
-        gpu = b.get("gpu")
+    for rec in sorted(records, key=lambda r: r.rank):
+        b = rec.binding
+        gpu = b.gpu
         if gpu:
-            where = f"cuda:{gpu['index']} {gpu['name']} {gpu['uuid']}" + (
-                f" (current device cuda:{b['current_device']})" if b.get("current_device", gpu["index"]) != gpu["index"] else ""
+            current = b.current_device if b.current_device is not None else gpu.index
+            where = f"cuda:{gpu.index} {gpu.name} {gpu.uuid}" + (
+                f" (current device cuda:{current})" if current != gpu.index else ""
             )
-        elif b.get("error"):
-            where = f"? ({b['error']})"
-        elif b.get("device_type") == "cuda":
-            where = f"? (no tensor on a GPU yet; current device cuda:{b.get('current_device')})"
-        elif not b:
+        elif b.error:
+            where = f"? ({b.error})"
+        elif b.device_type == "cuda":
+            where = f"? (no tensor on a GPU yet; current device cuda:{b.current_device})"
+        elif not b.reached:
             where = "? (no batch reached)"
         else:
             where = "cpu"
         lines.append(
-            f"{rank_of(rec):>4}  {host(rec):<20} {env(rec).get('GROUP_RANK', '?'):>4} "
-            f"{env(rec).get('LOCAL_RANK', '?'):>5}  {where}"
+            f"{rec.rank:>4}  {rec.host:<20} {rec.env.get('GROUP_RANK', '?'):>4} {rec.env.get('LOCAL_RANK', '?'):>5}  {where}"
         )
     return lines
 
 
-def duplicate_gpu(records: list[dict]) -> tuple[list[int], str | None, str] | None:
+def duplicate_gpu(records: list[RankRecord]) -> tuple[list[int], str | None, str] | None:
     """(ranks, PCI bus id or None, NCCL's line) when NCCL refused two ranks on one GPU.
 
     NCCL before 2.30 names both ranks and the bus ("Duplicate GPU detected : rank 1 and rank 0
@@ -181,8 +177,9 @@ def duplicate_gpu(records: list[dict]) -> tuple[list[int], str | None, str] | No
     """
     shared: list[int] = []
     line = None
-    for rec in sorted(records, key=rank_of):
-        texts = [(rec.get("error") or {}).get("text") or "", (part(rec, "comm").get("allreduce") or {}).get("error") or ""]
+    for rec in sorted(records, key=lambda r: r.rank):
+        allreduce = rec.comm.allreduce
+        texts = [rec.error.text if rec.error else "", (allreduce.error if allreduce else None) or ""]
         for text in texts:
             m = DUPLICATE_GPU.search(text)
             if m:
@@ -190,24 +187,26 @@ def duplicate_gpu(records: list[dict]) -> tuple[list[int], str | None, str] | No
                 bus = f"{digits[:-5]}:{digits[-5:-3]}:{digits[-3:-1]}.{digits[-1]}"
                 return sorted({int(m[1]), int(m[2])}), bus, m[0]
             m = MULTIPLE_RANKS.search(text)
-            if m and rank_of(rec) not in shared:
-                shared.append(rank_of(rec))
+            if m and rec.rank not in shared:
+                shared.append(rec.rank)
                 line = m[0]
     return (shared, None, line) if shared and line else None
 
 
-def _identity(rec: dict) -> str | tuple[str, str] | None:
+def _identity(rec: RankRecord) -> str | tuple[str, str] | None:
     """What tells a rank's GPU from another: its UUID, else (node, PCI bus id) for builds that
     report no UUID (older ROCm), else nothing: ranks are then never said to share a GPU."""
-    gpu = part(rec, "binding")["gpu"]
-    if gpu.get("uuid"):
-        return gpu["uuid"]
-    if gpu.get("pci_bus_id"):
-        return node(rec), gpu["pci_bus_id"]
+    gpu = rec.binding.gpu
+    if gpu is None:
+        return None
+    if gpu.uuid:
+        return gpu.uuid
+    if gpu.pci_bus_id:
+        return rec.where, gpu.pci_bus_id
     return None
 
 
-def distinct_check(records: list[dict]) -> CheckResult:
+def distinct_check(records: list[RankRecord]) -> CheckResult:
     if not records:
         return CheckResult(BIND_DISTINCT, Status.SKIP, "no rank reported")
     table = rank_table(records)
@@ -225,16 +224,16 @@ def distinct_check(records: list[dict]) -> CheckResult:
             rule="DDP101",
             data={"ranks": ranks, "pci_bus_id": bus},
         )
-    reached = [r for r in records if part(r, "binding") and not part(r, "binding").get("error")]
+    reached = [r for r in records if r.binding.reached]
     if not reached:
         return CheckResult(BIND_DISTINCT, Status.SKIP, "no rank reached its first training batch", table)
-    on_gpu = [r for r in reached if part(r, "binding").get("gpu")]
+    on_gpu = [r for r in reached if r.binding.gpu]
     if not on_gpu:
-        available = any(part(r, "binding").get("cuda_available") for r in reached)
+        available = any(r.binding.cuda_available for r in reached)
         why = "the script had not touched CUDA by its first batch" if available else "no GPU: the ranks run on CPU"
         return CheckResult(BIND_DISTINCT, Status.SKIP, why, table)
     shared = {key: ranks for key, ranks in group_by(on_gpu, _identity).items() if key is not None and len(ranks) > 1}
-    data = {"ranks": {rank_of(r): part(r, "binding").get("gpu", {}).get("uuid") for r in reached}}
+    data = {"ranks": {r.rank: r.binding.gpu.uuid if r.binding.gpu else None for r in reached}}
     if not shared and any(_identity(r) is None for r in on_gpu):
         return CheckResult(
             BIND_DISTINCT,
@@ -244,7 +243,7 @@ def distinct_check(records: list[dict]) -> CheckResult:
             data=data,
         )
     if not shared:
-        cpu = [rank_of(r) for r in reached if not part(r, "binding").get("gpu")]
+        cpu = [r.rank for r in reached if not r.binding.gpu]
         if cpu:
             return CheckResult(
                 BIND_DISTINCT,
@@ -254,7 +253,7 @@ def distinct_check(records: list[dict]) -> CheckResult:
                 "move the model to torch.device('cuda', local_rank) on every rank",
                 data=data,
             )
-        mapped = any(part(r, "binding").get("mapped_to_cpu") for r in on_gpu)
+        mapped = any(r.binding.mapped_to_cpu for r in on_gpu)
         return CheckResult(
             BIND_DISTINCT,
             Status.PASS,
@@ -264,13 +263,13 @@ def distinct_check(records: list[dict]) -> CheckResult:
             table,
             data=data,
         )
-    by_rank = {rank_of(r): r for r in on_gpu}
+    by_rank = {r.rank: r for r in on_gpu}
     parts = []
     for ranks in shared.values():
-        gpu = part(by_rank[ranks[0]], "binding")["gpu"]
-        hosts = {node(by_rank[r]) for r in ranks}
+        gpu = by_rank[ranks[0]].binding.gpu
+        assert gpu is not None  # every rank of on_gpu has one
+        hosts = {by_rank[r].where for r in ranks}
         parts.append(
-            f"{ranks_text(ranks)} share GPU cuda:{gpu['index']} "
-            f"{gpu['uuid'] or 'PCI ' + gpu['pci_bus_id']} on {', '.join(sorted(hosts))}"
+            f"{ranks_text(ranks)} share GPU cuda:{gpu.index} {gpu.uuid or f'PCI {gpu.pci_bus_id}'} on {', '.join(sorted(hosts))}"
         )
     return CheckResult(BIND_DISTINCT, Status.FAIL, "; ".join(parts), table, BIND_FIX, rule="DDP101", data=data)

@@ -8,12 +8,15 @@ same point, with the same sequence of collectives, so it cannot leave a peer wai
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
 from ddplint.runtime.checks.causes import cause_of
-from ddplint.runtime.checks.common import Findings, size_text
-from ddplint.runtime.checks.records import env, node, part, rank_of, ranks_text
+from ddplint.runtime.checks.common import Findings, ranks_text, size_text
 from ddplint.runtime.registry import COMM_ALLREDUCE, COMM_BANDWIDTH, RUN_FAILURE, RUN_HANG
 from ddplint.runtime.verdict import CheckResult, Status
+
+if TYPE_CHECKING:
+    from ddplint.runtime.records import RankRecord
 
 SMOKE_TIMEOUT_S = 60.0  # the first collective also builds the NCCL communicator
 SWEEP_TIMEOUT_S = 60.0  # the whole bandwidth sweep
@@ -176,7 +179,7 @@ def last_nccl_line(log: str | None) -> str | None:
     return picked
 
 
-def allreduce_check(records: list[dict], log_tail: str | None = None) -> CheckResult:
+def allreduce_check(records: list[RankRecord], log_tail: str | None = None) -> CheckResult:
     nccl_line = last_nccl_line(log_tail)
     if not records:
         return CheckResult(
@@ -185,69 +188,69 @@ def allreduce_check(records: list[dict], log_tail: str | None = None) -> CheckRe
             f"no rank reported (see {RUN_HANG} and {RUN_FAILURE})",
             [f"last NCCL line: {nccl_line}"] if nccl_line else [],
         )
-    if not any(r.get("init_called") or part(r, "comm") for r in records):
+    if not any(r.init_called or r.comm.ran for r in records):
         return CheckResult(COMM_ALLREDUCE, Status.SKIP, "the script created no process group before the audit stopped it")
     found = Findings()
     evidence = []
     ok_ranks, seconds = [], []
     world = None
-    for rec in sorted(records, key=rank_of):
-        comm = part(rec, "comm")
-        ar = comm.get("allreduce")
-        rank = rank_of(rec)
-        world = comm.get("world_size", world)
-        if comm.get("error"):
-            found.add(Status.FAIL, f"rank {rank}: the all_reduce test raised {comm['error']}", failure_fix(comm["error"]))
-        elif ar is None and rec.get("init_called") and _no_nccl(rec):
+    for rec in sorted(records, key=lambda r: r.rank):
+        comm = rec.comm
+        ar = comm.allreduce
+        rank = rec.rank
+        world = comm.world_size if comm.world_size is not None else world
+        if comm.error:
+            found.add(Status.FAIL, f"rank {rank}: the all_reduce test raised {comm.error}", failure_fix(comm.error))
+        elif ar is None and rec.init_called and _no_nccl(rec):
             found.add(
                 Status.FAIL,
-                f"rank {rank} ({node(rec)}): this torch build has no NCCL "
+                f"rank {rank} ({rec.where}): this torch build has no NCCL "
                 f"(torch {_torch_version(rec)}), so the nccl backend cannot "
                 "start",
                 NO_NCCL_FIX,
             )
-        elif ar is None and rec.get("init_called"):
-            found.add(Status.FAIL, f"rank {rank} ({node(rec)}): init_process_group did not return", NCCL_HINT)
+        elif ar is None and rec.init_called:
+            found.add(Status.FAIL, f"rank {rank} ({rec.where}): init_process_group did not return", NCCL_HINT)
         elif ar is None:
             found.add(
                 Status.FAIL,
-                f"rank {rank} ({node(rec)}) never called init_process_group while other ranks did",
+                f"rank {rank} ({rec.where}) never called init_process_group while other ranks did",
                 "every rank must call init_process_group; take it out of rank-conditional code",
             )
-        elif "error" in ar and comm.get("stalled"):
+        elif ar.error is not None and comm.stalled:
             found.add(
                 Status.FAIL,
-                f"all_reduce stalled in the {ar['phase']} on rank {rank} after {ar['seconds']:g} s with no result",
+                f"all_reduce stalled in the {ar.phase} on rank {rank} after {ar.seconds:g} s with no result",
                 NCCL_HINT,
             )
-        elif "error" in ar:
+        elif ar.error is not None:
             found.add(
                 Status.FAIL,
-                f"all_reduce failed in the {ar['phase']} on rank {rank} after {ar['seconds']:g} s: {ar['error']}",
-                failure_fix(ar["error"]),
+                f"all_reduce failed in the {ar.phase} on rank {rank} after {ar.seconds:g} s: {ar.error}",
+                failure_fix(ar.error),
             )
-        elif str(comm.get("world_size")) != env(rec).get("WORLD_SIZE", str(comm.get("world_size"))):
+        elif str(comm.world_size) != rec.env.get("WORLD_SIZE", str(comm.world_size)):
             found.add(
                 Status.FAIL,
-                f"rank {rank}'s process group has {comm['world_size']} "
-                f"rank(s) but torchrun started {env(rec)['WORLD_SIZE']}: "
+                f"rank {rank}'s process group has {comm.world_size} "
+                f"rank(s) but torchrun started {rec.env['WORLD_SIZE']}: "
                 "the all_reduce reached only part of the job",
                 "call init_process_group() without rank/world_size",
             )
-        elif not ar["ok"]:
+        elif not ar.ok:
             found.add(
                 Status.FAIL,
-                f"all_reduce of rank+1 gave {ar['value']:g} on rank {rank}, expected W(W+1)/2 = {ar['expected']:g}",
+                f"all_reduce of rank+1 gave {ar.value:g} on rank {rank}, expected W(W+1)/2 = {ar.expected:g}",
                 "check that every rank joined the same process group with the same WORLD_SIZE",
             )
         else:
             ok_ranks.append(rank)
-            seconds.append(ar["seconds"])
+            seconds.append(ar.seconds)
     if nccl_line and found.items:
         evidence.append(f"last NCCL line: {nccl_line}")
     if found.items:
         return CheckResult(COMM_ALLREDUCE, found.status, found.summary, evidence, found.fix)
-    backend = part(records[0], "comm").get("backend", "?")
+    backend = records[0].comm.backend or "?"
     expected = world * (world + 1) // 2 if world else "?"
     return CheckResult(
         COMM_ALLREDUCE,
@@ -259,35 +262,37 @@ def allreduce_check(records: list[dict], log_tail: str | None = None) -> CheckRe
     )
 
 
-def _no_nccl(rec: dict) -> bool:
+def _no_nccl(rec: RankRecord) -> bool:
     """The rank asked for nccl from a torch without it (a CPU build, macOS)."""
-    backend = rec.get("backend") or {}
-    asked = backend.get("forced") or backend.get("requested")
-    versions = part(rec, "info").get("versions", {})
-    message = (rec.get("error") or {}).get("text") or ""
-    return (str(asked).startswith("nccl") and versions.get("nccl_available") is False) or "doesn't have NCCL built in" in message
+    asked = (rec.backend.forced or rec.backend.requested) if rec.backend else None
+    versions = rec.info.versions
+    message = rec.error.text if rec.error else ""
+    return (
+        str(asked).startswith("nccl") and versions is not None and versions.nccl_available is False
+    ) or "doesn't have NCCL built in" in message
 
 
-def _torch_version(rec: dict) -> str:
-    return part(rec, "info").get("versions", {}).get("torch", "?")
+def _torch_version(rec: RankRecord) -> str:
+    versions = rec.info.versions
+    return (versions.torch if versions else None) or "?"
 
 
-def bandwidth_check(records: list[dict]) -> CheckResult:
-    failed = sorted(rank_of(r) for r in records if part(r, "comm").get("sweep_error"))
+def bandwidth_check(records: list[RankRecord]) -> CheckResult:
+    failed = sorted(r.rank for r in records if r.comm.sweep_error)
     if failed:
-        first = part(next(r for r in records if rank_of(r) == failed[0]), "comm")
-        how = (
-            "stalled (no result within the audit's limit)" if first.get("stalled") else f"failed: {first['sweep_error']['error']}"
-        )
+        first = next(r for r in records if r.rank == failed[0]).comm
+        assert first.sweep_error is not None
+        how = "stalled (no result within the audit's limit)" if first.stalled else f"failed: {first.sweep_error['error']}"
         return CheckResult(COMM_BANDWIDTH, Status.FAIL, f"the bandwidth sweep {how} on {ranks_text(failed)}", fix=NCCL_HINT)
-    sweeps = [(rec, part(rec, "comm")) for rec in records if part(rec, "comm").get("sweep")]
+    sweeps = [rec for rec in records if rec.comm.sweep]
     if not sweeps:
         return CheckResult(
             COMM_BANDWIDTH, Status.SKIP, "no bandwidth sweep ran (no process group, or the all_reduce test failed)"
         )
-    rec, comm = min(sweeps, key=lambda rc: rank_of(rc[0]))
-    rows = comm["sweep"]
-    world = comm["world_size"]
+    comm = min(sweeps, key=lambda r: r.rank).comm
+    rows = comm.sweep or []
+    world = comm.world_size or 1
+    device = comm.device or "cpu"
     if world < 2:
         return CheckResult(COMM_BANDWIDTH, Status.SKIP, "a process group of one rank: nothing travels between ranks")
     evidence = [f"{'size':>10} {'time (us)':>12} {'algbw (GB/s)':>13} {'busbw (GB/s)':>13}"]
@@ -297,23 +302,22 @@ def bandwidth_check(records: list[dict]) -> CheckResult:
     best = max(rows, key=lambda r: r["busbw_gbps"])
     head = (
         f"all_reduce peak bus bandwidth {best['busbw_gbps']:.2f} GB/s at "
-        f"{size_text(best['bytes'])} over {world} ranks ({comm['backend']} on "
-        f"{comm['device'].split(':')[0]})"
+        f"{size_text(best['bytes'])} over {world} ranks ({comm.backend} on "
+        f"{device.split(':')[0]})"
     )
-    data = {"sweep": rows, "world_size": world, "backend": comm["backend"]}
-    nodes = {node(r) for r in records}
-    if comm["device"].startswith("cpu"):
+    data = {"sweep": rows, "world_size": world, "backend": comm.backend}
+    nodes = {r.where for r in records}
+    if device.startswith("cpu"):
         return CheckResult(COMM_BANDWIDTH, Status.PASS, f"{head}; no GPU links to compare with", evidence, data=data)
     if len(nodes) > 1:
         return _across_nodes(records, head, best["busbw_gbps"], evidence, data)
-    limits = [part(r, "info").get("nvml", {}) for r in records]
-    limit = next((lim for lim in limits if lim.get("expected_busbw_gbps")), None)
-    if limit is None:
+    limit = next((r.info.nvml for r in records if r.info.nvml and r.info.nvml.expected_busbw_gbps), None)
+    if limit is None or limit.expected_busbw_gbps is None:
         evidence.append("the link bandwidth is unknown (NVML not readable in the ranks)")
         return CheckResult(COMM_BANDWIDTH, Status.PASS, head, evidence, data=data)
-    allowed = limit["expected_busbw_gbps"]
+    allowed = limit.expected_busbw_gbps
     share = best["busbw_gbps"] / allowed
-    evidence.append(f"the links allow about {allowed:.0f} GB/s ({limit.get('basis')}); measured {share:.0%} of that")
+    evidence.append(f"the links allow about {allowed:.0f} GB/s ({limit.basis}); measured {share:.0%} of that")
     data.update(expected_busbw_gbps=allowed, share=share)
     if share < FAR_BELOW:
         return CheckResult(
@@ -329,17 +333,17 @@ def bandwidth_check(records: list[dict]) -> CheckResult:
     return CheckResult(COMM_BANDWIDTH, Status.PASS, head, evidence, data=data)
 
 
-def _across_nodes(records: list[dict], head: str, busbw: float, evidence: list[str], data: dict) -> CheckResult:
+def _across_nodes(records: list[RankRecord], head: str, busbw: float, evidence: list[str], data: dict) -> CheckResult:
     """Between nodes the NICs set the limit: each rank sends through the nearest active port,
     so a node's share is its fastest ports, one per local rank, and the slowest node decides."""
     per_node: dict[str, float] = {}
     for rec in records:
-        rates = part(rec, "info").get("nics_gbps")
+        rates = rec.info.nics_gbps
         if rates is None:
             continue
-        local = int(env(rec).get("LOCAL_WORLD_SIZE", "1") or 1)
-        per_node[node(rec)] = sum(rates[:local]) / 8  # Gb/s -> GB/s
-    if not per_node or not all(per_node.values()) or len(per_node) < len({node(r) for r in records}):
+        local = int(rec.env.get("LOCAL_WORLD_SIZE", "1") or 1)
+        per_node[rec.where] = sum(rates[:local]) / 8  # Gb/s -> GB/s
+    if not per_node or not all(per_node.values()) or len(per_node) < len({r.where for r in records}):
         evidence.append(
             "ranks span several nodes: the network sets the limit, and no active "
             "InfiniBand/RoCE port rate was read to compare with (TCP sockets?)"

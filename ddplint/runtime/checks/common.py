@@ -1,8 +1,17 @@
-"""Small helpers shared by the checks: findings, sizes, truthy environment values."""
+"""Small helpers shared by the checks: findings, sizes, rank lists, truthy environment values."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Hashable, Iterable
+from typing import TYPE_CHECKING, TypeVar
+
+from ddplint.runtime.nvml import format_ranges
 from ddplint.runtime.verdict import Status, worst
+
+if TYPE_CHECKING:
+    from ddplint.runtime.records import RankRecord
+
+K = TypeVar("K", bound=Hashable)
 
 
 def mib(n: int | None) -> str:
@@ -20,6 +29,19 @@ def size_text(n: int) -> str:
 def gb_label(n: int) -> str:
     """Memory as cards are sold: 25757220864 bytes -> "24 GB"."""
     return f"{round(n / 2**30)} GB"
+
+
+def ranks_text(ranks: Iterable[int]) -> str:
+    ordered = sorted(set(ranks))
+    return ("rank " if len(ordered) == 1 else "ranks ") + format_ranges(ordered)
+
+
+def group_by(records: Iterable[RankRecord], value: Callable[[RankRecord], K]) -> dict[K, list[int]]:
+    """{value: [ranks]} in first-seen order."""
+    out: dict[K, list[int]] = {}
+    for rec in sorted(records, key=lambda r: r.rank):
+        out.setdefault(value(rec), []).append(rec.rank)
+    return out
 
 
 def truthy(value: str | None) -> bool:

@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
-from ddplint.runtime.checks.records import group_by, node, part, rank_of, ranks_text
+from typing import TYPE_CHECKING
+
+from ddplint.runtime.checks.common import group_by, ranks_text
 from ddplint.runtime.registry import STACK_CONSISTENT
 from ddplint.runtime.verdict import CheckResult, Status
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from ddplint.runtime.records import RankRecord, Versions
 
 FIELDS = (
     ("Python", "python"),
@@ -33,37 +40,42 @@ def package_diff(base: list[str], other: list[str], limit: int = 10) -> list[str
     return out[:limit] + ([f"... {len(out) - limit} more"] if len(out) > limit else [])
 
 
-def consistent_check(records: list[dict]) -> CheckResult:
-    reported = [r for r in records if part(r, "info").get("versions")]
-    if not reported:
+def _field_of(versions: dict[int, Versions], key: str) -> Callable[[RankRecord], object]:
+    return lambda rec: getattr(versions[rec.rank], key)
+
+
+def consistent_check(records: list[RankRecord]) -> CheckResult:
+    versions = {r.rank: v for r in records if (v := r.info.versions)}
+    if not versions:
         return CheckResult(STACK_CONSISTENT, Status.SKIP, "no rank reported its versions")
-    by_rank = {rank_of(r): r for r in reported}
+    by_rank = {r.rank: r for r in records if r.rank in versions}
+    reported = list(by_rank.values())
 
     def where(ranks) -> str:
-        nodes = sorted({node(by_rank[r]) for r in ranks})
+        nodes = sorted({by_rank[r].where for r in ranks})
         return f"{ranks_text(ranks)} ({', '.join(nodes)})"
 
     differ, evidence = [], []
     for label, key in FIELDS:
-        groups = group_by(reported, lambda r, k=key: part(r, "info")["versions"].get(k))
+        groups = group_by(reported, _field_of(versions, key))
         if len(groups) < 2:
             continue
         differ.append(label)
         evidence.append(f"{label:<14} " + " | ".join(f"{_short(v)} on {where(rs)}" for v, rs in groups.items()))
         if key == "packages_hash":
             ordered = sorted(groups.values(), key=len, reverse=True)
-            base = part(by_rank[ordered[0][0]], "info")["versions"]["packages"]
+            base = versions[ordered[0][0]].packages
             for ranks in ordered[1:]:
-                other = part(by_rank[ranks[0]], "info")["versions"]["packages"]
+                other = versions[ranks[0]].packages
                 evidence.append(f"  {where(ranks)} vs {where(ordered[0])}: " + "; ".join(package_diff(base, other)))
-    nodes = {node(r) for r in reported}
+    nodes = {r.where for r in reported}
     scope = f"{len(reported)} ranks on {len(nodes)} node{'s' if len(nodes) > 1 else ''}"
     if not differ:
-        v = part(reported[0], "info")["versions"]
+        v = versions[reported[0].rank]
         return CheckResult(
             STACK_CONSISTENT,
             Status.PASS,
-            f"{scope} run the same script, torch {v['torch']}, Python {v['python']} and package set",
+            f"{scope} run the same script, torch {v.torch}, Python {v.python} and package set",
             data={"nodes": sorted(nodes)},
         )
     return CheckResult(

@@ -10,12 +10,15 @@ The measured peak (the caching allocator's on GPU, the resident set on CPU) incl
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from ddplint.runtime.checks.common import mib, size_text
-from ddplint.runtime.checks.records import part, rank_of, ranks_text
-from ddplint.runtime.perfrecords import DevicePeak, PerfRecord
+from ddplint.runtime.checks.common import mib, ranks_text, size_text
+from ddplint.runtime.perfrecords import DevicePeak
 from ddplint.runtime.registry import MEM_FIT, MEM_PEAK
 from ddplint.runtime.verdict import CheckResult, Status
+
+if TYPE_CHECKING:
+    from ddplint.runtime.records import RankRecord
 
 # Optimizer state tensors per parameter when the state is still empty (created at first step).
 STATE_SLOTS = {
@@ -88,12 +91,11 @@ def estimate(models: list, optimizers: list) -> dict | None:
     }
 
 
-def fit_check(records: list[dict]) -> CheckResult:
-    models = [(rec, part(rec, "binding").get("model")) for rec in records]
-    estimates = [(rec, m) for rec, m in models if m]
+def fit_check(records: list[RankRecord]) -> CheckResult:
+    estimates = [rec.binding.model for rec in records if rec.binding.model]
     if not estimates:
         return CheckResult(MEM_FIT, Status.SKIP, "no DistributedDataParallel model existed at the first batch")
-    _, est = max(estimates, key=lambda rm: rm[1]["total_bytes"])
+    est = max(estimates, key=lambda m: m["total_bytes"])
     evidence = [
         (
             f"per rank: parameters {size_text(est['param_bytes'])} + buffers "
@@ -103,9 +105,8 @@ def fit_check(records: list[dict]) -> CheckResult:
             f"{size_text(est['total_bytes'])}"
         )
     ] + est.get("notes", [])
-    data = {"estimate": est}
-    bound = [(r, part(r, "binding").get("gpu")) for r in records]
-    gpus = [(r, g) for r, g in bound if g and g.get("total_memory")]
+    data: dict = {"estimate": est}
+    gpus = [(r.rank, g.name, g.total_memory) for r in records if (g := r.binding.gpu) and g.total_memory]
     if not gpus:
         return CheckResult(
             MEM_FIT,
@@ -114,13 +115,10 @@ def fit_check(records: list[dict]) -> CheckResult:
             evidence,
             data=data,
         )
-    small_rec, smallest = min(gpus, key=lambda rg: rg[1]["total_memory"])
-    share = est["total_bytes"] / smallest["total_memory"]
-    evidence.append(
-        f"smallest GPU: {smallest['name']} {mib(smallest['total_memory'])} on "
-        f"{ranks_text([rank_of(small_rec)])}; model state is {share:.0%} of it"
-    )
-    data.update(smallest_gpu_bytes=smallest["total_memory"], share=share)
+    small_rank, small_name, smallest = min(gpus, key=lambda g: g[2])
+    share = est["total_bytes"] / smallest
+    evidence.append(f"smallest GPU: {small_name} {mib(smallest)} on {ranks_text([small_rank])}; model state is {share:.0%} of it")
+    data.update(smallest_gpu_bytes=smallest, share=share)
     fix = (
         "shard the model state with FSDP (torch.distributed.fsdp) or ZeRO "
         "(ZeroRedundancyOptimizer / DeepSpeed), or use a smaller model or batch"
@@ -129,7 +127,7 @@ def fit_check(records: list[dict]) -> CheckResult:
         return CheckResult(
             MEM_FIT,
             Status.FAIL,
-            f"model state {size_text(est['total_bytes'])} per rank does not fit the {mib(smallest['total_memory'])} GPU",
+            f"model state {size_text(est['total_bytes'])} per rank does not fit the {mib(smallest)} GPU",
             evidence,
             fix,
             data=data,
@@ -187,26 +185,31 @@ class RankPeak:
         }
 
 
-def rank_peak(rec: dict) -> RankPeak | None:
-    perf = PerfRecord.from_plain(rec.get("perf"))
+def rank_peak(rec: RankRecord) -> RankPeak | None:
+    perf = rec.perf
     if not perf.steps_ran or perf.mem is None:
         return None
-    gpu = part(rec, "binding").get("gpu") or {}
+    gpu = rec.binding.gpu
     devices = perf.mem.devices
-    device = next((d for d in devices if d.index == gpu.get("index")), None)
+    device = next((d for d in devices if gpu is not None and d.index == gpu.index), None)
     if device is None and devices:
         device = max(devices, key=lambda d: d.reserved_bytes)
     return RankPeak(
-        rank_of(rec), perf.mem.rss_peak_bytes, perf.mem.rss_at_first_batch_bytes, device, gpu.get("name"), gpu.get("total_memory")
+        rec.rank,
+        perf.mem.rss_peak_bytes,
+        perf.mem.rss_at_first_batch_bytes,
+        device,
+        gpu.name if gpu else None,
+        gpu.total_memory if gpu else None,
     )
 
 
-def peak_check(records: list[dict]) -> CheckResult:
+def peak_check(records: list[RankRecord]) -> CheckResult:
     """Measured peaks of the audited steps, next to mem.fit's estimate of the model state."""
     peaks = [p for p in map(rank_peak, records) if p is not None]
     if not peaks:
         return CheckResult(MEM_PEAK, Status.SKIP, "no training step ran: nothing to measure")
-    estimates = [m["total_bytes"] for m in (part(r, "binding").get("model") for r in records) if m]
+    estimates = [r.binding.model["total_bytes"] for r in records if r.binding.model]
     estimate = max(estimates) if estimates else None
     data: dict = {"ranks": [p.to_json() for p in peaks], "estimate_bytes": estimate}
     tail = [f"{MEM_FIT}'s estimate of the model state: {size_text(estimate)} per rank"] if estimate else []

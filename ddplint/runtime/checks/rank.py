@@ -12,6 +12,7 @@ from __future__ import annotations
 import gc
 import os
 import socket
+from typing import TYPE_CHECKING
 
 from ddplint.runtime.checks.binding import binding_info, distinct_check
 from ddplint.runtime.checks.comm import allreduce_check, bandwidth_check, measure
@@ -20,7 +21,6 @@ from ddplint.runtime.checks.gpu import visible_gpus
 from ddplint.runtime.checks.memory import estimate, fit_check, peak_check
 from ddplint.runtime.checks.network import active_rates
 from ddplint.runtime.checks.ranks import ranks_check
-from ddplint.runtime.checks.records import IDENTITY_VARS
 from ddplint.runtime.checks.stack import collect_versions, versions_check
 from ddplint.runtime.checks.topology import expected_busbw
 from ddplint.runtime.nvml import (
@@ -31,6 +31,21 @@ from ddplint.runtime.nvml import (
     read_failed,
 )
 from ddplint.runtime.verdict import CheckResult
+
+if TYPE_CHECKING:
+    from ddplint.runtime.records import RankRecord
+
+IDENTITY_VARS = (
+    "RANK",
+    "LOCAL_RANK",
+    "WORLD_SIZE",
+    "LOCAL_WORLD_SIZE",
+    "GROUP_RANK",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "CUDA_VISIBLE_DEVICES",
+    "TORCHELASTIC_RUN_ID",
+)
 
 
 def nvml_view() -> dict:
@@ -112,7 +127,7 @@ def at_first_batch() -> dict:
     return out
 
 
-def rank_checks(records: list[dict], log_tail: str | None = None) -> list[CheckResult]:
+def rank_checks(records: list[RankRecord], log_tail: str | None = None) -> list[CheckResult]:
     """Every rank-side verdict; `log_tail` (torchrun's output) lets a stall quote NCCL's last line."""
     return [
         versions_check(records),

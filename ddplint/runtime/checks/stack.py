@@ -9,11 +9,14 @@ from __future__ import annotations
 import importlib.util
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from ddplint.runtime.checks.common import Findings
-from ddplint.runtime.checks.records import group_by, node, part, rank_of
+from ddplint.runtime.checks.common import Findings, group_by
 from ddplint.runtime.registry import STACK_VERSIONS
 from ddplint.runtime.verdict import CheckResult, Status
+
+if TYPE_CHECKING:
+    from ddplint.runtime.records import RankRecord, Versions
 
 # Oldest Linux driver per CUDA toolkit release (NVIDIA CUDA release notes, table 3).
 MIN_DRIVER = {
@@ -31,9 +34,9 @@ MIN_DRIVER = {
 }
 
 
-def driver_cuda_text(value: int) -> str:
+def driver_cuda_text(value: int | None) -> str:
     """nvmlSystemGetCudaDriverVersion's 12040 -> "12.4"."""
-    return f"{value // 1000}.{value % 1000 // 10}"
+    return "?" if value is None else f"{value // 1000}.{value % 1000 // 10}"
 
 
 def cuda_compat(driver_version: str, driver_cuda: int, runtime: str) -> tuple[Status, str, str | None]:
@@ -194,41 +197,45 @@ def _without_kernels(arch_list: list[str] | None, gpus: list[dict]) -> list[tupl
     return [(name, list(cc)) for cc, name in seen.items()]
 
 
-def versions_check(records: list[dict]) -> CheckResult:
+def _versions(rec: RankRecord) -> Versions:
+    assert rec.info.versions is not None  # only ranks that reported their versions are grouped
+    return rec.info.versions
+
+
+def versions_check(records: list[RankRecord]) -> CheckResult:
     """stack.versions: torch, CUDA, cuDNN, NCCL, Python, and torch's view of the GPUs against NVML's."""
-    by_rank = {rank_of(r): r for r in records}
-    nodes = group_by([r for r in records if part(r, "info").get("versions")], node)
+    by_rank = {r.rank: r for r in records}
+    nodes = group_by([r for r in records if r.info.versions], lambda r: r.where)
     if not nodes:
         return CheckResult(STACK_VERSIONS, Status.SKIP, "no rank reported its versions")
     found = Findings()
     evidence = []
     for where, ranks in nodes.items():
-        v = part(by_rank[ranks[0]], "info")["versions"]
-        nv: dict = next((part(by_rank[r], "info")["nvml"] for r in ranks if part(by_rank[r], "info").get("nvml")), {})
+        v = _versions(by_rank[ranks[0]])
+        nv = next((nvml for r in ranks if (nvml := by_rank[r].info.nvml)), None)
         evidence.append(
-            f"{where}: Python {v['python']}, torch {v['torch']}, CUDA "
-            f"{v['cuda'] or 'none (CPU build)'}, cuDNN {v['cudnn'] or '-'}, NCCL {v['nccl'] or '-'}; "
-            f"torch.cuda.is_available()={v['cuda_available']}, device_count()={v['device_count']}"
+            f"{where}: Python {v.python}, torch {v.torch}, CUDA "
+            f"{v.cuda or 'none (CPU build)'}, cuDNN {v.cudnn or '-'}, NCCL {v.nccl or '-'}; "
+            f"torch.cuda.is_available()={v.cuda_available}, device_count()={v.device_count}"
         )
-        if nv.get("error"):
-            evidence.append(f"{where}: {nv['error']}")
+        if nv is None:
             continue
-        if not nv:
+        if nv.error:
+            evidence.append(f"{where}: {nv.error}")
             continue
-        seen = nv["visible"]
+        seen = nv.visible
         evidence.append(
-            f"{where}: NVML driver {nv['driver_version']} (CUDA "
-            f"{driver_cuda_text(nv['cuda_driver_version'])}), {seen} GPUs visible"
+            f"{where}: NVML driver {nv.driver_version} (CUDA {driver_cuda_text(nv.cuda_driver_version)}), {seen} GPUs visible"
         )
         compat = None
-        if v["cuda"]:
-            compat = cuda_compat(nv["driver_version"], nv["cuda_driver_version"], v["cuda"])
+        if v.cuda and nv.driver_version and nv.cuda_driver_version is not None:
+            compat = cuda_compat(nv.driver_version, nv.cuda_driver_version, v.cuda)
             if compat[0] is not Status.PASS:
                 found.add(compat[0], f"{where}: {compat[1]}", compat[2])
-        if seen and not v["cuda_available"]:
+        if seen and not v.cuda_available:
             why = (
                 "torch is a CPU-only build"
-                if not v["cuda"]
+                if not v.cuda
                 else (compat[1] if compat and compat[0] is Status.FAIL else "see the torch warning")
             )
             found.add(
@@ -236,30 +243,29 @@ def versions_check(records: list[dict]) -> CheckResult:
                 f"{where}: torch.cuda.is_available() is False while NVML sees {seen} GPUs ({why})",
                 compat[2] if compat and compat[2] else "install a CUDA build of torch that matches the driver",
             )
-        elif v["cuda_available"] and v["device_count"] != seen:
+        elif v.cuda_available and v.device_count != seen:
             found.add(
                 Status.WARN,
-                f"{where}: torch sees {v['device_count']} GPUs, NVML {seen}",
+                f"{where}: torch sees {v.device_count} GPUs, NVML {seen}",
                 "check CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER in the launch environment",
             )
-        for name, capability in _without_kernels(v.get("arch_list"), nv.get("gpus", [])):
+        for name, capability in _without_kernels(v.arch_list, nv.gpus):
             cc = f"{capability[0]}.{capability[1]}"
             found.add(
                 Status.FAIL,
-                f"{where}: torch {v['torch']} has no kernels for the {name} "
+                f"{where}: torch {v.torch} has no kernels for the {name} "
                 f"(compute capability {cc}, sm_{capability[0]}{capability[1]}); "
-                f"it was built for {', '.join(v['arch_list'])}",
+                f"it was built for {', '.join(v.arch_list)}",
                 "install a torch build for a newer CUDA that lists sm_"
                 f"{capability[0]}{capability[1]} in torch.cuda.get_arch_list(); until then "
                 "every kernel fails with 'no kernel image is available'",
             )
     if found.items:
         return CheckResult(STACK_VERSIONS, found.status, found.summary, evidence, found.fix)
-    v = part(by_rank[next(iter(nodes.values()))[0]], "info")["versions"]
+    v = _versions(by_rank[next(iter(nodes.values()))[0]])
     return CheckResult(
         STACK_VERSIONS,
         Status.PASS,
-        f"torch {v['torch']} (CUDA {v['cuda'] or 'none'}), Python {v['python']}"
-        + ("" if len(nodes) == 1 else f" on {len(nodes)} nodes"),
+        f"torch {v.torch} (CUDA {v.cuda or 'none'}), Python {v.python}" + ("" if len(nodes) == 1 else f" on {len(nodes)} nodes"),
         evidence,
     )
