@@ -29,7 +29,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from ddplint.runtime.data_checks import audit_indices  # noqa: E402
+from ddplint.runtime.checks.data import audit_indices  # noqa: E402
 
 SMOKE = """
 import torch, torch.distributed as dist

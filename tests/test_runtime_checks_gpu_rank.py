@@ -120,7 +120,7 @@ def test_a_real_gloo_all_reduce_whose_peer_never_joins_is_reported_as_a_stall(tm
     assert ar["ok"] is False and ar["phase"] == "first collective"
     assert ar["error"] == "the first all_reduce gave no result within the audit's limit"
     assert 2.0 <= ar["seconds"] < 50
-    r = allreduce_check([{"rank": 0, "init_called": True, "comm": result}])
+    r = allreduce_check([RankRecord.from_plain({"rank": 0, "init_called": True, "comm": result})])
     assert r.status is Status.FAIL
     assert r.summary.startswith("all_reduce stalled in the first collective on rank 0 after")
     assert "NCCL_DEBUG=INFO" in r.fix

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from conftest import wait_for_readings
 
+from ddplint.runtime.checks.perf import check_steps
 from ddplint.runtime.gpuuse import GpuSample, GpuSampling, sampled_gpus, use_between
 from ddplint.runtime.nvml import NvmlUnavailable, ReplayReads, open_nvml
-from ddplint.runtime.perf_checks import check_steps
 from ddplint.runtime.perfrecords import CommSample, PerfRecord, StepSample, StepTimes
 from ddplint.runtime.records import RankRecord
 from ddplint.runtime.verdict import Status

@@ -239,8 +239,8 @@ def test_a_busy_worker_in_a_recorded_dump_is_named():
     import torch
 
     import ddplint
+    from ddplint.runtime.checks.run import busy_workers, check_hang
     from ddplint.runtime.launcher import Hang, LaunchResult
-    from ddplint.runtime.run_checks import busy_workers, check_hang
 
     recorded = (Path(__file__).parent / "data" / "stuck_worker_stacks.txt").read_text()
     dump = recorded.format(

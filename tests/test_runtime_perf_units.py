@@ -12,8 +12,8 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from ddplint.runtime.checks.memory import peak_check
+from ddplint.runtime.checks.perf import SingleRun, check_resume, check_scaling, check_steps
 from ddplint.runtime.datarecords import LoaderRecord
-from ddplint.runtime.perf_checks import SingleRun, check_resume, check_scaling, check_steps
 from ddplint.runtime.perfprobe import (
     StepClock,
     TrainingObjects,

@@ -82,9 +82,9 @@ def test_every_constant_names_its_registered_check():
 
 
 def test_the_phase_tuples_are_the_reports_order():
-    pytest.importorskip("numpy")  # (data_checks)
-    from ddplint.runtime.data_checks import DATA_CHECKS, data_checks
-    from ddplint.runtime.perf_checks import PERF_CHECKS
+    pytest.importorskip("numpy")  # (checks.data)
+    from ddplint.runtime.checks.data import DATA_CHECKS, data_checks
+    from ddplint.runtime.checks.perf import PERF_CHECKS
 
     assert [c.check for c in data_checks({}, 2, str(ROOT), 3)] == list(DATA_CHECKS) == list(ids("data"))
     assert PERF_CHECKS == (registry.CKPT_RESUME, registry.CKPT_RESTART, registry.PERF_STEPS, registry.PERF_SCALING)

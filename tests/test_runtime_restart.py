@@ -17,7 +17,7 @@ import jsonschema
 import pytest
 from conftest import rank_records
 
-from ddplint.runtime.restart_checks import RestartRun, check_restart, failure_of, first_versions
+from ddplint.runtime.checks.restart import RestartRun, check_restart, failure_of, first_versions
 from ddplint.runtime.sandbox import MAP, put_back
 from ddplint.runtime.verdict import Status
 

@@ -11,6 +11,12 @@ import sys
 import pytest
 from conftest import rank_records
 
+from ddplint.runtime.checks.containment import (
+    Containment,
+    check_leftovers,
+    check_sandbox,
+    writes_report,
+)
 from ddplint.runtime.sandbox import (
     LAYERS,
     MAP,
@@ -20,12 +26,6 @@ from ddplint.runtime.sandbox import (
     layer_changes,
     plan_roots,
     shared_scratch,
-)
-from ddplint.runtime.sandbox_checks import (
-    Containment,
-    check_leftovers,
-    check_sandbox,
-    writes_report,
 )
 from ddplint.runtime.verdict import Status
 

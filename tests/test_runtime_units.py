@@ -16,7 +16,7 @@ np = pytest.importorskip("numpy")  # the runtime extra; without it these tests s
 torch = pytest.importorskip("torch")
 
 from ddplint.runtime.audit import run_audit  # noqa: E402
-from ddplint.runtime.data_checks import audit_indices  # noqa: E402
+from ddplint.runtime.checks.data import audit_indices  # noqa: E402
 from ddplint.runtime.options import RuntimeOptions  # noqa: E402
 
 
@@ -161,7 +161,7 @@ def test_busy_master_port_is_refused_before_launch(tmp_path, capsys):
 
 
 def test_single_writer_names_log_races_ddp302_and_checkpoint_races_ddp301():
-    from ddplint.runtime.io_checks import check_single_writer
+    from ddplint.runtime.checks.writers import check_single_writer
 
     def records(*writes):
         return rank_records(
@@ -186,8 +186,8 @@ def test_single_writer_names_log_races_ddp302_and_checkpoint_races_ddp301():
 
 
 def test_a_stall_in_the_first_collective_is_told_apart_and_points_to_nccl_debug():
+    from ddplint.runtime.checks.run import check_hang
     from ddplint.runtime.launcher import Hang, LaunchResult
-    from ddplint.runtime.run_checks import check_hang
 
     def hang_in(phase):
         phases = {0: {"phase": phase}, 1: {"phase": phase}}

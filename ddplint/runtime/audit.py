@@ -26,6 +26,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ddplint.runtime.checks.containment import (
+    Containment,
+    check_leftovers,
+    check_sandbox,
+    writes_report,
+)
 from ddplint.runtime.gpucount import GpuCount, count_gpus
 from ddplint.runtime.options import RuntimeOptions
 from ddplint.runtime.registry import (
@@ -46,18 +52,12 @@ from ddplint.runtime.sandbox import (
     unavailable_reason,
     within,
 )
-from ddplint.runtime.sandbox_checks import (
-    Containment,
-    check_leftovers,
-    check_sandbox,
-    writes_report,
-)
 
 if TYPE_CHECKING:
+    from ddplint.runtime.checks.perf import SingleRun
+    from ddplint.runtime.checks.restart import RestartRun
     from ddplint.runtime.gpuuse import GpuSampling
     from ddplint.runtime.launcher import LaunchResult
-    from ddplint.runtime.perf_checks import SingleRun
-    from ddplint.runtime.restart_checks import RestartRun
 from ddplint.runtime.verdict import CheckResult, Status
 
 SMOKE = Path(__file__).with_name("smoke.py")
@@ -66,6 +66,17 @@ INSTALL_HINT = "install the runtime extra: pip install 'ddplint[runtime]'"
 
 class UsageError(Exception):
     pass
+
+
+@dataclass(frozen=True)
+class JobShape:
+    """How the audited job was launched."""
+
+    nproc: int  # processes per node
+    world: int  # processes in all
+    backend: str  # as the report names it
+    on_cpu: bool  # CUDA mapped to the CPU
+    port: int
 
 
 @dataclass
@@ -224,12 +235,8 @@ def run_audit(options: RuntimeOptions) -> int:
                 options,
                 script,
                 host,
+                JobShape(nproc, world, backend, on_cpu, port),
                 Jobs(result, gpu_use, single, restart),
-                nproc,
-                world,
-                backend,
-                on_cpu,
-                port,
                 time.monotonic() - started,
                 containment,
                 changes,
@@ -264,8 +271,8 @@ def _write_config(rundir, options: RuntimeOptions, on_cpu: bool, plan: Plan | No
 
 def _single_process_run(options: RuntimeOptions, script, nproc: int, on_cpu: bool, containment: Containment) -> SingleRun:
     """--scaling: the same steps with one process, in a run directory (and sandbox) of its own."""
+    from ddplint.runtime.checks.perf import SingleRun
     from ddplint.runtime.launcher import signals_deferred
-    from ddplint.runtime.perf_checks import SingleRun
     from ddplint.runtime.rundir import RunDir
     from ddplint.runtime.sandbox import remove_tree
 
@@ -318,7 +325,7 @@ def _restart_run(options: RuntimeOptions, script, nproc: int, on_cpu: bool, rund
     """--resume-args: the script started again with those arguments, in the audited run's own
     layers, where every checkpoint it saved is put back to its first version: as if the job had
     been interrupted right after its first checkpoint. One truncated epoch is enough."""
-    from ddplint.runtime.restart_checks import RestartRun, failure_of, first_versions
+    from ddplint.runtime.checks.restart import RestartRun, failure_of, first_versions
     from ddplint.runtime.sandbox import put_back
 
     args = tuple(options.resume_args or ())
@@ -359,16 +366,14 @@ def _contained_by(containment: Containment, sandbox: Outcome) -> Containment:
     return replace(containment, skipped=tuple(dict.fromkeys([*left, *sandbox.uncontained, *unsealed])), sealed=True)
 
 
-def _merge(
-    options, script, host, jobs: Jobs, nproc, world, backend, on_cpu, port, elapsed, containment, changes, preflight
-) -> dict:
+def _merge(options, script, host, shape: JobShape, jobs: Jobs, elapsed, containment, changes, preflight) -> dict:
     from ddplint.runtime import report as rpt
+    from ddplint.runtime.checks.data import DATA_CHECKS, data_checks, loaders_of
+    from ddplint.runtime.checks.perf import PERF_CHECKS, check_resume, check_scaling, check_steps
     from ddplint.runtime.checks.rank import rank_checks
-    from ddplint.runtime.data_checks import DATA_CHECKS, data_checks, loaders_of
-    from ddplint.runtime.io_checks import check_single_writer
-    from ddplint.runtime.perf_checks import PERF_CHECKS, check_resume, check_scaling, check_steps
-    from ddplint.runtime.restart_checks import check_restart
-    from ddplint.runtime.run_checks import check_failure, check_hang, check_reached
+    from ddplint.runtime.checks.restart import check_restart
+    from ddplint.runtime.checks.run import check_failure, check_hang, check_reached
+    from ddplint.runtime.checks.writers import check_single_writer
 
     base = os.getcwd()
     result = jobs.main
@@ -380,19 +385,19 @@ def _merge(
     if preflight:
         pass  # no training script: the machine checks, communication, failure and hang only
     elif records:
-        checks += data_checks(records, world, str(script.parent), options.steps)
+        checks += data_checks(records, shape.world, str(script.parent), options.steps)
         checks.append(check_single_writer(records, base, containment.sandboxed))
         checks += [
             check_resume(records, base),
             check_restart(records, jobs.restart, base),
             check_steps(records, base, jobs.gpus),
-            check_scaling(records, jobs.single, nproc, on_cpu),
+            check_scaling(records, jobs.single, shape.nproc, shape.on_cpu),
         ]
     else:
         why = f"no rank reported (see {RUN_FAILURE} and {RUN_HANG})"
         checks += [CheckResult(name, Status.SKIP, why) for name in (*DATA_CHECKS, IO_SINGLE_WRITER, *PERF_CHECKS)]
-    failure = _with_output(check_failure(result, world, base), result.outputs)
-    hang = check_hang(result, world, base, options.timeout)
+    failure = _with_output(check_failure(result, shape.world, base), result.outputs)
+    hang = check_hang(result, shape.world, base, options.timeout)
     if not preflight:
         checks.insert(0, check_reached(loaders_of(records), failure, hang, options.allow_no_data))
     checks += [failure, hang]
@@ -405,20 +410,20 @@ def _merge(
     launch = {
         "nnodes": options.nnodes,
         "node_rank": options.node_rank,
-        "nproc_per_node": nproc,
-        "world_size": world,
-        "backend": backend,
+        "nproc_per_node": shape.nproc,
+        "world_size": shape.world,
+        "backend": shape.backend,
         "master_addr": options.master_addr,
-        "master_port": port,
+        "master_port": shape.port,
         "steps": options.steps,
         "epochs": options.epochs,
         "timeout_s": options.timeout,
         "rdzv_timeout_s": options.rdzv_timeout,
         "command": result.command,
-        "cuda_on_cpu": on_cpu,
+        "cuda_on_cpu": shape.on_cpu,
     }
     ranks = []
-    for rank in range(world):
+    for rank in range(shape.world):
         rec = records.get(rank)
         phase = result.phases.get(rank, {})
         ranks.append(

@@ -70,7 +70,7 @@ MEM_FIT = _check("mem.fit", "rank", CHECKS_DOC)
 MEM_PEAK = _check("mem.peak", "rank", CHECKS_DOC)
 RANK_CHECKS = _check("rank.checks", "rank", CHECKS_DOC)  # the rank checks raised
 
-# -- the data and I/O audit (data_checks.py, io_checks.py, perf_checks.py, sandbox_checks.py) -
+# -- the data and I/O audit (checks/data.py, writers.py, perf.py, restart.py, containment.py) -
 DATA_DISJOINT = _check("data.disjoint", "data", AUDIT_DOC, "DDP201")
 DATA_DUPLICATES = _check("data.duplicates", "data", AUDIT_DOC)
 DATA_COVERAGE = _check("data.coverage", "data", AUDIT_DOC)
@@ -83,7 +83,7 @@ CKPT_RESTART = _check("ckpt.restart", "perf", AUDIT_DOC)
 PERF_STEPS = _check("perf.steps", "perf", AUDIT_DOC)
 PERF_SCALING = _check("perf.scaling", "perf", AUDIT_DOC)
 
-# -- the run itself (run_checks.py, sandbox_checks.py) -------------------------------------
+# -- the run itself (checks/run.py, containment.py) -------------------------------------
 RUN_REACHED = _check("run.reached", "run", AUDIT_DOC)
 RUN_FAILURE = _check("run.failure", "run", AUDIT_DOC)
 RUN_HANG = _check("run.hang", "run", AUDIT_DOC, "DDP401")

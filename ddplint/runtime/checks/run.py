@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from ddplint.runtime.checks.causes import cause_of
 from ddplint.runtime.checks.comm import NCCL_HINT, last_nccl_line
-from ddplint.runtime.data_checks import Loader
+from ddplint.runtime.checks.data import Loader
 from ddplint.runtime.exits import Exit
 from ddplint.runtime.launcher import LaunchResult, describe_phase
 from ddplint.runtime.registry import RUN_FAILURE, RUN_HANG, RUN_REACHED
