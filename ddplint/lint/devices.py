@@ -392,7 +392,11 @@ def cuda_tests(ctx: LintContext, expr: cst.BaseExpression, site: CallSite, depth
 def _dominates_when_distributed(ctx: LintContext, binding: CallSite, use: CallSite, also: frozenset[str] = frozenset()) -> bool:
     """The binding sits in branches that every distributed run takes (`if args.distributed:`),
     or that the use's own device needs (`also`: tests it is CUDA under), earlier in the same
-    block as the use: only a single-process run, or one without CUDA, can skip it."""
+    block as the use: only a single-process run, or one without CUDA, can skip it.
+
+    A test with the binding on one side and the use on the other side, where that side is
+    distributed too (`if args.gpu is not None: set_device(...) else: model.cuda(); model =
+    DDP(model)`), splits the distributed runs: the use's side runs distributed, unbound."""
     if binding.function != use.function or binding.order >= use.order:
         return False
     shared = 0
@@ -401,8 +405,17 @@ def _dominates_when_distributed(ctx: LintContext, binding: CallSite, use: CallSi
     if shared == len(binding.blocks):
         return True
     extra = [c for c in binding.conditions if not any(c is u for u in use.conditions)]
-    return len(extra) == len(binding.blocks) - shared and all(
-        ctx.guards.condition_kind(c, ctx.facts, ctx.path, binding.function) == DIST or not c.negated and test_key(c.test) in also
+    if len(extra) != len(binding.blocks) - shared:
+        return False
+    facts, path, function = ctx.facts, ctx.path, binding.function
+    return all(
+        ctx.guards.condition_kind(c, facts, path, function) == DIST
+        and not any(
+            u.test is c.test and u.negated != c.negated and not ctx.guards.one_process_branch(u, facts, path, function)
+            for u in use.conditions
+        )
+        or not c.negated
+        and test_key(c.test) in also
         for c in extra
     )
 

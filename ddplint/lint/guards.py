@@ -574,12 +574,27 @@ class Guards:
     def _own_guards(self, event: CallSite | Assignment, facts: ModuleFacts, path: Path) -> bool:
         """The event's tests, an earlier single-process assert or its function's decorator let
         only the main process, or a run without distribution, get there."""
-        if any(self.condition_kind(c, facts, path, event.function) in {MAIN, SINGLE} for c in event.conditions):
+        if any(self.one_process_branch(c, facts, path, event.function) for c in event.conditions):
             return True
         if self.after_single_process_assert(event, facts, path):
             return True
         info = _enclosing_function(facts, event.function)
         return info is not None and any(self._main_decorator(d) for d in info.decorators)
+
+    def one_process_branch(self, condition: Condition, facts: ModuleFacts, path: Path, function: str) -> bool:
+        """Only the main process, or a single-process run, takes the branch. A branch that wraps
+        a model in DistributedDataParallel (or starts a process group) is distributed whatever
+        launch test it looks like: `if args.gpu is not None: ... else: model.cuda();
+        model = DDP(model)` splits distributed runs."""
+        kind = self.condition_kind(condition, facts, path, function)
+        if kind is MAIN:
+            return True
+        return kind is SINGLE and not any(
+            site.function == function
+            and any(c is condition for c in site.conditions)
+            and Effect.DATA_PARALLEL in self.summaries.effects(site, facts, path)
+            for site in facts.calls
+        )
 
     def main_only(
         self, site: CallSite, facts: ModuleFacts | None = None, path: Path | None = None, main_first: bool = False

@@ -15,6 +15,7 @@ from typing import Protocol
 import libcst as cst
 
 from ddplint.lint.facts import CallSite, ModuleFacts
+from ddplint.lint.names import arg, reference
 from ddplint.lint.roles import PER_NODE, RANKS
 
 
@@ -84,8 +85,39 @@ def never_runs(facts: ModuleFacts, site: CallSite) -> bool:
         is_none = (
             type(target.operator) is cst.Is and not condition.negated or type(target.operator) is cst.IsNot and condition.negated
         )
-        if is_none and facts.role_of(test.left, site.function) in RANKS | PER_NODE:
+        if (
+            is_none
+            and facts.role_of(test.left, site.function) in RANKS | PER_NODE
+            and not _given_directly(facts, test.left, site)
+        ):
             return True
+    return False
+
+
+def _given_directly(facts: ModuleFacts, expr: cst.BaseExpression, site: CallSite) -> bool:
+    """The rank value comes from a parameter of the site's function that a direct call in the
+    module fills with something that is no rank: `main_worker(args.gpu, ...)` beside
+    `mp.spawn(main_worker, ...)` runs the worker with the option's value, None unless given."""
+    info = facts.functions.get(site.function)
+    name = reference(expr)
+    if info is None or name is None:
+        return False
+    params = [p.name.value for p in info.node.params.params]
+    sources = {name} & set(params) or {
+        b.value.value
+        for b in facts.assigned(name)
+        if b.function == site.function and type(b.value) is cst.Name and b.value.value in params
+    }
+    for source in sources:
+        for call in facts.calls:
+            if call.name != site.function:
+                continue
+            given = arg(call.node, params.index(source), source)
+            if given is None or type(given) is cst.Integer:
+                continue
+            # no rank, or the very value the worker makes a rank of (its role is this binding's)
+            if reference(given) == name or facts.role_of(given, call.function) is None:
+                return True
     return False
 
 
