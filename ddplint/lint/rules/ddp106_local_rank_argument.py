@@ -3,11 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
+
+import libcst as cst
 
 from ddplint.diagnostics import Severity
 from ddplint.lint.context import LintContext
 from ddplint.lint.facts import CallSite, local_rank_flag, starts_own_workers
+from ddplint.lint.names import reference
+from ddplint.lint.resolver import Resolved
 from ddplint.lint.rules.base import Finding, Inside, Rule
+
+PARSE_METHODS = frozenset({"parse_args", "parse_known_args"})
+HELPER_DEPTH = 1  # the helper's own calls of its module's functions: merge_config() -> get_args()
 
 
 class LocalRankArgument(Rule):
@@ -44,16 +52,46 @@ class LocalRankArgument(Rule):
 
 
 def _helper_flags(ctx: LintContext) -> Iterator[tuple[CallSite, str, Inside]]:
-    """Calls of a function of another project module that declares the flag on the parser it
-    builds (`args = parse_args()` with `parser.add_argument("--local_rank", ...)` in options.py)."""
+    """Calls that reach a parser of another project module declaring the flag: a function that
+    builds it (`args = parse_args()` with `parser.add_argument("--local_rank", ...)` in
+    options.py), or one that calls such a function of its module (`merge_config()` calling
+    `get_args()`), or a parser built at the top of another module (`from opts import parser`;
+    `parser.parse_args()`)."""
     seen: set[int] = set()
     for site in ctx.facts.calls:
-        resolved = ctx.resolve_function(ctx.facts, ctx.path, ctx.method_target(ctx.facts, site))
-        if resolved is None or resolved.facts is ctx.facts:
-            continue
-        for inner in resolved.facts.calls_within(resolved.function):
-            flag = local_rank_flag(inner)
-            if flag is not None and id(inner.node) not in seen:
-                seen.add(id(inner.node))
-                yield site, flag, Inside(resolved.path, inner.node, f"'{flag}' declared here")
-                break
+        found = _declared_by_call(ctx, site)
+        if found is not None and id(found[1].node) not in seen:
+            path, declared, flag = found
+            seen.add(id(declared.node))
+            yield site, flag, Inside(path, declared.node, f"'{flag}' declared here")
+
+
+def _declared_by_call(ctx: LintContext, site: CallSite) -> tuple[Path, CallSite, str] | None:
+    if site.method in PARSE_METHODS and type(site.node.func) is cst.Attribute:
+        parser = reference(site.node.func.value)
+        located = ctx.project.resolve(ctx.path, ctx.facts.qualify(parser) or parser) if parser else None
+        if located is not None and located.attr and located.facts is not ctx.facts:
+            return _first_flag(located.path, [c for c in located.facts.calls if c.function == ""])
+    resolved = ctx.resolve_function(ctx.facts, ctx.path, ctx.method_target(ctx.facts, site))
+    if resolved is None or resolved.facts is ctx.facts:
+        return None
+    return _declared_in(ctx, resolved, HELPER_DEPTH)
+
+
+def _declared_in(ctx: LintContext, resolved: Resolved, depth: int) -> tuple[Path, CallSite, str] | None:
+    facts, path, function = resolved
+    calls = facts.calls_within(function)
+    found = _first_flag(path, calls)
+    if found is not None or depth == 0:
+        return found
+    for inner in calls:
+        called = ctx.resolve_function(facts, path, ctx.method_target(facts, inner))
+        if called is not None and called.facts is facts and called.function != function:
+            found = _declared_in(ctx, called, depth - 1)
+            if found is not None:
+                return found
+    return None
+
+
+def _first_flag(path: Path, calls: list[CallSite]) -> tuple[Path, CallSite, str] | None:
+    return next(((path, c, flag) for c in calls if (flag := local_rank_flag(c)) is not None), None)
