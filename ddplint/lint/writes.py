@@ -29,7 +29,7 @@ from ddplint.lint.names import (
 )
 from ddplint.lint.roles import RANK_CALLS, RANKS
 from ddplint.lint.rules.base import Inside
-from ddplint.lint.vocabulary import CHECKPOINT_WRITERS, LOG_WRITERS, OUTPUT_METHODS, OUTPUT_WRITERS, TRAINER
+from ddplint.lint.vocabulary import CHECKPOINT_WRITERS, LOG_WRITERS, OUTPUT_METHODS, OUTPUT_WRITERS, TRAINER, WRAPPERS
 
 
 class WriteKind(str, Enum):
@@ -145,12 +145,23 @@ def _per_rank(expr: cst.BaseExpression | None, facts: ModuleFacts, function: str
         return False
     read = _read_names(expr)
     return any(
-        a.value is not expr and _per_rank(a.value, facts, a.function, depth - 1) for name in read for a in facts.assigned(name)
+        a.value is not expr and not _placed(a.value, facts) and _per_rank(a.value, facts, a.function, depth - 1)
+        for name in read
+        for a in facts.assigned(name)
     ) or any(  # a function of the module that builds the path: `LOG_FILE = get_log_file()`
         facts.functions[name].returns and all(_per_rank(value, facts, name, depth - 1) for value in facts.functions[name].returns)
         for name in read
         if name in facts.functions
     )
+
+
+def _placed(value: cst.BaseExpression, facts: ModuleFacts) -> bool:
+    """`net = DDP(net, device_ids=[local_rank])`, `model = model.to(device)`: the object placed on
+    the rank's GPU is the same object; the device names no path (`f"{net.name}_ckpt.pth"`)."""
+    if type(value) is not cst.Call:
+        return False
+    method = value.func.attr.value if type(value.func) is cst.Attribute else None
+    return method in {"to", "cuda"} or facts.callee(value) in WRAPPERS
 
 
 def _read_names(expr: cst.BaseExpression) -> set[str]:
