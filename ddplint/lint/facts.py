@@ -138,6 +138,7 @@ class ModuleFacts:
     env_names: set[str] = field(default_factory=set)  # launcher variables named in any string literal
     roles: dict[tuple[str, str], Role] = field(default_factory=dict)  # (function or "*", name) -> role
     framework: str | None = None
+    optional_imports: set[str] = field(default_factory=set)  # local names imported under an `if` test
     is_distributed: bool = False
     rpc_only: bool = False  # RPC workers and no process group or DDP replica: not data-parallel
     is_script: bool = False  # has an `if __name__ == "__main__":` block
@@ -353,10 +354,13 @@ class _Collector(Walker):
                 continue
             self.facts.imported_modules.add(full)
             if alias.asname is not None and type(alias.asname.name) is cst.Name:
-                self.facts.imports[alias.asname.name.value] = full
+                local = alias.asname.name.value
+                self.facts.imports[local] = full
             else:
-                head = full.split(".")[0]
-                self.facts.imports.setdefault(head, head)
+                local = full.split(".")[0]
+                self.facts.imports.setdefault(local, local)
+            if self._optional():
+                self.facts.optional_imports.add(local)
         return False
 
     def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
@@ -373,7 +377,13 @@ class _Collector(Walker):
             sep = "" if prefix.endswith(".") else "."
             full = f"{prefix}{sep}{name}" if prefix else name
             self.facts.imports[local] = CANONICAL.get(full, full)
+            if self._optional():
+                self.facts.optional_imports.add(local)
         return False
+
+    def _optional(self) -> bool:
+        """Inside an `if` other than the `__main__` block: an import one mode of the script needs."""
+        return any(not _is_main_block(c.test) for c in self.conditions)
 
     # -- scopes ----------------------------------------------------------------------
 
@@ -1031,10 +1041,14 @@ def _enclosing_scopes(function: str) -> list[str]:
 
 def _detect_framework(facts: ModuleFacts) -> str | None:
     """The framework that runs the distributed training: one whose names the code uses (an
-    `from accelerate import Accelerator` left unused leaves the script its own)."""
+    `from accelerate import Accelerator` left unused leaves the script its own). A framework
+    imported only under a test (`if args.use_accelerate: from accelerate import Accelerator`) in
+    a script that starts its own process group is one of its modes: the script's own
+    distributed mode is linted as any other."""
+    own_group = any(site.name == f"{DIST}.init_process_group" and not single_process_init(site.node) for site in facts.calls)
     for local, qualified in facts.imports.items():
         owner = next((p for p in FRAMEWORK_IMPORTS if qualified == p or qualified.startswith(p + ".")), None)
-        if owner is not None and local in facts.names_read:
+        if owner is not None and local in facts.names_read and not (own_group and local in facts.optional_imports):
             return FRAMEWORK_IMPORTS[owner]
     for module in facts.imported_modules:
         if module.startswith(FRAMEWORK_MODULES):
