@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Iterator
 
 import libcst as cst
@@ -9,6 +10,7 @@ import libcst as cst
 from ddplint.diagnostics import Severity
 from ddplint.lint import constants
 from ddplint.lint.context import LintContext
+from ddplint.lint.devices import contains
 from ddplint.lint.facts import Assignment, CallSite, Loop, ModuleFacts
 from ddplint.lint.loaders import (
     EVAL_WORDS,
@@ -25,6 +27,8 @@ from ddplint.lint.names import arg, call_parameters, data_name, dotted, names_in
 from ddplint.lint.paths import dominates
 from ddplint.lint.rules.base import Finding, InsertBefore, Inside, Remedy, Rule
 from ddplint.lint.vocabulary import LOADER
+
+BUILTINS = frozenset(vars(builtins))
 
 
 def _set_epoch_receivers(ctx: LintContext) -> tuple[set[str], bool]:
@@ -55,6 +59,8 @@ class MissingSetEpoch(Rule):
     def check(self, ctx: LintContext) -> Iterator[Finding]:
         facts = ctx.facts
         inside = _samplers_from_helpers(ctx)
+        loaders_inside = _loaders_from_helpers(ctx)
+        inside.update({site: built for site, (built, _) in loaders_inside.items()})
         shuffling = [s for s in samplers(facts) if not is_false(arg(s.node, 3, "shuffle"))] + list(inside)
         if not shuffling:
             return
@@ -74,7 +80,8 @@ class MissingSetEpoch(Rule):
         by_loader, receivers = _through_named_loaders(facts, receivers)
         lasts = {r.rsplit(".", 1)[-1] for r in receivers}
         for site in shuffling:
-            names = bound_names(facts, site.node)
+            loader = loaders_inside.get(site)
+            names = [loader[1]] if loader is not None else bound_names(facts, site.node)
             if id(site.node) in by_loader or by_loader & {id(b.value) for b in facts.bindings_of(site.node)}:
                 continue  # loader.sampler.set_epoch(epoch) for the loader it was given to
             dataset = arg(site.node, 0, "dataset")
@@ -84,7 +91,7 @@ class MissingSetEpoch(Rule):
                 continue  # an evaluation sampler (or the sampler of an evaluation loader): its order does not matter
             if names and {n.rsplit(".", 1)[-1] for n in names} & lasts:
                 continue
-            if any(_escapes(ctx, n) or _set_by_receiver(ctx, n) for n in names):
+            if any(_escapes(ctx, n, loader is not None) or _set_by_receiver(ctx, n) for n in names):
                 continue  # handed to a function this linter cannot see into, or to one that sets the epoch
             if _single_pass(facts, site, names) or _never_read(facts, site, names):
                 continue  # one pass over the data, or none: there is no next epoch to reshuffle
@@ -92,7 +99,9 @@ class MissingSetEpoch(Rule):
                 continue  # returned to a caller that keeps it under its own name (`self._sampler, ... = ...`)
             if lasts & {"sampler", "batch_sampler"} or not names and receivers:
                 continue  # loader.sampler.set_epoch(epoch)
-            label = names[0] if names else held[1] if held is not None else "sampler"
+            label = (
+                f"{names[0]}.sampler" if loader is not None else names[0] if names else held[1] if held is not None else "sampler"
+            )
             built = inside.get(site)
             yield Finding(
                 site.node,
@@ -131,6 +140,58 @@ def _samplers_from_helpers(ctx: LintContext) -> dict[CallSite, Inside]:
             found[site] = Inside(inner_path, inner.node, "the DistributedSampler is built here")
             break
     return found
+
+
+def _loaders_from_helpers(ctx: LintContext) -> dict[CallSite, tuple[Inside, str]]:
+    """Calls of a function of another project module that returns a DataLoader it builds with
+    a shuffling DistributedSampler (`train_loader, test_loader = get_loader(args)`), with where
+    the sampler is built and the caller's name for that loader."""
+    facts, found = ctx.facts, {}
+    for site in facts.calls:
+        names = bound_names(facts, site.node)
+        if not names or data_name(site.name) in {LOADER, SAMPLER}:
+            continue
+        resolved = ctx.resolve_function(facts, ctx.path, ctx.method_target(facts, site))
+        if resolved is None or resolved.facts is facts:
+            continue
+        inner_facts, inner_path, function = resolved
+        returns = inner_facts.functions[function].returns
+        if len(returns) != 1:
+            continue  # several returns: which loader a run gets is not one answer
+        parts = [e.value for e in returns[0].elements] if type(returns[0]) is cst.Tuple else [returns[0]]
+        if len(parts) != len(names) or len(parts) > 1 and not all(b.element for b in facts.bindings_of(site.node)):
+            continue
+        for position, part in enumerate(parts):
+            sampler = _shuffling_sampler_of(inner_facts, function, part)
+            held = bound_names(inner_facts, sampler.node) if sampler is not None else []
+            if sampler is None or any(p is sampler.node or reference(p) in held for p in parts):
+                continue  # a sampler returned beside its loader is the caller's to set, under its own name
+            found[site] = (Inside(inner_path, sampler.node, "the DistributedSampler is built here"), names[position])
+            break
+    return found
+
+
+def _shuffling_sampler_of(facts: ModuleFacts, function: str, returned: cst.BaseExpression) -> CallSite | None:
+    """The shuffling DistributedSampler of the DataLoader the function returns as `returned`
+    (the loader itself, or a name bound to it), given inline or through a name."""
+    calls = facts.calls_within(function)
+    loader = next(
+        (
+            c
+            for c in calls
+            if data_name(c.name) == LOADER and (c.node is returned or reference(returned) in bound_names(facts, c.node))
+        ),
+        None,
+    )
+    given = arg(loader.node, 3, "sampler") if loader is not None else None
+    if given is None:
+        return None
+    for sampler in calls:
+        if data_name(sampler.name) != SAMPLER or is_false(arg(sampler.node, 3, "shuffle")):
+            continue
+        if given is sampler.node or reference(given) in bound_names(facts, sampler.node):
+            return sampler
+    return None
 
 
 def _single_pass(facts: ModuleFacts, site: CallSite, names: list[str]) -> bool:
@@ -351,14 +412,29 @@ def _set_by_receiver(ctx: LintContext, name: str) -> bool:
     return False
 
 
-def _escapes(ctx: LintContext, name: str) -> bool:
-    """The sampler is passed to a call that is neither torch's nor a function of the project."""
+def _escapes(ctx: LintContext, name: str, loader: bool = False) -> bool:
+    """The sampler is passed to a call that is neither torch's, Python's own (`len(loader)`) nor
+    a function of the project. A loader (a helper built it, with its sampler) escapes into any
+    function of another module, which may set the epoch through `loader.sampler`, but not into
+    a call whose result this module then iterates itself (`for batch in tqdm(loader)`)."""
     for site in ctx.facts.calls:
-        if (site.name or "").startswith("torch.") or site.name is None:
+        if (site.name or "").startswith("torch.") or site.name is None or site.name in BUILTINS:
             continue
-        if (
-            any(name in names_in(a.value) for a in site.node.args)
-            and ctx.resolve_function(ctx.facts, ctx.path, ctx.method_target(ctx.facts, site)) is None
-        ):
+        if not any(name in names_in(a.value) for a in site.node.args):
+            continue
+        resolved = ctx.resolve_function(ctx.facts, ctx.path, ctx.method_target(ctx.facts, site))
+        if resolved is None and not (loader and _iterated_here(ctx.facts, site)):
+            return True
+        if loader and resolved is not None and resolved.facts is not ctx.facts:
             return True
     return False
+
+
+def _iterated_here(facts: ModuleFacts, site: CallSite) -> bool:
+    """A `for` loop of the module iterates the call's result: in its `in` clause, or through the
+    names the result is bound to."""
+    held = {*bound_names(facts, site.node)}
+    return any(
+        type(loop.node) is cst.For and (contains(loop.node.iter, site.node) or held & names_in(loop.node.iter))
+        for loop in facts.loops
+    )
