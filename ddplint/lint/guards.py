@@ -677,11 +677,15 @@ class Guards:
     def every_rank(self, function: str, facts: ModuleFacts) -> bool:
         """The function starts or uses the process group on every path through it, so every
         rank must call it (a rank that did not would leave the others waiting): a train()
-        that a launcher elsewhere calls."""
+        that a launcher elsewhere calls, or a trainer's `__init__` whose own
+        `self._init_dist()` does."""
         key = (id(facts), function)
         if key not in self._every_rank:
-            self._every_rank[key] = any(
-                not site.conditions and site.name in EVERY_RANK_CALLS for site in facts.calls_in(function)
+            self._every_rank[key] = False  # recursion guard: a cycle adds nothing
+            unconditional = [site for site in facts.calls_in(function) if not site.conditions]
+            self._every_rank[key] = any(site.name in EVERY_RANK_CALLS for site in unconditional) or any(
+                (target := self.ctx.method_target(facts, site)) in facts.functions and self.every_rank(target, facts)
+                for site in unconditional
             )
         return self._every_rank[key]
 
