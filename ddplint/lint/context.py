@@ -28,6 +28,8 @@ from ddplint.lint.resolver import Resolved
 from ddplint.lint.summaries import Effect, Summaries
 from ddplint.lint.vocabulary import INIT_PG
 
+REEXPORT_HOPS = 2  # a class found through at most this many re-exporting modules
+
 
 @dataclass
 class LintContext:
@@ -116,7 +118,15 @@ class LintContext:
         if facts.has_members(cls):
             return cls
         found = self.project.resolve(path, facts.qualify(cls) or cls)
-        return cls if found is not None and found.attr and found.facts.has_members(found.attr) else None
+        for _ in range(REEXPORT_HOPS):  # through a package's `from .trainer import Trainer`
+            if found is None or not found.attr:
+                return None
+            if found.facts.has_members(found.attr):
+                return cls
+            if found.attr.partition(".")[0] not in found.facts.imports:
+                return None
+            found = self.project.resolve(found.path, found.facts.qualify(found.attr) or found.attr)
+        return None
 
     def _resolve_in_project(self, facts: ModuleFacts, path: Path, name: str, hops: int, constructors: bool) -> Resolved | None:
         found = self.project.resolve(path, name)

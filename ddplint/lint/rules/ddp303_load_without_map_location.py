@@ -153,13 +153,21 @@ def _filled_from(value: cst.BaseExpression) -> set[str]:
 
 
 def _restores(site: CallSite, facts: ModuleFacts, restores: set[str]) -> bool:
-    """The loaded object is a checkpoint that goes into a model or optimizer."""
+    """The loaded object is a checkpoint that goes into a model or optimizer, directly or by a
+    key of it (`optimizer.load_state_dict(torch.load(path)["optimizer"])`)."""
     for outer in facts.calls:
-        if outer.method == "load_state_dict" and any(a.value is site.node for a in outer.node.args):
+        if outer.method == "load_state_dict" and any(_unkeyed(a.value) is site.node for a in outer.node.args):
             return True
     targets = {a.target for a in facts.bindings_of(site.node)}
     targets |= {a.target for a in facts.assignments if type(a.value) is cst.Subscript and a.value.value is site.node}
     return bool(targets & restores) or any(any(r.startswith(t + ".") for r in restores) for t in targets)
+
+
+def _unkeyed(expr: cst.BaseExpression) -> cst.BaseExpression:
+    """`ckpt["state"]["model"]` -> `ckpt`."""
+    while type(expr) is cst.Subscript:
+        expr = expr.value
+    return expr
 
 
 # Methods of an nn.Module that neither a tensor nor a state dict has: the object is a model.
