@@ -583,8 +583,8 @@ class Guards:
 
     def one_process_branch(self, condition: Condition, facts: ModuleFacts, path: Path, function: str) -> bool:
         """Only the main process, or a single-process run, takes the branch. A branch that wraps
-        a model in DistributedDataParallel (or starts a process group) is distributed whatever
-        launch test it looks like: `if args.gpu is not None: ... else: model.cuda();
+        a model for data-parallel training (DDP, FSDP, itself or in a helper) is distributed
+        whatever launch test it looks like: `if args.gpu is not None: ... else: model.cuda();
         model = DDP(model)` splits distributed runs."""
         kind = self.condition_kind(condition, facts, path, function)
         if kind is MAIN:
