@@ -1045,7 +1045,7 @@ def _detect_framework(facts: ModuleFacts) -> str | None:
     imported only under a test (`if args.use_accelerate: from accelerate import Accelerator`) in
     a script that starts its own process group is one of its modes: the script's own
     distributed mode is linted as any other."""
-    own_group = any(site.name == f"{DIST}.init_process_group" and not single_process_init(site.node) for site in facts.calls)
+    own_group = any(site.name == INIT_PG and not single_process_init(site.node) for site in facts.calls)
     for local, qualified in facts.imports.items():
         owner = next((p for p in FRAMEWORK_IMPORTS if qualified == p or qualified.startswith(p + ".")), None)
         if owner is not None and local in facts.names_read and not (own_group and local in facts.optional_imports):
