@@ -556,8 +556,8 @@ class _Collector(Walker):
 
     def visit_SimpleString(self, node: cst.SimpleString) -> None:
         if len(node.value) < 32:  # `for v in ("LOCAL_RANK", "SLURM_LOCALID"): os.environ[v]`
-            value = node.evaluated_value
-            if isinstance(value, str) and value in ENV_ROLES:
+            value = string_value(node)
+            if value in ENV_ROLES:
                 self.facts.env_names.add(value)
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
@@ -1115,9 +1115,9 @@ def _starts_at_import(facts: ModuleFacts) -> bool:
     """Module-level code starts the processes or the group itself (`main()` at the bottom of a
     file without a `__main__` block): the module is a script, not a library."""
     seen: set[str] = set()
-
-    def starts(calls: list[CallSite]) -> bool:
-        for site in calls:
+    todo = [facts.calls_in("")]
+    while todo:
+        for site in todo.pop():
             if site.name == INIT_PG or site.name in SPAWN:
                 return True
             function = site.name if site.name in facts.functions else constructed_method(facts, site.node)
@@ -1125,8 +1125,5 @@ def _starts_at_import(facts: ModuleFacts) -> bool:
                 function = f"{site.name}.__init__"
             if function is not None and function not in seen:
                 seen.add(function)
-                if starts(facts.calls_within(function)):
-                    return True
-        return False
-
-    return starts(facts.calls_in(""))
+                todo.append(facts.calls_within(function))
+    return False

@@ -15,6 +15,7 @@ A test is classified by what it says about the process that passes it:
 
 from __future__ import annotations
 
+import weakref
 from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -110,7 +111,7 @@ class Guards:
         self._spawns: dict[tuple[int, str], list[CallSite]] = {}  # per function: its calls that start the ranks
         self._own_group: dict[tuple[int, str], bool] = {}
         self._callees: dict[int, dict[int, str]] = {}
-        self.launch = LaunchTests(self)
+        self.launch = LaunchTests(weakref.proxy(self))  # no reference cycle (see LintContext.guards)
 
     # -- tests -------------------------------------------------------------------------
 

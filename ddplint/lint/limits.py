@@ -55,11 +55,11 @@ def parse_python(text: str, filename: str) -> ast.Module:
     return tree
 
 
-# Python's tokens, as far as nesting goes. A string is one token; an f-string's body is scanned
-# again as code, since its replacement fields nest like any expression.
+# Python's tokens, as far as nesting goes, each with the blanks after it. A string is one token;
+# an f-string's body is scanned again as code, since its replacement fields nest like any expression.
 TOKEN = re.compile(
     r"""
-    (?P<string>(?P<prefix>[rRbBuUfF]{0,2})(?:
+    (?:(?P<string>(?P<prefix>[rRbBuUfF]{0,2})(?:
         '''(?P<long1>(?:\\.|[^\\])*?)''' | \"\"\"(?P<long2>(?:\\.|[^\\])*?)\"\"\"
       | '(?P<short1>(?:\\.|[^\\'\r\n])*)' | "(?P<short2>(?:\\.|[^\\"\r\n])*)"))
   | (?P<newline>\r\n|\r|\n)
@@ -68,29 +68,13 @@ TOKEN = re.compile(
   | (?P<number>\.?\d(?:[eE][-+]|[\w.])*)
   | (?P<word>\w+)
   | (?P<op>\*\*|//|<<|>>|==|[-+*/%@&|^~<>!]=?|\.)
-  | (?P<other>.)
+  | (?P<other>.))[ \t\f]*
 """,
     re.VERBOSE | re.DOTALL,
 )
 BODIES = ("long1", "long2", "short1", "short2")
 # Words that make an expression one level deeper in libcst's tree (`and`, `not`, `lambda`, ...).
 NESTING_WORDS = frozenset({"and", "or", "not", "if", "else", "lambda", "await", "in", "is"})
-
-
-def _tokens(text: str, start: int, end: int) -> Iterator[tuple[str, int, int]]:
-    """(kind, start, end) of the tokens that matter for nesting; an f-string is an "open", the
-    tokens of its body and a "close"."""
-    for match in TOKEN.finditer(text, start, end):
-        kind = match.lastgroup or "other"  # never None: every alternative is a named group
-        if kind == "string" and "f" in match["prefix"].lower():
-            body = next(name for name in BODIES if match[name] is not None)
-            yield "open", match.start(), match.start(body)
-            yield from _tokens(text, match.start(body), match.end(body))
-            yield "close", match.end(body), match.end()
-        elif kind == "word":
-            yield ("op" if match[kind] in NESTING_WORDS else "word"), match.start(), match.end()
-        elif kind not in ("skip", "other"):
-            yield kind, match.start(), match.end()
 
 
 def may_be_newer_syntax(text: str) -> bool:
@@ -100,18 +84,33 @@ def may_be_newer_syntax(text: str) -> bool:
 
     With no AST to measure, the depth is an upper bound read from the tokens: within a
     statement every operator, expression keyword, `.` and bracketed group is one more level,
-    a `,` starts a sibling at its bracket's depth, and each indented block adds two. Linear in
-    the text, and never raises for anything else.
+    a `,` starts a sibling at its bracket's depth, and each indented block adds two. An
+    f-string opens a group whose body is read again as code (its replacement fields nest like
+    any expression) and whose end closes it. Linear in the text, and never raises for anything
+    else. It runs on every linted file, so it is one loop with no generator in between.
     """
     indents = [0]
     frames: list[tuple[int, int]] = []  # per open bracket: the depth before it, and its elements' depth
     depth = line_begin = 0
     at_line_start = True
-    for kind, start, end in _tokens(text, 0, len(text)):
-        if kind == "newline":
-            if not frames:
-                at_line_start, line_begin = True, end
-            continue
+    scans: list[tuple[Iterator[re.Match[str]], int]] = [(TOKEN.finditer(text), -1)]  # and where each f-string ends
+    while scans:
+        scan, end = scans[-1]
+        match = next(scan, None)
+        if match is not None:
+            kind = match.lastgroup
+            if kind == "skip" or kind == "other":
+                continue
+            if kind == "newline":
+                if not frames:
+                    at_line_start, line_begin = True, match.end(kind)
+                continue
+            start = match.start()
+        elif end < 0:
+            return True
+        else:  # an f-string's body is read: its end closes its group
+            scans.pop()
+            kind, start = "close", end
         if at_line_start:
             at_line_start = False
             column = start - line_begin
@@ -120,17 +119,24 @@ def may_be_newer_syntax(text: str) -> bool:
             if column > indents[-1]:
                 indents.append(column)
             depth = 2 * (len(indents) - 1)
-        if kind == "open":
+        if kind == "word":
+            if match is not None and match[kind] in NESTING_WORDS:
+                depth += 1
+        elif kind == "op":
+            depth += 1
+        elif kind == "comma":
+            depth = frames[-1][1] if frames else 2 * (len(indents) - 1)
+        elif kind == "close":
+            if frames:
+                depth = frames.pop()[0] + 1
+        elif kind == "open" or kind == "string" and match is not None and "f" in match["prefix"].lower():
             frames.append((depth, depth + 1))
             if len(frames) > MAX_BRACKETS:
                 return False
             depth += 1
-        elif kind == "close" and frames:
-            depth = frames.pop()[0] + 1
-        elif kind == "comma":
-            depth = frames[-1][1] if frames else 2 * (len(indents) - 1)
-        elif kind == "op":
-            depth += 1
+            if kind == "string" and match is not None:
+                body = next(name for name in BODIES if match[name] is not None)
+                scans.append((TOKEN.finditer(text, match.start(body), match.end(body)), match.end(body)))
         if depth > MAX_DEPTH:
             line = len(re.findall(r"\r\n|\r|\n", text[:start])) + 1
             raise TooComplex(f"nested more than {MAX_DEPTH} levels deep (line {line}); skipped")

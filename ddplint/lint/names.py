@@ -6,6 +6,8 @@ few distributed APIs that matter are resolved with the module's own import table
 
 from __future__ import annotations
 
+import re
+
 import libcst as cst
 
 from ddplint.lint.walk import Walker
@@ -60,8 +62,18 @@ def reference(expr: cst.BaseExpression) -> str | None:
     return ".".join(reversed(parts))
 
 
+# A str literal whose value is its text between the quotes: no escape, no prefix but `u`.
+_PLAIN_STRING = re.compile(r"[uU]?(\"\"\"|'''|\"|')([^\\\r]*)\1", re.DOTALL)
+
+
 def string_value(expr: cst.BaseExpression | None) -> str | None:
     """The value of a plain (non-f) string literal, else None."""
+    if type(expr) is cst.SimpleString:
+        # Most literals need no evaluation: ast.literal_eval costs, and leaves a reference
+        # cycle of its own closures behind on every call.
+        plain = _PLAIN_STRING.fullmatch(expr.value)
+        if plain is not None:
+            return plain[2]
     if type(expr) is cst.SimpleString or type(expr) is cst.ConcatenatedString:
         value = expr.evaluated_value
         return value if isinstance(value, str) else None
@@ -70,7 +82,7 @@ def string_value(expr: cst.BaseExpression | None) -> str | None:
 
 def int_value(expr: cst.BaseExpression | None) -> int | None:
     if type(expr) is cst.Integer:
-        return int(expr.evaluated_value)
+        return int(expr.value, 0)  # base 0: Python's own literal syntax (0x10, 1_000)
     return None
 
 

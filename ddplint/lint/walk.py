@@ -9,7 +9,6 @@ libcst's shape: `visit_<Node>` (return False to skip the children) and `leave_<N
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
 
 import libcst as cst
 
@@ -72,18 +71,6 @@ def _kind(value: object) -> int:
     return found
 
 
-def children(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
-    for name in _field_names(type(node)):
-        value = getattr(node, name)
-        kind = _kind(value)
-        if kind == 1:
-            yield value
-        elif kind == 2:
-            for item in value:
-                if _kind(item) == 1:
-                    yield item
-
-
 _handlers: dict[tuple[type, type], tuple] = {}
 
 
@@ -91,14 +78,29 @@ class Walker:
     """Base of read-only visitors: `self.walk(node)` dispatches on the node's class name."""
 
     def walk(self, node: cst.CSTNode) -> None:
+        # The hottest loop of the analysis: the children are read inline (no generator), and
+        # per (visitor, node class) the handlers and the fields to read are looked up once.
         key = (type(self), type(node))
         handlers = _handlers.get(key)
         if handlers is None:
             name = type(node).__name__
-            handlers = _handlers[key] = (getattr(type(self), f"visit_{name}", None), getattr(type(self), f"leave_{name}", None))
-        visit, leave = handlers
+            handlers = _handlers[key] = (
+                getattr(type(self), f"visit_{name}", None),
+                getattr(type(self), f"leave_{name}", None),
+                _field_names(type(node)),
+            )
+        visit, leave, fields = handlers
         if visit is None or visit(self, node) is not False:
-            for child in children(node):
-                self.walk(child)
+            for field in fields:
+                value = getattr(node, field)
+                kind = _kinds.get(type(value))
+                if kind is None:
+                    kind = _kind(value)
+                if kind == 1:
+                    self.walk(value)
+                elif kind == 2:
+                    for item in value:
+                        if _kinds.get(type(item)) == 1 or _kind(item) == 1:
+                            self.walk(item)
         if leave is not None:
             leave(self, node)
