@@ -138,6 +138,8 @@ class LintContext:
         return None
 
     def _resolve_in_project(self, facts: ModuleFacts, path: Path, name: str, hops: int, constructors: bool) -> Resolved | None:
+        if not facts.may_name_a_module(name):
+            return None
         found = self.project.resolve(path, name)
         if found is None:
             return None

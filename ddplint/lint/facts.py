@@ -156,8 +156,15 @@ class ModuleFacts:
     _assignments_within: dict[str, list[Assignment]] = field(default_factory=dict)
     _outer_scopes: set[str] = field(default_factory=set)  # names that enclose a function
     _calls_in: dict[str, list[CallSite]] = field(default_factory=dict)  # function ("" module) -> its own calls
+    _import_heads: frozenset[str] = frozenset()  # first parts of the names its imports and aliases bind
 
     # -- name resolution -------------------------------------------------------------
+
+    def may_name_a_module(self, qualified: str) -> bool:
+        """Whether a qualified name of this module can stand for a module (or a name in one):
+        relative, or headed by what an import or a module-level alias binds. `model.train()`
+        on a local `model` names no module, whatever files lie next to the script."""
+        return qualified.startswith(".") or qualified.partition(".")[0] in self._import_heads
 
     def qualify(self, name: str | None) -> str | None:
         """Resolve the head of a dotted name through the import table and module-level aliases."""
@@ -1108,6 +1115,7 @@ def collect(module: cst.Module, star_names: dict[str, str] | None = None) -> Mod
     facts.is_distributed = _detect_distributed(facts)
     facts.rpc_only = _rpc_only(facts)
     facts.is_script = facts.is_script or _starts_at_import(facts)
+    facts._import_heads = frozenset(name.partition(".")[0] for name in (*facts.imports.values(), *facts.aliases.values()))
     return facts
 
 
