@@ -94,7 +94,7 @@ def analyse(path, text, lines, config, rules, project, result: LintResult, modul
         except Exception as exc:  # one rule's bug must not stop the run
             result.internal_errors.append(FileError(str(path), f"internal error in {rule.code}: {type(exc).__name__}: {exc}"))
     if found:
-        positions = positions_mod.ranges(module, _located(found))
+        positions = positions_mod.ranges(module, _located(found), text)
         seen = set()  # one node can match a rule twice (`device=torch.device("cuda")`)
         for rule, finding in found:
             diagnostic = _diagnostic(path, rule, finding, positions, module, lines, project)

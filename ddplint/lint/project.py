@@ -94,7 +94,7 @@ class ProjectIndex:
         key = (path, node)
         if key not in self._positions:
             cached = self._cache.get(path)
-            where = positions_mod.ranges(cached[1], [node]).get(id(node)) if cached is not None else None
+            where = positions_mod.ranges(cached[1], [node], cached[0]).get(id(node)) if cached is not None else None
             self._positions[key] = (where.start.line, where.start.column + 1) if where is not None else None
         return self._positions[key]
 

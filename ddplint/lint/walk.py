@@ -48,7 +48,7 @@ _ORDER: dict[type, tuple[str, ...]] = {
 _fields: dict[type, tuple[str, ...]] = {}
 
 
-def _field_names(kind: type) -> tuple[str, ...]:
+def field_names(kind: type) -> tuple[str, ...]:
     names = _fields.get(kind)
     if names is None:
         names = _ORDER.get(kind) or tuple(
@@ -63,7 +63,8 @@ def _field_names(kind: type) -> tuple[str, ...]:
 _kinds: dict[type, int] = {}
 
 
-def _kind(value: object) -> int:
+def node_kind(value: object) -> int:
+    """1 for a node, 2 for a sequence (of nodes), 0 for anything else."""
     kind = type(value)
     found = _kinds.get(kind)
     if found is None:
@@ -87,7 +88,7 @@ class Walker:
             handlers = _handlers[key] = (
                 getattr(type(self), f"visit_{name}", None),
                 getattr(type(self), f"leave_{name}", None),
-                _field_names(type(node)),
+                field_names(type(node)),
             )
         visit, leave, fields = handlers
         if visit is None or visit(self, node) is not False:
@@ -95,12 +96,12 @@ class Walker:
                 value = getattr(node, field)
                 kind = _kinds.get(type(value))
                 if kind is None:
-                    kind = _kind(value)
+                    kind = node_kind(value)
                 if kind == 1:
                     self.walk(value)
                 elif kind == 2:
                     for item in value:
-                        if _kinds.get(type(item)) == 1 or _kind(item) == 1:
+                        if _kinds.get(type(item)) == 1 or node_kind(item) == 1:
                             self.walk(item)
         if leave is not None:
             leave(self, node)
