@@ -1,14 +1,15 @@
 """Positions of the few nodes a file's findings point at, without libcst's PositionProvider.
 
 PositionProvider generates the code of the whole module and records a range for every node,
-which cost about twice the parse; a file has a handful of findings. This generates the code
-only up to the end of the last node asked for, records nothing for the other nodes, and turns
-the recorded token counts into lines and columns once at the end. The ranges are exactly
-PositionProvider's: the same codegen hooks (`record_syntactic_position`, with its positions
-hoisted from child nodes, else the whitespace-inclusive range of `before/after_codegen`) and
-the same line counting (each token on its own: a "\\r" token followed by a "\\n" token is two
-lines, as libcst counts it).
-"""
+which cost about twice the parse; a file has a handful of findings. Here only the code of the
+statement that holds a node is generated, from the line and column Python's parser gives that
+statement (see _from_statements); where that cannot be done, the code is generated from the
+start of the module up to the end of the last node asked for. Either way nothing is recorded
+for the other nodes, and the recorded token counts become lines and columns once at the end.
+The ranges are exactly PositionProvider's: the same codegen hooks (`record_syntactic_position`,
+with its positions hoisted from child nodes, else the whitespace-inclusive range of
+`before/after_codegen`) and the same line counting (each token on its own: a "\\r" token
+followed by a "\\n" token is two lines, as libcst counts it)."""
 
 from __future__ import annotations
 
