@@ -140,21 +140,26 @@ def _parts(path: Path) -> tuple[str, ...]:
 
 
 def _lint_files(files: list[Path], config: Config) -> list[FileOutcome]:
+    # The analysis leaves no reference cycles behind (a test holds it to that), so the cycle
+    # collector would only walk the helper modules kept for the run, again and again. They are
+    # freed (with the index, on return) before it runs again.
+    with limits.no_cycle_collection():
+        return _lint_each(files, config)
+
+
+def _lint_each(files: list[Path], config: Config) -> list[FileOutcome]:
     from ddplint.lint.analysis import RecordingIndex
 
     project = RecordingIndex()  # one cache of helper modules per worker
     rules = enabled_rules(config)
     outcomes = []
-    # The analysis leaves no reference cycles behind (a test holds it to that), so the cycle
-    # collector would only walk the helper modules kept for the run, again and again.
-    with limits.no_cycle_collection():
-        for path in files:
-            project.read, project.missing = set(), set()
-            outcome = lint_file(path, config, rules, project)
-            # Path order is the order of their parts; comparing the tuples skips pathlib's __lt__.
-            outcome.helpers = tuple(sorted(project.read - {Path(os.path.realpath(path))}, key=_parts))
-            outcome.missing = tuple(sorted(project.missing, key=_parts))
-            outcomes.append(outcome)
+    for path in files:
+        project.read, project.missing = set(), set()
+        outcome = lint_file(path, config, rules, project)
+        # Path order is the order of their parts; comparing the tuples skips pathlib's __lt__.
+        outcome.helpers = tuple(sorted(project.read - {Path(os.path.realpath(path))}, key=_parts))
+        outcome.missing = tuple(sorted(project.missing, key=_parts))
+        outcomes.append(outcome)
     return outcomes
 
 
