@@ -367,6 +367,28 @@ def bound_where_cuda(ctx: LintContext, use: DeviceUse, bindings: list[CallSite])
     return bool(tests) and any(_dominates_when_distributed(ctx, b, use.site, tests) for b in bindings)
 
 
+def bound_before_cuda_named(ctx: LintContext, use: DeviceUse, bindings: list[CallSite]) -> bool:
+    """The device is a local name that is a bare CUDA device only in branches that bind the
+    process to its GPU before the use: `if torch.cuda.is_available(): set_device(local_rank);
+    device = torch.device("cuda")`, `else: device = torch.device("cpu")`. Each binding of the
+    name to CUDA has a set_device on every path to it, or after it in its own block and before
+    the use; wherever the use sees "cuda", the process was bound first."""
+    name = reference(use.expr) if type(use.expr) is cst.Name else None
+    if name is None:
+        return False
+    site = use.site
+    reaching = [b for b in ctx.facts.reaching(name, site.function, site.order, site.blocks) if not b.element]
+    cuda = [b for b in reaching if classify(ctx, b.value, site, True).kind is DeviceKind.BARE]
+
+    def bound(b: Event) -> bool:
+        here = [s for s in bindings if s.function == b.function]
+        return joined(here, b, ctx.facts) or any(
+            s.blocks == b.blocks and b.order < s.order < site.order and s.function == site.function for s in here
+        )
+
+    return bool(cuda) and all(bound(b) for b in cuda)
+
+
 def cuda_tests(ctx: LintContext, expr: cst.BaseExpression, site: CallSite, depth: int = FOLLOW) -> frozenset[str]:
     """The tests (as `test_key`s) that a device expression is CUDA under and only under: the
     test of `"cuda" if test else "cpu"`, through the names and torch.device() that hold it."""

@@ -9,6 +9,7 @@ from ddplint.lint.context import LintContext
 from ddplint.lint.devices import (
     binding_sites,
     bound_before,
+    bound_before_cuda_named,
     bound_where_cuda,
     device_uses,
     visible_devices_per_rank,
@@ -49,7 +50,7 @@ class CudaBeforeSetDevice(Rule):
                 continue
             if bound_before(ctx, use.site, bindings) and bindings or never_runs(ctx.facts, use.site):
                 continue
-            if bound_where_cuda(ctx, use, bindings):
+            if bound_where_cuda(ctx, use, bindings) or bound_before_cuda_named(ctx, use, bindings):
                 continue
             first[function] = Finding(
                 use.expr,
