@@ -9,8 +9,8 @@ import libcst as cst
 from ddplint.diagnostics import Severity
 from ddplint.lint.context import LintContext
 from ddplint.lint.facts import CallSite, ModuleFacts
-from ddplint.lint.loaders import epoch_loop, epoch_loops
-from ddplint.lint.names import is_constant, names_in
+from ddplint.lint.loaders import bound_names, epoch_loop, epoch_loops, loaders
+from ddplint.lint.names import arg, is_constant, names_in, reference
 from ddplint.lint.rules.base import Finding, Rule
 
 
@@ -44,13 +44,32 @@ class ConstantSetEpoch(Rule):
 
     @staticmethod
     def _once_before_loop(facts: ModuleFacts, site: CallSite) -> bool:
-        """An epoch loop follows in the same function, and no set_epoch on the same sampler runs inside one."""
-        if not epoch_loops(facts, site.function, after=site.order):
+        """An epoch loop that reads the sampler's data follows in the same function, and no
+        set_epoch on the same sampler runs inside one. A loop that never touches the sampler or
+        a loader built on it (a search over one batch taken before it) repeats no order."""
+        data = _data_names(facts, site)
+        if not any(
+            data & {n.split(".")[0] for n in names_in(loop.node)} for loop in epoch_loops(facts, site.function, site.order)
+        ):
             return False
         return not any(
             other.method == "set_epoch" and other.name == site.name and any(epoch_loop(lp) for lp in other.loops)
             for other in facts.calls
         )
+
+
+def _data_names(facts: ModuleFacts, site: CallSite) -> set[str]:
+    """The names that reach the sampler's data: the head of its receiver (`loader` of
+    `loader.sampler.set_epoch`), and the loaders built on it (`DataLoader(ds, sampler=sampler)`)."""
+    receiver = site.name.rpartition(".")[0] if site.name else ""
+    if not receiver:
+        return set()
+    found = {receiver.split(".")[0]}
+    for loader in loaders(facts):
+        given = arg(loader.node, 2, "sampler")
+        if given is not None and reference(given) == receiver:
+            found.update(name.split(".")[0] for name in bound_names(facts, loader.node))
+    return found
 
 
 def _loop_invariant(facts: ModuleFacts, loops: list[cst.For | cst.While], value: cst.BaseExpression) -> bool:
