@@ -114,30 +114,47 @@ def _helper_loads(ctx: LintContext, site: CallSite, facts: ModuleFacts, path: Pa
     return ask_helper(ctx, site, facts, path, "loads without map_location", answer, None, top)
 
 
-def _restoring_names(facts: ModuleFacts) -> set[str]:
+def _restoring_names(facts: ModuleFacts) -> dict[str, set[str]]:
     """Names mentioned in the arguments of `load_state_dict(...)` calls, and the dicts they are
     filled from: `model_dict.update(pretrained)`, `state = {k[7:]: v for k, v in ckpt.items()}`,
-    `state = ckpt["model"]`."""
-    out: set[str] = set()
+    `state = ckpt["model"]`; each with the functions it is read in there. A local name is the
+    same variable only in its own function (and the functions nested in it)."""
+    out: dict[str, set[str]] = {}
+    frontier: list[tuple[str, str]] = []
+
+    def add(name: str, function: str) -> None:
+        if function not in out.setdefault(name, set()):
+            out[name].add(function)
+            frontier.append((name, function))
+
     for site in facts.calls:
         if site.method == "load_state_dict":
             for a in site.node.args:
-                out |= names_in(a.value)
-    updates: dict[str, set[str]] = {}
+                for name in names_in(a.value):
+                    add(name, site.function)
+    updates: dict[str, list[tuple[str, set[str]]]] = {}  # container -> (function, what fills it)
     for site in facts.calls:
         if site.method == "update" and site.name and site.node.args:
-            updates.setdefault(site.name.rsplit(".", 1)[0], set()).update(_filled_from(site.node.args[0].value))
+            updates.setdefault(site.name.rsplit(".", 1)[0], []).append((site.function, _filled_from(site.node.args[0].value)))
     for store in facts.item_stores:  # `for k, v in ckpt.items(): state[k[7:]] = v`
-        updates.setdefault(store.container, set()).update(_filled_from(store.value))
-    frontier = list(out)
+        updates.setdefault(store.container, []).append((store.function, _filled_from(store.value)))
     while frontier:
-        name = frontier.pop()
-        sources = set(updates.get(name, ()))
-        for binding in facts.assigned(name):
-            sources |= _filled_from(binding.value)  # (a loop's `v` is filled from `ckpt.items()`)
-        frontier += sources - out
-        out |= sources
+        name, function = frontier.pop()
+        for where, sources in updates.get(name, ()):
+            if _same_variable(name, where, function):
+                for source in sources:
+                    add(source, where)
+        for binding in facts.assigned(name):  # (a loop's `v` is filled from `ckpt.items()`)
+            if _same_variable(name, binding.function, function):
+                for source in _filled_from(binding.value):
+                    add(source, binding.function)
     return out
+
+
+def _same_variable(name: str, bound_in: str, read_in: str) -> bool:
+    """A name bound in one function and read in another is the same variable: an attribute, a
+    module-level name, or a local of an enclosing function."""
+    return "." in name or bound_in in ("", read_in) or read_in.startswith(bound_in + ".")
 
 
 def _filled_from(value: cst.BaseExpression) -> set[str]:
@@ -152,15 +169,19 @@ def _filled_from(value: cst.BaseExpression) -> set[str]:
     return {name} if name is not None else set()
 
 
-def _restores(site: CallSite, facts: ModuleFacts, restores: set[str]) -> bool:
+def _restores(site: CallSite, facts: ModuleFacts, restores: dict[str, set[str]]) -> bool:
     """The loaded object is a checkpoint that goes into a model or optimizer, directly or by a
     key of it (`optimizer.load_state_dict(torch.load(path)["optimizer"])`)."""
     for outer in facts.calls:
         if outer.method == "load_state_dict" and any(_unkeyed(a.value) is site.node for a in outer.node.args):
             return True
-    targets = {a.target for a in facts.bindings_of(site.node)}
-    targets |= {a.target for a in facts.assignments if type(a.value) is cst.Subscript and a.value.value is site.node}
-    return bool(targets & restores) or any(any(r.startswith(t + ".") for r in restores) for t in targets)
+    bindings = [*facts.bindings_of(site.node)]
+    bindings += [a for a in facts.assignments if type(a.value) is cst.Subscript and a.value.value is site.node]
+    return any(
+        any(_same_variable(b.target, b.function, read) for read in restores.get(b.target, ()))
+        or any(r.startswith(b.target + ".") for r in restores)
+        for b in bindings
+    )
 
 
 def _unkeyed(expr: cst.BaseExpression) -> cst.BaseExpression:
