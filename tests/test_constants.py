@@ -55,3 +55,41 @@ def test_dark_branches():
     assert dark_calls("helper('x', mode='r')") == ["barrier", "barrier", "write"]
     # rank unknown: the first barrier may run; `rank == 0 and verbose` is still false
     assert dark_calls("helper(p, rank=get_rank())") == ["barrier"]
+
+
+FLAGS = """
+args = parse()
+
+
+def train(verbose):
+    if args.distributed:
+        sampler()
+    if not verbose:
+        log()
+    if args.world_size > 1:
+        barrier()
+
+
+def main(args):
+    if args.distributed:
+        sampler()
+
+
+if not args.distributed:
+    train(args.distributed)
+"""
+
+
+def test_the_tests_around_a_call_decide_branches_inside_it():
+    facts = collect(cst.parse_module(FLAGS))
+    call = next(site for site in facts.calls if site.name == "train")
+    known = constants.branch_facts(call.conditions)
+    assert {name: bool(value) for name, value in known.items()} == {"args.distributed": False}
+    inside = {**constants.carried(known, facts, "train"), **constants.bind_call(call.node, facts, "train", known)}
+    conditions = {site.name: site.conditions for site in facts.calls if site.function == "train"}
+    assert constants.dark(conditions["sampler"], inside)  # args.distributed is false in there
+    assert not constants.dark(conditions["log"], inside)  # verbose got a false value: `not verbose` runs
+    # a value known only by its truth decides no comparison
+    assert not constants.dark(conditions["barrier"], {"args.world_size": constants.Truth(False)})
+    # a function whose own parameter is called `args` does not see the caller's module-level args
+    assert constants.carried(known, facts, "main") == {}

@@ -13,8 +13,8 @@ import operator
 
 import libcst as cst
 
-from ddplint.lint.facts import Condition
-from ddplint.lint.names import call_parameters
+from ddplint.lint.facts import Condition, ModuleFacts
+from ddplint.lint.names import call_parameters, reference
 
 Bindings = dict[str, object]
 UNKNOWN = object()
@@ -47,6 +47,51 @@ def literal(expr: cst.BaseExpression | None) -> object:
         return UNKNOWN
 
 
+class Truth:
+    """A value known only by its truth: a name an enclosing `if` tested (under `if not
+    args.distributed:`, `args.distributed` is falsy). It decides tests of its truth, never a
+    comparison."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: bool) -> None:
+        self.value = value
+
+    def __bool__(self) -> bool:
+        return self.value
+
+    def __repr__(self) -> str:
+        return f"Truth({self.value})"
+
+
+def branch_facts(conditions: tuple[Condition, ...]) -> Bindings:
+    """What the tests around a call say about the names and attributes they test."""
+    known: Bindings = {}
+    for condition in conditions:
+        test, truth = condition.test, not condition.negated
+        while type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
+            test, truth = test.expression, not truth
+        name = reference(test) if type(test) in (cst.Name, cst.Attribute) else None
+        if name is not None:
+            known[name] = Truth(truth)
+    return known
+
+
+def carried(bindings: Bindings, facts: ModuleFacts, function: str) -> Bindings:
+    """The bindings a call passes on to a function of the same module as they are: those about
+    module-level names (`args.distributed` of a module-level `args`) that the function does not
+    bind itself."""
+    if not bindings:
+        return {}
+    own = set(facts.functions[function].params)
+    own |= {a.target.split(".")[0] for a in facts.assignments_within(function) if a.function == function}
+    return {
+        name: value
+        for name, value in bindings.items()
+        if (head := name.split(".")[0]) not in own and any(a.function == "" for a in facts.assigned(head))
+    }
+
+
 def bind_arguments(call: cst.Call, definition: cst.FunctionDef, outer: Bindings) -> Bindings:
     """Parameter -> constant value for this call: literal arguments, arguments that are names
     bound in the caller, and literal defaults of the parameters the call leaves out."""
@@ -65,7 +110,8 @@ def bind_arguments(call: cst.Call, definition: cst.FunctionDef, outer: Bindings)
     for name, param in by_name.items():
         if name in given:
             value = given[name]
-            found = outer.get(value.value, UNKNOWN) if type(value) is cst.Name and value.value in outer else literal(value)
+            held = reference(value) if type(value) in (cst.Name, cst.Attribute) else None
+            found = outer[held] if held in outer else literal(value)
         else:
             found = literal(param.default)
         if found is not UNKNOWN:
@@ -99,8 +145,10 @@ def key(bindings: Bindings) -> tuple:
 
 
 def _evaluate(expr: cst.BaseExpression, bindings: Bindings) -> object:
-    if type(expr) is cst.Name and expr.value in bindings:
-        return bindings[expr.value]
+    if type(expr) is cst.Name or type(expr) is cst.Attribute:
+        name = reference(expr)
+        if name in bindings:
+            return bindings[name]
     if type(expr) is cst.UnaryOperation and type(expr.operator) is cst.Not:
         inner = _evaluate(expr.expression, bindings)
         return UNKNOWN if inner is UNKNOWN else not inner
@@ -118,7 +166,7 @@ def _evaluate(expr: cst.BaseExpression, bindings: Bindings) -> object:
         for target in expr.comparisons:
             right = _evaluate(target.comparator, bindings)
             compare = _OPERATORS.get(type(target.operator))
-            if left is UNKNOWN or right is UNKNOWN or compare is None:
+            if left is UNKNOWN or right is UNKNOWN or compare is None or type(left) is Truth or type(right) is Truth:
                 return UNKNOWN
             try:
                 if not compare(left, right):

@@ -353,7 +353,13 @@ def _bound_before(
     chain = chain | {use.function}
     callers = [c for c in ctx.guards.callers(ctx.facts).get(use.function, []) if c.function not in chain]
     if callers:
-        return all(_bound_before(ctx, c, by_function, uncalled, chain) for c in callers)
+        # a call that its own tests give to one process (the single-process side of the launch
+        # test, or the main rank) needs no binding: its GPU 0 is its own
+        return all(
+            _bound_before(ctx, c, by_function, uncalled, chain)
+            for c in callers
+            if not ctx.guards.own_guards(c, ctx.facts, ctx.path)
+        )
     # A binding inside a function that this module calls is judged at those calls (they are
     # bindings too); one in a function started from elsewhere may run first.
     return bool(uncalled - chain)

@@ -570,9 +570,9 @@ class Guards:
         """Only the main process (or a run without distribution) gets past the site's own guards,
         or the site is the launcher's, which runs once."""
         facts, path = facts or self.ctx.facts, path or self.ctx.path
-        return self._own_guards(site, facts, path) or self.in_launcher(site, facts, path)
+        return self.own_guards(site, facts, path) or self.in_launcher(site, facts, path)
 
-    def _own_guards(self, event: CallSite | Assignment, facts: ModuleFacts, path: Path) -> bool:
+    def own_guards(self, event: CallSite | Assignment, facts: ModuleFacts, path: Path) -> bool:
         """The event's tests, an earlier single-process assert or its function's decorator let
         only the main process, or a run without distribution, get there."""
         if any(self.one_process_branch(c, facts, path, event.function) for c in event.conditions):
@@ -644,7 +644,7 @@ class Guards:
         GPU 0 is its own). By the event's own guards, or because every call of its function in
         the linted module is such a place; a function nothing here calls may run anywhere."""
         facts, path = self.ctx.facts, self.ctx.path
-        if self._own_guards(event, facts, path):
+        if self.own_guards(event, facts, path):
             return True
         if self.in_launcher(event, facts, path) and not self._starts_own_group(event.function, facts, path):
             return True  # the parent of mp.spawn; one that joins a group itself is a rank of some launch
