@@ -175,6 +175,10 @@ MPI_COLLECTIVES = frozenset(
 ON_DEVICE = COLLECTIVES - {f"{DIST}.new_group", f"{DIST}.monitored_barrier"}
 
 WRAPPERS = frozenset({DDP, FSDP, f"{DIST}.fsdp.fully_shard", f"{DIST}._composable.fsdp.fully_shard"})
+# torch.nn.Module methods that return the module itself: `DDP(net).to(device)` is still the wrapper.
+MODULE_RETURNS_ITSELF = frozenset(
+    {"to", "cuda", "cpu", "train", "eval", "float", "half", "double", "bfloat16", "type", "requires_grad_", "apply"}
+)
 
 # Calls that bind the process to the device they are given.
 SET_DEVICE_CALLS = frozenset({SET_DEVICE, "torch.accelerator.set_device_index", "torch.xpu.set_device"})

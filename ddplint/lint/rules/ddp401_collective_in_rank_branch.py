@@ -20,7 +20,7 @@ from ddplint.lint.names import call_parameters, dotted
 from ddplint.lint.paths import never_runs
 from ddplint.lint.rules.base import Finding, Rule
 from ddplint.lint.summaries import Effect, direct_effects
-from ddplint.lint.vocabulary import WRAPPERS
+from ddplint.lint.vocabulary import MODULE_RETURNS_ITSELF, WRAPPERS
 
 
 def _wrapped_models(ctx: LintContext) -> dict[str, tuple[str, int]]:
@@ -31,13 +31,17 @@ def _wrapped_models(ctx: LintContext) -> dict[str, tuple[str, int]]:
     """
     wrapped: dict[str, tuple[str, int]] = {}
     for a in ctx.facts.assignments:
-        if (
-            type(a.value) is cst.Call
-            and ctx.facts.callee(a.value) in WRAPPERS
-            and (a.target not in wrapped or a.order < wrapped[a.target][1])
-        ):
+        if _wraps(ctx.facts, a.value) and (a.target not in wrapped or a.order < wrapped[a.target][1]):
             wrapped[a.target] = (a.function, a.order)
     return wrapped
+
+
+def _wraps(facts: ModuleFacts, value: cst.BaseExpression) -> bool:
+    """The value is a DDP/FSDP wrapper: `DDP(net, ...)`, also moved or switched on the way
+    (`DDP(net, device_ids=[rank]).to(device)`: a module's `.to()` returns the module)."""
+    while type(value) is cst.Call and type(value.func) is cst.Attribute and value.func.attr.value in MODULE_RETURNS_ITSELF:
+        value = value.func.value
+    return type(value) is cst.Call and facts.callee(value) in WRAPPERS
 
 
 def _is_wrapped(ctx: LintContext, name: str | None, site: CallSite, models: dict[str, tuple[str, int]]) -> bool:
@@ -55,7 +59,7 @@ def _is_wrapped(ctx: LintContext, name: str | None, site: CallSite, models: dict
         return site.function != function or site.order > order
     if any(a.function == site.function for a in facts.assigned(name)):
         reaching = facts.reaching(name, site.function, site.order, site.blocks)
-        return any(type(b.value) is cst.Call and facts.callee(b.value) in WRAPPERS for b in reaching if not b.element)
+        return any(_wraps(facts, b.value) for b in reaching if not b.element)
     return not function or site.function.startswith(f"{function}.")
 
 
