@@ -111,6 +111,7 @@ class Guards:
         self._spawns: dict[tuple[int, str], list[CallSite]] = {}  # per function: its calls that start the ranks
         self._own_group: dict[tuple[int, str], bool] = {}
         self._callees: dict[int, dict[int, str]] = {}
+        self._worlds: dict[tuple[int, int, str, int], tuple[frozenset[str], frozenset[str]]] = {}
         self.launch = LaunchTests(weakref.proxy(self))  # no reference cycle (see LintContext.guards)
 
     # -- tests -------------------------------------------------------------------------
@@ -130,9 +131,14 @@ class Guards:
         `if args.distributed and rank != 0: return` leaves {S, M} after it. A test that nothing
         else reads is the launch test when the process group starts under it (launch.py).
         """
+        key = (id(expr), id(facts), function, depth)  # asked again for every site in the branch
+        if key in self._worlds:
+            return self._worlds[key]
         answer = self._read(expr, facts, path, function, depth)
         if answer == (ALL, ALL):
-            return self.launch.worlds(expr, facts, path) or answer
+            answer = self.launch.worlds(expr, facts, path) or answer
+        if not self.launch.learning:  # an answer while a launch table is learned is provisional
+            self._worlds[key] = answer
         return answer
 
     def _read(

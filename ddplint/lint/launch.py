@@ -66,6 +66,7 @@ class LaunchTests:
     def __init__(self, guards: Guards) -> None:
         self.guards = guards
         self._tables: dict[int, dict[str, Worlds]] = {}
+        self.learning = 0  # tables being learned: until they are, answers are provisional
 
     def worlds(self, expr: cst.BaseExpression, facts: ModuleFacts, path: Path) -> Worlds | None:
         """Where the test is true and where false, when it is one of the launch tests of the
@@ -77,7 +78,11 @@ class LaunchTests:
         key = id(facts)
         if key not in self._tables:
             self._tables[key] = {}  # recursion guard: no test is a launch test while learning
-            self._tables[key] = self._learn(facts, path)
+            self.learning += 1
+            try:
+                self._tables[key] = self._learn(facts, path)
+            finally:
+                self.learning -= 1
         return self._tables[key]
 
     def _learn(self, facts: ModuleFacts, path: Path) -> dict[str, Worlds]:
