@@ -181,7 +181,8 @@ class CollectiveInRankBranch(Rule):
                 or _model_in_attribute(ctx, site, models)
                 or _model_it_sees(ctx, site, models)
             ) is not None:
-                communicating.append((site, f"{dotted(site.node.func)}() (it runs the forward pass of the wrapped model '{handed}')"))
+                what = f"{dotted(site.node.func)}() (it runs the forward pass of the wrapped model '{handed}')"
+                communicating.append((site, what))
             elif Effect.COLLECTIVE in ctx.summaries.effects(site):
                 direct = Effect.COLLECTIVE in direct_effects(site)
                 what = (site.name or "") if direct else f"{dotted(site.node.func)}() (it runs a collective)"
