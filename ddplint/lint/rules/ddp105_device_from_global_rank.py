@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import libcst as cst
+
 from ddplint.diagnostics import Severity
 from ddplint.lint.context import LintContext
-from ddplint.lint.devices import contains, device_uses
-from ddplint.lint.roles import DeviceKind
+from ddplint.lint.devices import DeviceUse, contains, device_uses
+from ddplint.lint.names import reference
+from ddplint.lint.roles import DeviceKind, Role
 from ddplint.lint.rules.base import Finding, Rule
 
 
@@ -23,7 +26,7 @@ class DeviceFromGlobalRank(Rule):
         # is used, and one per function for the rank used directly as a device: the first place.
         reported: set[object] = set()
         for use in device_uses(ctx):
-            if use.kind is not DeviceKind.GLOBAL:
+            if use.kind is not DeviceKind.GLOBAL or not _global_binding_reaches(ctx, use):
                 continue
             key = use.site.function if contains(use.site.node, use.expr) else id(use.expr)
             if key not in reported:
@@ -33,3 +36,18 @@ class DeviceFromGlobalRank(Rule):
                     "device chosen by the global rank: on every node but the first it names a GPU "
                     "that does not exist; use LOCAL_RANK (or rank % torch.cuda.device_count())",
                 )
+
+
+def _global_binding_reaches(ctx: LintContext, use: DeviceUse) -> bool:
+    """A name or attribute that holds the global rank only from a binding later in the use's own
+    function still holds what it held before there: `torch.cuda.set_device(args.local_rank)`,
+    then `args.local_rank = dist.get_rank()` (the uses after that binding are reported)."""
+    expr = use.expr
+    name = reference(expr) if type(expr) in (cst.Name, cst.Attribute, cst.Subscript) else None
+    if name is None:
+        return True
+    facts, site = ctx.facts, use.site
+    binding_global = [b for b in facts.assigned(name) if not b.element and facts.role_of(b.value, b.function) is Role.GLOBAL_RANK]
+    return not binding_global or any(
+        b.function != site.function or b.order < site.order or any(loop in site.loops for loop in b.loops) for b in binding_global
+    )
