@@ -112,6 +112,7 @@ class Guards:
         self._own_group: dict[tuple[int, str], bool] = {}
         self._callees: dict[int, dict[int, str]] = {}
         self._worlds: dict[tuple[int, int, str, int], tuple[frozenset[str], frozenset[str]]] = {}
+        self._project_calls: dict[tuple[int, str], list[tuple[CallSite, ModuleFacts, Path]]] | None = None
         self.launch = LaunchTests(weakref.proxy(self))  # no reference cycle (see LintContext.guards)
 
     # -- tests -------------------------------------------------------------------------
@@ -541,15 +542,14 @@ class Guards:
         ctx = self.ctx
         if facts is ctx.facts:
             return [(c, ctx.facts, ctx.path) for c in self.callers(facts).get(function, [])]
-        modules = [(ctx.path, ctx.facts), *ctx.imported_project_files(depth=2)]
-        return [
-            (site, module, path)
-            for path, module in modules
-            for site in module.calls
-            if (found := ctx.resolve_function(module, path, ctx.method_target(module, site))) is not None
-            and found.facts is facts
-            and found.function == function
-        ]
+        if self._project_calls is None:  # every call of those modules, by the function it calls: once
+            self._project_calls = {}
+            for path, module in [(ctx.path, ctx.facts), *ctx.imported_project_files(depth=2)]:
+                for site in module.calls:
+                    found = ctx.resolve_function(module, path, ctx.method_target(module, site))
+                    if found is not None:
+                        self._project_calls.setdefault((id(found.facts), found.function), []).append((site, module, path))
+        return self._project_calls.get((id(facts), function), [])
 
     def _project_rank(self, facts, path, name) -> bool:
         """A project function that returns the rank (`def process_index(): return int(os.environ["RANK"])`);
