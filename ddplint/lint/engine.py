@@ -195,8 +195,10 @@ def lint_text(path: Path, text: str, config: Config, rules: list[Rule], project:
     distributed = MIGHT_BE_DISTRIBUTED.search(text) is not None
     # A distributed file whose tokens bound its nesting goes to libcst's parse alone; Python's
     # parse (for its verdict on the syntax, and the AST the exact bound is measured on) is
-    # needed only where libcst refuses the file, or the tokens give no bound.
-    first_libcst = distributed and limits.within_bounds(text)
+    # needed only where libcst refuses the file, or the tokens give no bound. One that another
+    # file imported was read as a helper already, within both.
+    helper = distributed and project.parsed(path, text) is not None
+    first_libcst = helper or distributed and limits.within_bounds(text)
     tree: ast.Module | None = None
     refused: SyntaxError | None = None  # by this Python: a syntax error, or syntax newer than it reads
     if not first_libcst:
@@ -219,7 +221,7 @@ def lint_text(path: Path, text: str, config: Config, rules: list[Rule], project:
         with limits.cpu_time_limit(), limits.no_cycle_collection(), warnings.catch_warnings():
             warnings.simplefilter("ignore")
             module = None
-            if first_libcst and project.parsed(path, text) is None:  # not read already, as a helper
+            if first_libcst and not helper:
                 module = analysis.parse_newer(text)
                 if module is None:  # libcst refuses it: Python's verdict, as on the exact way
                     try:

@@ -216,13 +216,14 @@ def _candidates(base: Path, parts: Sequence[str]) -> tuple[Path, Path]:
 
 
 def _too_complex(text: str, path: Path) -> bool:
-    """A helper that Python refuses or that nests past the bound is left out, before libcst's
-    parser, which crashes on deep nesting as it would on a linted file. The bound from the
-    tokens spares the walk over the AST where it holds."""
+    """A helper that nests past the bound is left out, before libcst's parser, which crashes on
+    deep nesting as it would on a linted file. Where the tokens bound it, libcst's parse is the
+    only one (it refuses a syntax error itself), as for a linted file; otherwise Python's parse
+    decides, and the depth is measured on its tree."""
+    if limits.within_bounds(text):
+        return False
     try:
-        tree = limits.parse_python(text, str(path))
-        if not limits.within_bounds(text):
-            limits.check_depth(tree)
+        limits.check_depth(limits.parse_python(text, str(path)))
     except (SyntaxError, limits.TooComplex):
         return True
     return False
