@@ -14,7 +14,7 @@ import operator
 import libcst as cst
 
 from ddplint.lint.facts import Condition, ModuleFacts
-from ddplint.lint.names import call_parameters, reference
+from ddplint.lint.names import call_parameters, reference, string_value
 
 Bindings = dict[str, object]
 UNKNOWN = object()
@@ -31,6 +31,7 @@ _OPERATORS = {
     cst.IsNot: operator.is_not,
 }
 _EMPTY = cst.Module(body=[])
+_NAMED = {"None": None, "True": True, "False": False}
 
 
 def literal(expr: cst.BaseExpression | None) -> object:
@@ -39,8 +40,12 @@ def literal(expr: cst.BaseExpression | None) -> object:
         expr, (cst.Integer, cst.Float, cst.SimpleString, cst.Name, cst.UnaryOperation, cst.List, cst.Set, cst.Tuple)
     ):
         return UNKNOWN
-    if type(expr) is cst.Name and expr.value not in {"None", "True", "False"}:
-        return UNKNOWN
+    if type(expr) is cst.Name:
+        return _NAMED.get(expr.value, UNKNOWN)
+    if type(expr) is cst.Integer:  # the common cases without generating and compiling code
+        return int(expr.value, 0)
+    if type(expr) is cst.SimpleString and (plain := string_value(expr)) is not None:
+        return plain
     try:
         return ast.literal_eval(_EMPTY.code_for_node(expr))
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
