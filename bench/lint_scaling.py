@@ -23,7 +23,7 @@ from ddplint import config as config_mod
 from ddplint.lint import limits
 from ddplint.lint.engine import lint_text
 from ddplint.lint.project import ProjectIndex
-from ddplint.lint.rules import ALL_RULES, RULES_BY_CODE
+from ddplint.lint.rules import ALL_RULES, KNOWN_RULES
 
 HEADER = """import os
 
@@ -127,7 +127,7 @@ def main() -> None:
             text = script(size)
             path.write_text(text)
             lines = text.count("\n")
-            config = config_mod.Config(root=Path(tmp), codes=frozenset(RULES_BY_CODE))
+            config = config_mod.Config(root=Path(tmp), rules=KNOWN_RULES, select=("ALL",))
             rules = [rule() for rule in ALL_RULES]
 
             def lint(path=path, text=text, config=config, rules=rules):
