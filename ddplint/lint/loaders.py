@@ -5,6 +5,7 @@ and where the epoch loop is. Shared by the data rules (DDP201-DDP205).
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 from pathlib import Path
 
 import libcst as cst
@@ -31,6 +32,17 @@ def samplers(facts: ModuleFacts) -> list[CallSite]:
 def bound_names(facts: ModuleFacts, node: cst.CSTNode) -> list[str]:
     """Names a value is assigned to: `train_loader = DataLoader(...)` -> ["train_loader"]."""
     return [a.target for a in facts.bindings_of(node)]
+
+
+def loaders_given(facts: ModuleFacts, names: Collection[str], sampler: cst.CSTNode | None = None) -> set[str]:
+    """The names of the loaders a sampler (the call `sampler`, or one of `names` bound to it) is
+    given to: `loader = DataLoader(ds, 8, False, sampler)` -> {"loader"}."""
+    return {
+        name
+        for loader in loaders(facts)
+        if (given := arg(loader.node, 3, "sampler")) is not None and (given is sampler or reference(given) in names)
+        for name in bound_names(facts, loader.node)
+    }
 
 
 def sharding(expr: cst.BaseExpression | None, facts: ModuleFacts, site: CallSite, depth: int = 3) -> str:

@@ -14,7 +14,6 @@ followed by a "\\n" token is two lines, as libcst counts it)."""
 from __future__ import annotations
 
 import ast
-import warnings
 from collections.abc import Iterable, Iterator
 from itertools import accumulate
 
@@ -22,6 +21,7 @@ import libcst as cst
 from libcst._nodes.internal import CodegenState
 from libcst._position import CodePosition, CodeRange
 
+from ddplint.lint import limits
 from ddplint.lint.source import source_lines
 from ddplint.lint.walk import field_names, node_kind
 
@@ -238,12 +238,9 @@ def _from_statements(module: cst.Module, wanted: set[int], text: str) -> dict[in
     if not holders:
         return {}
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            tree = compile(text, "<positions>", "exec", dont_inherit=True, flags=ast.PyCF_ONLY_AST)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):  # newer syntax than this Python's
+        tree = limits.parse_python(text, "<positions>")
+    except (SyntaxError, limits.TooComplex):  # newer syntax than this Python's
         return {}
-    assert isinstance(tree, ast.Module)
     python = _python_statements(tree)
     if [_PYTHON_NAMES.get(name, name) for name in map(_class_name, python[: len(search.kinds)])] != search.kinds:
         return {}  # the two lists do not match after all: nothing is placed this way

@@ -20,6 +20,7 @@ from ddplint.lint.loaders import (
     epoch_loops,
     is_false,
     loaders,
+    loaders_given,
     over_range,
     samplers,
 )
@@ -202,24 +203,14 @@ def _single_pass(facts: ModuleFacts, site: CallSite, names: list[str]) -> bool:
     (`for step, batch in enumerate(loader):` up to a step limit, and nothing around it)."""
     if any(epoch_loop(loop.node) for loop in facts.loops):
         return False
-    held = _loaders_given(facts, site, names)
+    held = loaders_given(facts, names, site.node)
     return any(held & names_in(loop.node.iter) for loop in facts.loops if type(loop.node) is cst.For)
-
-
-def _loaders_given(facts: ModuleFacts, site: CallSite, names: list[str]) -> set[str]:
-    """The names of the loaders the sampler (the call, or a name it is bound to) is given to."""
-    return {
-        name
-        for loader in loaders(facts)
-        if (given := arg(loader.node, 3, "sampler")) is not None and (given is site.node or reference(given) in names)
-        for name in bound_names(facts, loader.node)
-    }
 
 
 def _never_read(facts: ModuleFacts, site: CallSite, names: list[str]) -> bool:
     """The sampler's loader (and the sampler) are built and then never read: no loop iterates
     them, no call is given them, nothing is bound from them or returns them (a setup fragment)."""
-    held = _loaders_given(facts, site, names)
+    held = loaders_given(facts, names, site.node)
     if not held or any("." in name for name in held | set(names)):
         return False  # no named loader, or one kept on an object: read elsewhere
     built = {id(loader.node) for loader in loaders(facts)} | {id(site.node)}

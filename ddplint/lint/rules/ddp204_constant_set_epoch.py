@@ -9,8 +9,8 @@ import libcst as cst
 from ddplint.diagnostics import Severity
 from ddplint.lint.context import LintContext
 from ddplint.lint.facts import CallSite, ModuleFacts
-from ddplint.lint.loaders import bound_names, epoch_loop, epoch_loops, loaders
-from ddplint.lint.names import arg, is_constant, names_in, reference
+from ddplint.lint.loaders import epoch_loop, epoch_loops, loaders_given
+from ddplint.lint.names import is_constant, names_in
 from ddplint.lint.rules.base import Finding, Rule
 
 
@@ -64,12 +64,7 @@ def _data_names(facts: ModuleFacts, site: CallSite) -> set[str]:
     receiver = site.name.rpartition(".")[0] if site.name else ""
     if not receiver:
         return set()
-    found = {receiver.split(".")[0]}
-    for loader in loaders(facts):
-        given = arg(loader.node, 2, "sampler")
-        if given is not None and reference(given) == receiver:
-            found.update(name.split(".")[0] for name in bound_names(facts, loader.node))
-    return found
+    return {name.split(".")[0] for name in (receiver, *loaders_given(facts, {receiver}))}
 
 
 def _loop_invariant(facts: ModuleFacts, loops: list[cst.For | cst.While], value: cst.BaseExpression) -> bool:
