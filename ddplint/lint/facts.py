@@ -120,6 +120,7 @@ class FunctionInfo:
     decorators: tuple[str, ...]  # resolved dotted names
     returns: list[cst.BaseExpression] = field(default_factory=list)  # values of its own `return`s
     return_conditions: list[tuple[Condition, ...]] = field(default_factory=list)  # the tests around each, as `returns`
+    declared_global: set[str] = field(default_factory=set)  # its `global` names: bindings of the module's own
 
 
 @dataclass
@@ -648,6 +649,12 @@ class _Collector(Walker):
         if name is not None:
             self._record(name, node.value)
 
+    def visit_Global(self, node: cst.Global) -> bool:
+        info = self.facts.functions.get(self.scope)
+        if info is not None:
+            info.declared_global.update(n.name.value for n in node.names)
+        return False
+
     def _record(self, target: str, value: cst.BaseExpression, element: bool = False) -> None:
         self.facts.assignments.append(
             Assignment(
@@ -939,7 +946,7 @@ def _infer_roles(facts: ModuleFacts) -> None:
     for _ in range(2):  # a second round lets roles flow through one more assignment
         _parameter_roles(facts)
         for a in facts.assignments:
-            scope = "*" if "." in a.target else a.function
+            scope = "*" if "." in a.target else _binding_scope(facts, a)
             if type(a.value) is cst.DictComp:
                 for key, env_role in _environment_dict(facts, a.value):
                     facts.roles[("*", f"{a.target}.{key}")] = env_role
@@ -960,6 +967,13 @@ def _infer_roles(facts: ModuleFacts) -> None:
             if role is Role.GLOBAL_RANK and a.conditions:
                 branch_global.add(held)
             facts.roles[held] = role
+
+
+def _binding_scope(facts: ModuleFacts, a: Assignment) -> str:
+    """The scope a name's binding belongs to: its function's, or the module's ("") for a name
+    the function declares `global` (`def setup(): global rank; rank = int(os.environ["RANK"])`)."""
+    info = facts.functions.get(a.function)
+    return "" if info is not None and a.target in info.declared_global else a.function
 
 
 def _parameter_roles(facts: ModuleFacts) -> None:

@@ -499,6 +499,8 @@ class Guards:
                 return True
         if facts.holds_rank(expr, function):  # also `getattr(opts, "rank")`
             return True
+        if type(expr) is cst.Attribute and self._module_rank(expr, facts, path):
+            return True
         reference_name = reference(expr) if type(expr) in (cst.Name, cst.Attribute, cst.Subscript) else None
         if reference_name is None:
             return False
@@ -516,6 +518,15 @@ class Guards:
                 if b.function in {function, ""} or "." in reference_name
             )
         return self._named_ranks[key]
+
+    def _module_rank(self, expr: cst.Attribute, facts: ModuleFacts, path: Path) -> bool:
+        """`state.dist_rank` where `state` is a project module whose global holds a rank (bound by
+        its setup function under `global dist_rank`)."""
+        owner = dotted(expr.value)
+        if owner is None or not facts.may_name_a_module(facts.qualify(owner) or owner):
+            return False
+        found = self.ctx.module_named(facts, path, owner)
+        return found is not None and found[0].role_of_name(expr.attr.value, "") in RANKS
 
     def _rank_parameters(self, facts: ModuleFacts, path: Path, function: str) -> frozenset[str]:
         """Parameters of a function that every call of it in the linted module fills with a rank
