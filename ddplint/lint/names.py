@@ -122,17 +122,19 @@ def has_star_kwargs(call: cst.Call) -> bool:
     return any(a.star == "**" for a in call.args)
 
 
-def names_in(expr: cst.CSTNode) -> set[str]:
-    """Every dotted name (and its prefixes' full chains) mentioned in an expression."""
+def names_in(expr: cst.CSTNode, keys: bool = False) -> set[str]:
+    """Every dotted name (and its prefixes' full chains) mentioned in an expression; with
+    `keys`, constant-key items as well (`self.state["out_dir"]` as "self.state.out_dir")."""
     found: set[str] = set()
 
-    _NameCollector(found).walk(expr)
+    _NameCollector(found, keys).walk(expr)
     return found
 
 
 class _NameCollector(Walker):
-    def __init__(self, found: set[str]) -> None:
+    def __init__(self, found: set[str], keys: bool) -> None:
         self.found = found
+        self.keys = keys
 
     def visit_Attribute(self, node: cst.Attribute) -> bool:
         name = dotted(node)
@@ -143,6 +145,10 @@ class _NameCollector(Walker):
 
     def visit_Name(self, node: cst.Name) -> None:
         self.found.add(node.value)
+
+    def visit_Subscript(self, node: cst.Subscript) -> None:
+        if self.keys and (name := reference(node)) is not None:
+            self.found.add(name)
 
 
 def with_argument(call: cst.Call, keyword: str, position: int, value: cst.BaseExpression) -> cst.Call:

@@ -125,7 +125,13 @@ UNIQUE_PER_PROCESS = {
     "tempfile.TemporaryFile",
     "tempfile.SpooledTemporaryFile",
 }
-FOLLOW = 2  # how many variables deep a path is followed to a rank or a fresh temporary name
+# Calls and methods that build a string or a path from their arguments.
+TEXT_BUILDERS = frozenset({"str", "int", "repr", "os.fspath", "Path"})
+TEXT_METHODS = frozenset(
+    {"format", "join", "joinpath", "replace", "with_name", "with_stem", "with_suffix", "resolve", "absolute", "expanduser"}
+)
+DEVICE_TEMPLATE = re.compile(r"[a-z]+:(?:\{[^}]*\}|%[a-z])")
+FOLLOW = 3  # how many variables deep a path is followed to a rank or a fresh temporary name
 
 
 def _per_rank(expr: cst.BaseExpression | None, facts: ModuleFacts, function: str, depth: int = FOLLOW) -> bool:
@@ -145,28 +151,62 @@ def _per_rank(expr: cst.BaseExpression | None, facts: ModuleFacts, function: str
         return False
     read = _read_names(expr)
     return any(
-        a.value is not expr and not _placed(a.value, facts) and _per_rank(a.value, facts, a.function, depth - 1)
+        a.value is not expr and not _placed(a.value, facts) and _per_rank(_text_of(a.value, facts), facts, a.function, depth - 1)
         for name in read
         for a in facts.assigned(name)
     ) or any(  # a function of the module that builds the path: `LOG_FILE = get_log_file()`
-        facts.functions[name].returns and all(_per_rank(value, facts, name, depth - 1) for value in facts.functions[name].returns)
+        facts.functions[name].returns
+        and all(_per_rank(_text_of(value, facts), facts, name, depth - 1) for value in facts.functions[name].returns)
         for name in read
         if name in facts.functions
     )
 
 
+def _text_of(value: cst.BaseExpression, facts: ModuleFacts) -> cst.BaseExpression:
+    """What of a variable's value can end up in a path: all of a string or path being built
+    (`os.path.join(out, f"rank{rank}")`), only the callee of any other call. The result of
+    `evaluate(model, loader, gpu)` is no per-rank name because the rank was one argument."""
+    if type(value) is not cst.Call:
+        return value
+    if type(value.func) is cst.Attribute and value.func.attr.value in TEXT_METHODS:
+        return value
+    callee = facts.callee(value) or ""
+    if callee in TEXT_BUILDERS or callee.startswith(("os.path.", "pathlib.")):
+        return value
+    return value.func
+
+
 def _placed(value: cst.BaseExpression, facts: ModuleFacts) -> bool:
     """`net = DDP(net, device_ids=[local_rank])`, `model = model.to(device)`: the object placed on
-    the rank's GPU is the same object; the device names no path (`f"{net.name}_ckpt.pth"`)."""
+    the rank's GPU is the same object; the device names no path (`f"{net.name}_ckpt.pth"`), nor
+    does a device string itself (`args.device = f"cuda:{local_rank}"`)."""
+    if _device_string(value, facts):
+        return True
     if type(value) is not cst.Call:
         return False
     method = value.func.attr.value if type(value.func) is cst.Attribute else None
     return method in {"to", "cuda"} or facts.callee(value) in WRAPPERS
 
 
+def _device_string(value: cst.BaseExpression, facts: ModuleFacts) -> bool:
+    """`torch.device("cuda", rank)`, or a string of a device type and one index: `f"cuda:{rank}"`,
+    `"cuda:{}".format(rank)`, `"cuda:%d" % rank`."""
+    if type(value) is cst.Call and facts.callee(value) == "torch.device":
+        return True
+    template = None
+    if type(value) is cst.FormattedString:
+        template = "".join(p.value if type(p) is cst.FormattedStringText else "{}" for p in value.parts)
+    elif type(value) is cst.Call and type(value.func) is cst.Attribute and value.func.attr.value == "format":
+        template = string_value(value.func.value)
+    elif type(value) is cst.BinaryOperation and type(value.operator) is cst.Modulo:
+        template = string_value(value.left)
+    return template is not None and DEVICE_TEMPLATE.fullmatch(template) is not None
+
+
 def _read_names(expr: cst.BaseExpression) -> set[str]:
-    """The variables an expression reads, an attribute's object included (`f.name` reads `f`)."""
-    return {part for name in names_in(expr) for part in (name, name.split(".")[0])}
+    """The variables an expression reads, an attribute's object included (`f.name` reads `f`), and
+    the items it reads by a constant key (`self.meta["dir"]`, bound elsewhere as "self.meta.dir")."""
+    return {part for name in names_in(expr, keys=True) for part in (name, name.split(".")[0])}
 
 
 def _rank_word(name: str) -> bool:
