@@ -233,7 +233,8 @@ class ModuleFacts:
         for key in ((function, name), ("", name), ("*", name)):
             if key in self.roles:
                 return self.roles[key]
-        return NAME_ROLES.get(last_part(name))
+        last = last_part(name)
+        return NAME_ROLES.get(last) or (ENV_ROLES.get(last) if "." in name else None)  # `cfg.LOCAL_RANK`
 
     def role_of(self, expr: cst.BaseExpression | None, function: str) -> Role | None:
         """What an expression holds: a rank, the world size, a main-process flag, a local device."""
