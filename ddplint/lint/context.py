@@ -21,6 +21,7 @@ from ddplint.lint.facts import (
     spawn_targets,
     spawning_parameters,
     starts_own_workers,
+    super_method,
 )
 from ddplint.lint.guards import Guards
 from ddplint.lint.names import dotted
@@ -183,9 +184,9 @@ class LintContext:
     @staticmethod
     def method_target(facts: ModuleFacts, site: CallSite) -> str | None:
         """`self._save(...)` inside a method names `Class._save`, `Trainer(cfg).fit()` names
-        `Trainer.fit`; other names stay as they are."""
+        `Trainer.fit`, `super().__init__(...)` its base class's; other names stay as they are."""
         if site.name is None:
-            return constructed_method(facts, site.node)
+            return constructed_method(facts, site.node) or super_method(facts, site)
         return LintContext.member_name(facts, site.name, site.function)
 
     @staticmethod

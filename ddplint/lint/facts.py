@@ -780,6 +780,15 @@ def constructed_method(facts: ModuleFacts, call: cst.Call) -> str | None:
     return method if cls is not None and method in facts.functions else None
 
 
+def super_method(facts: ModuleFacts, site: CallSite) -> str | None:
+    """`super().__init__(...)` in a method of `Class`: that method of its first base class."""
+    func = site.node.func
+    if not (type(func) is cst.Attribute and type(func.value) is cst.Call and dotted(func.value.func) == "super"):
+        return None
+    bases = facts.bases.get(site.function.rpartition(".")[0])
+    return f"{bases[0]}.{func.attr.value}" if bases else None
+
+
 def local_rank_flag(site: CallSite) -> str | None:
     """The `--local_rank`/`--local-rank` option an `add_argument(...)` call declares, among its
     option strings (`add_argument("-r", "--local_rank", type=int)`)."""

@@ -196,6 +196,7 @@ class Guards:
                 for a in facts.assigned(name)
                 if (a.function in {function, ""} or _same_object(name, a.function, function)) and not _is_bool_literal(a.value)
             ] or self._through_parameter(name, facts, path, function, depth - 1)
+            values = values or self._through_argument(name, facts, path, function, depth - 1)
             if values:
                 return frozenset().union(*(t for t, _ in values)), frozenset().union(*(f for _, f in values))
         return ALL, ALL
@@ -221,6 +222,19 @@ class Guards:
                 return []
             values += found
         return values
+
+    def _through_argument(self, name: str, facts: ModuleFacts, path: Path, function: str, depth: int) -> list:
+        """A parameter read as a test (`save_to_disk` of `__init__(self, model, save_to_disk)`): what
+        every call of the function passes for it, where each call passes it (a constructor's
+        callers and a subclass's `super().__init__(...)` included)."""
+        info = facts.functions.get(function)
+        if info is None or name not in info.params:
+            return []
+        calls = self._calls_of(facts, function)
+        given = [(argument_for(site.node, info.node, name), site, module, where) for site, module, where in calls]
+        if not given or any(value is None for value, *_ in given):
+            return []
+        return [self.worlds(value, module, where, site.function, depth) for value, site, module, where in given]
 
     def _flag(self, name: str, facts: ModuleFacts, path: Path) -> tuple[frozenset[str], frozenset[str]] | None:
         """A flag about distribution, judged by the flag the process group starts under.
