@@ -146,7 +146,7 @@ class ModuleFacts:
     names_read: set[str] = field(default_factory=set)  # every name the module's code mentions (not a def's own name)
     item_stores: list[ItemStore] = field(default_factory=list)
     idle_with_calls: set[int] = field(default_factory=set)  # id() of `with open(...): pass` items
-    attributes: set[str] = field(default_factory=set)  # every `x.<name>` used: "local_rank", "gpu"
+    attributes: set[str] = field(default_factory=set)  # every `x.<name>` used, x not self: "local_rank", "gpu"
     asserts: list[Assert] = field(default_factory=list)
     arms: dict[int, tuple[int, int]] = field(default_factory=dict)  # block of an if/else arm -> both arms
     # indexes built once after the walk, so that rules look bindings up instead of scanning
@@ -570,7 +570,8 @@ class _Collector(Walker):
                 self.facts.env_names.add(value)
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
-        self.facts.attributes.add(node.attr.value)
+        if not (type(node.value) is cst.Name and node.value.value in {"self", "cls"}):
+            self.facts.attributes.add(node.attr.value)
 
     def visit_Subscript(self, node: cst.Subscript) -> None:
         env = self.facts.env_read(node)

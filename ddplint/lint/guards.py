@@ -86,6 +86,9 @@ KIND_WORLDS: dict[str | None, Worlds] = {
 
 # Calls that every rank of the group makes, or the job hangs.
 EVERY_RANK_CALLS = COLLECTIVES | {INIT_PG}
+# How many bindings, arguments and parameters deep a test is followed to what it reads
+# (`save_to_disk = get_rank() == 0` handed through a constructor and a `super().__init__`).
+FOLLOW = 4
 
 
 class Guards:
@@ -117,12 +120,12 @@ class Guards:
 
     # -- tests -------------------------------------------------------------------------
 
-    def test_kind(self, expr: cst.BaseExpression, facts: ModuleFacts, path: Path, function: str, depth: int = 3) -> Kind | None:
+    def test_kind(self, expr: cst.BaseExpression, facts: ModuleFacts, path: Path, function: str, depth: int = FOLLOW) -> Kind | None:
         """What passing the test `expr` says about the process: MAIN, NOTMAIN, SINGLE, DIST or None."""
         return _kind_of_worlds(self.worlds(expr, facts, path, function, depth)[0])
 
     def worlds(
-        self, expr: cst.BaseExpression, facts: ModuleFacts, path: Path, function: str, depth: int = 3
+        self, expr: cst.BaseExpression, facts: ModuleFacts, path: Path, function: str, depth: int = FOLLOW
     ) -> tuple[frozenset[str], frozenset[str]]:
         """Where the test can be true and where it can be false, among S, M and N.
 
@@ -592,7 +595,7 @@ class Guards:
 
     # -- statements --------------------------------------------------------------------
 
-    def condition_kind(self, condition: Condition, facts: ModuleFacts, path: Path, function: str, depth: int = 3) -> Kind | None:
+    def condition_kind(self, condition: Condition, facts: ModuleFacts, path: Path, function: str, depth: int = FOLLOW) -> Kind | None:
         """The kind of the branch a condition encloses: its test, or where the test is false."""
         true, false = self.worlds(condition.test, facts, path, function, depth)
         return _kind_of_worlds(false if condition.negated else true)
