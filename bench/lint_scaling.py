@@ -7,7 +7,8 @@ with a DistributedSampler, train and eval loops, guarded and unguarded saves), r
 fresh names until it has the size asked for, and linted in this process as one file (the size
 cap and the per-file CPU limit, which exist to refuse such files, are lifted). Linear cost means
 the same seconds per 1,000 lines at every size; the last column is the ratio to the smallest
-size, measured in this run.
+size, measured in this run, beside the same ratio for libcst's parse alone (the floor, which
+is not quite linear itself).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import contextlib
 import tempfile
 from pathlib import Path
 
+import libcst
 from timing import median_time
 
 from ddplint import config as config_mod
@@ -135,12 +137,15 @@ def main() -> None:
 
             found = len(lint().diagnostics)
             seconds = median_time(lint, args.repeat)
-            rows.append((lines, seconds, found))
+            floor = median_time(lambda text=text: libcst.parse_module(text), args.repeat)
+            rows.append((lines, seconds, found, floor))
         base = rows[0][1] / rows[0][0] * 1000
-        print(f"{'lines':>8} {'seconds':>9} {'s/1k lines':>11} {'findings':>9} {'vs smallest':>12}")
-        for lines, seconds, found in rows:
+        floor_base = rows[0][3] / rows[0][0] * 1000
+        print(f"{'lines':>8} {'seconds':>9} {'s/1k lines':>11} {'findings':>9} {'vs smallest':>12} {'parse alone':>12}")
+        for lines, seconds, found, floor in rows:
             per = seconds / lines * 1000
-            print(f"{lines:>8} {seconds:>9.2f} {per:>11.3f} {found:>9} {per / base:>11.2f}x")
+            floor_per = floor / lines * 1000
+            print(f"{lines:>8} {seconds:>9.2f} {per:>11.3f} {found:>9} {per / base:>11.2f}x {floor_per / floor_base:>11.2f}x")
 
 
 if __name__ == "__main__":

@@ -151,6 +151,7 @@ class ModuleFacts:
     arms: dict[int, tuple[int, int]] = field(default_factory=dict)  # block of an if/else arm -> both arms
     # indexes built once after the walk, so that rules look bindings up instead of scanning
     by_target: dict[str, list[Assignment]] = field(default_factory=dict)
+    by_scope: dict[tuple[str, str], list[Assignment]] = field(default_factory=dict)  # (function, target) -> its bindings
     by_value: dict[int, list[Assignment]] = field(default_factory=dict)  # id(value node) -> its bindings
     by_loop: dict[int, list[Assignment]] = field(default_factory=dict)  # id(loop) -> bindings inside it
     _calls_within: dict[str, list[CallSite]] = field(default_factory=dict)  # function -> its and nested calls
@@ -218,14 +219,22 @@ class ModuleFacts:
         block, earlier), and the later ones in branches that may or may not have run. Without
         any, the module-level bindings (a global, or an attribute set elsewhere).
         """
-        here = [a for a in self.assigned(target) if a.function == function and a.order < order]
+        here = [a for a in self.by_scope.get((function, target), ()) if a.order < order]
         dominating = [a for a in here if _prefix(a.blocks, blocks)]
         if dominating:
             last = dominating[-1]
             return [a for a in here if a.order >= last.order]
         if here:
             return here
-        return [a for a in self.assigned(target) if a.function == "" or "." in target]
+        return self.assigned(target) if "." in target else self.by_scope.get(("", target), [])
+
+    def visible(self, target: str, function: str) -> list[Assignment]:
+        """The bindings of `target` that a read in `function` can see: its own, its enclosing
+        functions' and the module's; every binding of an attribute (`self.out`, `args.dir`)."""
+        if "." in target:
+            return self.assigned(target)
+        scopes = ("", *(s for s in _enclosing_scopes(function) if s in self.functions))  # a class body is no scope of its methods
+        return [a for scope in scopes for a in self.by_scope.get((scope, target), ())]
 
     # -- roles -----------------------------------------------------------------------
 
@@ -1050,6 +1059,7 @@ def _requalify(facts: ModuleFacts) -> None:
 def _index(facts: ModuleFacts) -> None:
     for a in facts.assignments:
         facts.by_target.setdefault(a.target, []).append(a)
+        facts.by_scope.setdefault((a.function, a.target), []).append(a)
         facts.by_value.setdefault(id(a.value), []).append(a)
         if type(a.value) is cst.IfExp:
             for side in (a.value.body, a.value.orelse):

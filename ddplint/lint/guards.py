@@ -120,7 +120,9 @@ class Guards:
 
     # -- tests -------------------------------------------------------------------------
 
-    def test_kind(self, expr: cst.BaseExpression, facts: ModuleFacts, path: Path, function: str, depth: int = FOLLOW) -> Kind | None:
+    def test_kind(
+        self, expr: cst.BaseExpression, facts: ModuleFacts, path: Path, function: str, depth: int = FOLLOW
+    ) -> Kind | None:
         """What passing the test `expr` says about the process: MAIN, NOTMAIN, SINGLE, DIST or None."""
         return _kind_of_worlds(self.worlds(expr, facts, path, function, depth)[0])
 
@@ -233,11 +235,13 @@ class Guards:
         info = facts.functions.get(function)
         if info is None or name not in info.params:
             return []
-        calls = self._calls_of(facts, function)
-        given = [(argument_for(site.node, info.node, name), site, module, where) for site, module, where in calls]
-        if not given or any(value is None for value, *_ in given):
-            return []
-        return [self.worlds(value, module, where, site.function, depth) for value, site, module, where in given]
+        values = []
+        for site, module, where in self._calls_of(facts, function):
+            value = argument_for(site.node, info.node, name)
+            if value is None:
+                return []
+            values.append(self.worlds(value, module, where, site.function, depth))
+        return values
 
     def _flag(self, name: str, facts: ModuleFacts, path: Path) -> tuple[frozenset[str], frozenset[str]] | None:
         """A flag about distribution, judged by the flag the process group starts under.
@@ -595,7 +599,9 @@ class Guards:
 
     # -- statements --------------------------------------------------------------------
 
-    def condition_kind(self, condition: Condition, facts: ModuleFacts, path: Path, function: str, depth: int = FOLLOW) -> Kind | None:
+    def condition_kind(
+        self, condition: Condition, facts: ModuleFacts, path: Path, function: str, depth: int = FOLLOW
+    ) -> Kind | None:
         """The kind of the branch a condition encloses: its test, or where the test is false."""
         true, false = self.worlds(condition.test, facts, path, function, depth)
         return _kind_of_worlds(false if condition.negated else true)

@@ -153,7 +153,7 @@ def _per_rank(expr: cst.BaseExpression | None, facts: ModuleFacts, function: str
     return any(
         a.value is not expr and not _placed(a.value, facts) and _per_rank(_text_of(a.value, facts), facts, a.function, depth - 1)
         for name in read
-        for a in facts.assigned(name)
+        for a in facts.visible(name, function)  # a local of another function is another variable
     ) or any(  # a function of the module that builds the path: `LOG_FILE = get_log_file()`
         facts.functions[name].returns
         and all(_per_rank(_text_of(value, facts), facts, name, depth - 1) for value in facts.functions[name].returns)
