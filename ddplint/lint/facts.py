@@ -343,6 +343,8 @@ class _Collector(Walker):
         self.function: list[str] = []
         self.in_class: list[bool] = []  # per open scope: a class body (not a function)
         self.conditions: list[Condition] = []
+        # per undecorated `def`: its dotted name, where it stands (tests, blocks, try/except), its span of events
+        self.definitions: list[tuple[str, tuple, int, int]] = []
         self.loops: list[cst.For | cst.While] = []
         self.suite_exits: list[int] = []  # conditions pushed by early exits, per open suite
         self.caught: frozenset[str] = frozenset()
@@ -426,6 +428,8 @@ class _Collector(Walker):
             for d in node.decorators
         )
         self.facts.functions[self.scope] = FunctionInfo(self.scope, node, params, decorators)
+        where = (tuple((id(c.test), c.negated) for c in self.conditions), tuple(self.blocks), self.caught, self.handlers)
+        start = self.order
         saved = (self.conditions, self.loops, self.suite_exits, self.caught, self.blocks, self.handlers)
         self.conditions, self.loops, self.suite_exits, self.caught, self.blocks = [], [], [], frozenset(), []
         self.handlers = 0
@@ -434,6 +438,8 @@ class _Collector(Walker):
         self.in_default = False
         self.walk(node.body)
         self.conditions, self.loops, self.suite_exits, self.caught, self.blocks, self.handlers = saved
+        if not node.decorators:  # a decorator may keep the function alive (a registry, a CLI command)
+            self.definitions.append((self.scope, where, start, self.order))
         self.function.pop()
         self.in_class.pop()
         return False
@@ -1142,7 +1148,9 @@ def collect(module: cst.Module, star_names: dict[str, str] | None = None) -> Mod
     """The facts of a module; `star_names` are the names its `from m import *` lines bring in
     from the project (name -> qualified name), read before its own imports, which override them."""
     facts = ModuleFacts(imports=dict(star_names or {}))
-    _Collector(facts).walk(module)
+    collector = _Collector(facts)
+    collector.walk(module)
+    _drop_shadowed(facts, collector.definitions)
     _requalify(facts)
     _index(facts)
     _infer_roles(facts)
@@ -1152,6 +1160,32 @@ def collect(module: cst.Module, star_names: dict[str, str] | None = None) -> Mod
     facts.is_script = facts.is_script or _starts_at_import(facts)
     facts._import_heads = frozenset(name.partition(".")[0] for name in (*facts.imports.values(), *facts.aliases.values()))
     return facts
+
+
+def _drop_shadowed(facts: ModuleFacts, definitions: list[tuple[str, tuple, int, int]]) -> None:
+    """Forget what a function holds when a later `def` of the same name, in the same place,
+    replaces it (a script that defines `train()` twice runs the second): its calls, bindings and
+    loops run nowhere."""
+    last: dict[tuple[str, tuple], int] = {}
+    dead: list[tuple[str, int, int]] = []
+    for name, where, start, end in reversed(definitions):
+        if (name, where) in last:
+            dead.append((name, start, end))
+        else:
+            last[(name, where)] = start
+    if not dead:
+        return
+
+    def alive(event: CallSite | Assignment | Loop | Assert) -> bool:
+        return not any(
+            start < event.order <= end and (event.function == name or event.function.startswith(f"{name}."))
+            for name, start, end in dead
+        )
+
+    facts.calls = [c for c in facts.calls if alive(c)]
+    facts.assignments = [a for a in facts.assignments if alive(a)]
+    facts.loops = [loop for loop in facts.loops if alive(loop)]
+    facts.asserts = [a for a in facts.asserts if alive(a)]
 
 
 def _starts_at_import(facts: ModuleFacts) -> bool:

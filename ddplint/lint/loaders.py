@@ -174,11 +174,13 @@ def is_training(facts: ModuleFacts, site: CallSite, dataset: cst.BaseExpression 
 
 
 def evaluation_only(ctx: LintContext, site: CallSite) -> bool:
-    """Every loop that reads the loader runs in a function that computes no gradient: an
-    evaluation loader, however it shuffles. Followed through the functions of this module it is
-    handed to and the callers it is returned to; a use this cannot follow keeps it training."""
+    """Every loop that reads the loader computes no gradient: it runs in a function that turns
+    gradients off or puts a model in eval mode, and nothing in it runs backward() or an optimizer
+    step. An evaluation loader, however it shuffles. Followed through the functions of this
+    module it is handed to, the callers it is returned to and the names it is wrapped under
+    (`pbar = tqdm(loader)`); a use this cannot follow keeps it training."""
     readers = _readers(ctx, [(name, site.function) for name in bound_names(ctx.facts, site.node)], 3)
-    return bool(readers) and all(_evaluates(ctx, f) and not _trains(ctx, f, 2) for f in readers or ())
+    return bool(readers) and all(_evaluates(ctx, loop.function) and not _loop_trains(ctx, loop) for loop in readers or ())
 
 
 def _evaluates(ctx: LintContext, function: str) -> bool:
@@ -188,6 +190,19 @@ def _evaluates(ctx: LintContext, function: str) -> bool:
     if info is not None and NO_GRAD & set(info.decorators):
         return True
     return any(c.name in NO_GRAD or c.method == "eval" for c in ctx.facts.calls_within(function))
+
+
+def _loop_trains(ctx: LintContext, loop: Loop) -> bool:
+    """The loop's body, or a function of this module it calls, runs backward() or an optimizer step()."""
+    for call in ctx.facts.calls_within(loop.function):
+        if not any(outer is loop.node for outer in call.loops):
+            continue
+        if call.method in {"backward", "step"}:
+            return True
+        callee = ctx.method_target(ctx.facts, call)
+        if callee in ctx.facts.functions and callee != loop.function and _trains(ctx, callee, 1):
+            return True
+    return False
 
 
 def _trains(ctx: LintContext, function: str, depth: int) -> bool:
@@ -201,22 +216,27 @@ def _trains(ctx: LintContext, function: str, depth: int) -> bool:
     return False
 
 
-def _readers(ctx: LintContext, held: list[tuple[str, str]], depth: int) -> set[str] | None:
-    """The functions whose loops iterate the loader held under these (name, function) pairs;
-    None where it goes somewhere this cannot follow."""
-    facts, readers = ctx.facts, set()
+def _readers(ctx: LintContext, held: list[tuple[str, str]], depth: int) -> list[Loop] | None:
+    """The loops that iterate the loader held under these (name, function) pairs; None where it
+    goes somewhere this cannot follow."""
+    facts, readers = ctx.facts, []
     for name, function in held:
         if "." in name or depth == 0:
             return None
         found, wrappers = False, set()
         for loop in facts.loops:
             if loop.function == function and type(loop.node) is cst.For and name in _iterated(loop.node.iter):
-                readers.add(function)
+                readers.append(loop)
                 found = True
                 wrappers |= _wrapping_calls(loop.node.iter)
         for call in facts.calls_in(function):
             given = [a for a in call.node.args if reference(a.value) == name]
             if not given or id(call.node) in wrappers:
+                continue
+            wrapped = _wrapped_loops(facts, call, name)
+            if wrapped:  # `pbar = tqdm(loader)`, then `for x in pbar:`
+                readers += wrapped
+                found = True
                 continue
             info = facts.functions.get(ctx.method_target(facts, call) or "")
             if info is None or any(a.star for a in call.node.args):
@@ -230,7 +250,7 @@ def _readers(ctx: LintContext, held: list[tuple[str, str]], depth: int) -> set[s
             deeper = _readers(ctx, inner, depth - 1)
             if deeper is None:
                 return None
-            readers |= deeper
+            readers += deeper
             found = True
         info = facts.functions.get(function)
         for value in info.returns if info is not None else ():
@@ -246,11 +266,31 @@ def _readers(ctx: LintContext, held: list[tuple[str, str]], depth: int) -> set[s
                 deeper = _readers(ctx, [(targets[position], caller.function)], depth - 1)
                 if deeper is None:
                     return None
-                readers |= deeper
+                readers += deeper
                 found = True
         if not found:
             return None
     return readers
+
+
+def _wrapped_loops(facts: ModuleFacts, call: CallSite, name: str) -> list[Loop]:
+    """The loops over the one name a call wrapping the loader is bound to (`pbar = tqdm(loader)`,
+    its first argument), where that binding is the one the loop reads."""
+    first = call.node.args[0] if call.node.args else None
+    bindings = facts.bindings_of(call.node)
+    if first is None or first.keyword is not None or reference(first.value) != name or len(bindings) != 1:
+        return []
+    bound = bindings[0]
+    if bound.element or "." in bound.target:
+        return []
+    return [
+        loop
+        for loop in facts.loops
+        if loop.function == call.function
+        and type(loop.node) is cst.For
+        and bound.target in _iterated(loop.node.iter)
+        and any(b is bound for b in facts.reaching(bound.target, loop.function, loop.order, loop.blocks))
+    ]
 
 
 def _wrapping_calls(expr: cst.BaseExpression) -> set[int]:
