@@ -58,10 +58,8 @@ class DeviceUse:
     placement: bool = True  # moves data or binds a device (not just builds a torch.device)
 
 
-def classify(
-    ctx: LintContext, expr: cst.BaseExpression | None, site: CallSite, int_is_index: bool, depth: int = FOLLOW
-) -> Device:
-    """What device an expression names at `site`."""
+def classify(ctx: LintContext, expr: cst.BaseExpression | None, site: Event, int_is_index: bool, depth: int = FOLLOW) -> Device:
+    """What device an expression names at `site` (a call, or the binding it is the value of)."""
     facts, function = ctx.facts, site.function
     if expr is None:
         return Device(DeviceKind.BARE)
@@ -94,7 +92,7 @@ def classify(
     return _classify_name(ctx, name, site, int_is_index, depth - 1)
 
 
-def _device_built(ctx: LintContext, expr: cst.BaseExpression, site: CallSite) -> cst.BaseExpression | None:
+def _device_built(ctx: LintContext, expr: cst.BaseExpression, site: Event) -> cst.BaseExpression | None:
     """The device expression built from the global rank that a variable holds at `site`
     (`device = f"cuda:{rank}"`, `torch.device("cuda", rank)`), where one such binding reaches it
     (beside others: `else: device = "cuda"`); not the rank itself."""
@@ -111,7 +109,7 @@ def _device_built(ctx: LintContext, expr: cst.BaseExpression, site: CallSite) ->
     return built[0] if len(built) == 1 else None
 
 
-def _classify_name(ctx: LintContext, name: str, site: CallSite, int_is_index: bool, depth: int) -> Device:
+def _classify_name(ctx: LintContext, name: str, site: Event, int_is_index: bool, depth: int) -> Device:
     """What a named value holds at `site`: the bindings that reach it there; for a parameter of
     the enclosing function, the arguments of its calls in this module (or its default); for an
     argparse option that nothing assigns, its default."""
@@ -122,7 +120,13 @@ def _classify_name(ctx: LintContext, name: str, site: CallSite, int_is_index: bo
     everywhere = [a for a in reaching if not ctx.guards.one_process(a)]
     if reaching and not everywhere:
         return Device(DeviceKind.OTHER)
-    values = [Device(DeviceKind.OTHER) if a.element else classify(ctx, a.value, site, int_is_index, depth) for a in everywhere]
+    # a binding in another function (`self.device = device` in `__init__`) is read where it is made
+    values = [
+        Device(DeviceKind.OTHER)
+        if a.element
+        else classify(ctx, a.value, site if a.function == site.function else a, int_is_index, depth)
+        for a in everywhere
+    ]
     head, _, rest = name.partition(".")
     info = facts.functions.get(site.function)
     if not values and info is not None and head in parameter_names(info.node) and depth > 0:
@@ -221,7 +225,7 @@ def _parses_arguments(expr: cst.BaseExpression) -> bool:
     )
 
 
-def _torch_device(ctx: LintContext, call: cst.Call, site: CallSite, depth: int) -> Device:
+def _torch_device(ctx: LintContext, call: cst.Call, site: Event, depth: int) -> Device:
     """`torch.device("cuda", 0)` or `torch.device("cuda:0")`; a literal index is reported on the
     whole `torch.device(...)` expression."""
     first = arg(call, 0, "type")
