@@ -419,11 +419,9 @@ class Guards:
             and facts.qualify(dotted(right)) == "os.environ"
         ):
             return DIST if type(op) is cst.In else SINGLE  # `"RANK" in os.environ`: torchrun's
-        if int_value(right) == 1 and _is_world(left, facts, function):
-            if type(op) in (cst.Equal, cst.LessThanEqual):
-                return SINGLE
-            if type(op) in (cst.NotEqual, cst.GreaterThan):
-                return DIST
+        world = _world_test(left, op, right, facts, function)
+        if world is not None:
+            return world
         if (
             int_value(right) == 1
             and type(op) in (cst.Equal, cst.LessThanEqual)
@@ -954,6 +952,22 @@ def _is_world(expr: cst.BaseExpression, facts: ModuleFacts, function: str) -> bo
         expr = expr.func
     name = facts.qualify(dotted(expr)) or ""
     return name.rsplit(".", 1)[-1] in WORLD_NAMES
+
+
+def _world_test(left, op, right, facts: ModuleFacts, function: str) -> Kind | None:
+    """The world size against 1 or 2, either side: `world_size > 1`, `world_size < 2`, `1 < n_gpus`."""
+    flip = int_value(left) in (1, 2) and _is_world(right, facts, function)
+    if flip:
+        left, right = right, left
+    kind = _FLIPPED.get(type(op), type(op)) if flip else type(op)
+    if not _is_world(left, facts, function):
+        return None
+    bound = int_value(right)
+    if bound == 1 and kind in (cst.Equal, cst.LessThanEqual) or bound == 2 and kind is cst.LessThan:
+        return SINGLE
+    if bound == 1 and kind in (cst.NotEqual, cst.GreaterThan) or bound == 2 and kind is cst.GreaterThanEqual:
+        return DIST
+    return None
 
 
 def _bitwise_of_tests(expr: cst.BaseExpression) -> bool:
