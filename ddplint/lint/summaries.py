@@ -46,6 +46,7 @@ class Effect(Enum):
     DATA_PARALLEL = "starts data-parallel training"
     BARE_SAMPLER = "builds a DistributedSampler that asks the process group for its rank"
     OWN_GPU_ONLY = "narrows CUDA_VISIBLE_DEVICES to the process's own GPU"
+    SPAWNS_WORKERS = "starts worker processes of its own (mp.spawn)"
 
 
 def direct_effects(site: CallSite) -> frozenset[Effect]:
@@ -62,6 +63,8 @@ def direct_effects(site: CallSite) -> frozenset[Effect]:
             effects.add(Effect.BINDS_DEVICE)
     elif name == DESTROY_PG:
         effects.add(Effect.DESTROYS_GROUP)
+    elif name in SPAWN:
+        effects.add(Effect.SPAWNS_WORKERS)
     if name in BINDING or site.method in BINDING_METHODS:
         effects.add(Effect.BINDS_DEVICE)
     # A collective on a group of its own (`group=...`) may involve just the ranks that get there.

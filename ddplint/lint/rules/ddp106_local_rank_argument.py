@@ -13,6 +13,7 @@ from ddplint.lint.facts import CallSite, local_rank_flag, starts_own_workers
 from ddplint.lint.names import reference
 from ddplint.lint.resolver import Resolved
 from ddplint.lint.rules.base import Finding, Inside, Rule
+from ddplint.lint.summaries import Effect
 
 PARSE_METHODS = frozenset({"parse_args", "parse_known_args"})
 HELPER_DEPTH = 1  # the helper's own calls of its module's functions: merge_config() -> get_args()
@@ -33,10 +34,11 @@ class LocalRankArgument(Rule):
         if (
             not flags
             or starts_own_workers(ctx.facts)
+            or ctx.summaries.sites_with(Effect.SPAWNS_WORKERS)
             or "LOCAL_RANK" in ctx.facts.env_reads | ctx.facts.env_names
             or any("LOCAL_RANK" in module.env_reads | module.env_names for module in ctx.imported_project_modules(depth=2))
         ):
-            return  # no flag, or the binding comes from the environment and the flag is a leftover
+            return  # no flag, workers started here or by a helper, or the environment gives the rank
         if "local_rank" not in ctx.facts.attributes and not any(
             "local_rank" in module.attributes for module in ctx.imported_project_modules(depth=2)
         ):
