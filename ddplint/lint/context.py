@@ -28,7 +28,7 @@ from ddplint.lint.names import dotted
 from ddplint.lint.project import ProjectIndex
 from ddplint.lint.resolver import Resolved
 from ddplint.lint.summaries import Effect, Summaries
-from ddplint.lint.vocabulary import INIT_PG
+from ddplint.lint.vocabulary import INIT_PG, WRAPPERS
 
 REEXPORT_HOPS = 2  # a class found through at most this many re-exporting modules
 
@@ -121,6 +121,8 @@ class LintContext:
             value = binding.value
             if type(value) is not cst.Call or (callee := dotted(value.func)) is None:
                 return None
+            if facts.qualify(callee) in WRAPPERS and value.args and dotted(value.args[0].value) == name:
+                continue  # `model = DDP(model)`: the script still calls its own class's methods on it
             classes.add(callee)
         if len(classes) != 1:
             return None
