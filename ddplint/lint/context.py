@@ -28,7 +28,7 @@ from ddplint.lint.names import dotted
 from ddplint.lint.project import ProjectIndex
 from ddplint.lint.resolver import Resolved
 from ddplint.lint.summaries import Effect, Summaries
-from ddplint.lint.vocabulary import INIT_PG, WRAPPERS
+from ddplint.lint.vocabulary import FRAMEWORK_RUNNERS, INIT_PG, TRAINER, WRAPPERS
 
 REEXPORT_HOPS = 2  # a class found through at most this many re-exporting modules
 
@@ -42,6 +42,18 @@ class LintContext:
     config: Config
     _resolve_cache: dict = field(default_factory=dict)
     memo: dict = field(default_factory=dict)  # answers a rule computes once per module and reuses
+
+    @cached_property
+    def framework(self) -> str | None:
+        """The framework that runs the distributed training (facts.framework), unless the module
+        starts the process group itself, directly or through a project helper (`fsdp_utils.setup()`
+        calling init_process_group): then an import of the framework's utilities (`from
+        accelerate import init_empty_weights`), with none of its runners built (FRAMEWORK_RUNNERS),
+        leaves the script its own."""
+        framework = self.facts.framework
+        if framework in (None, TRAINER) or any(site.name in FRAMEWORK_RUNNERS for site in self.facts.calls):
+            return framework
+        return None if self.summaries.sites_with(Effect.STARTS_GROUP) else framework
 
     @cached_property
     def is_distributed(self) -> bool:
@@ -60,7 +72,7 @@ class LintContext:
         return any(site.name != INIT_PG for site in self.summaries.sites_with(Effect.STARTS_GROUP))
 
     def _touches_process_group(self) -> bool:
-        if self.facts.framework is not None:  # the framework (the HF Trainer, Lightning) starts it
+        if self.framework is not None:  # the framework (the HF Trainer, Lightning) starts it
             return True
         if any(group_call(site) for site in self.facts.calls) or starts_own_workers(self.facts):
             return True

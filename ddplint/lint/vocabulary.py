@@ -86,6 +86,27 @@ FRAMEWORK_IMPORTS = {
     "flax": "jax",
 }
 
+# What takes the distributed run over where a framework is imported: its runner object. A script
+# that starts its process group itself and builds none of these only borrows the framework's
+# utilities (`from accelerate import init_empty_weights`).
+FRAMEWORK_RUNNERS = frozenset(
+    {
+        "accelerate.Accelerator",
+        "accelerate.PartialState",
+        "lightning.Trainer",
+        "lightning.Fabric",
+        "lightning.pytorch.Trainer",
+        "lightning.fabric.Fabric",
+        "lightning_fabric.Fabric",
+        "pytorch_lightning.Trainer",
+        "deepspeed.initialize",
+        "deepspeed.init_distributed",
+        "ignite.distributed.Parallel",
+        "colossalai.launch",
+        "colossalai.launch_from_torch",
+    }
+)
+
 # PyTorch's own distributed test harness spawns the processes, builds the group and binds
 # each process to its device before a test method runs.
 FRAMEWORK_MODULES = (

@@ -87,7 +87,7 @@ class Rule:
     def applies(cls, ctx: LintContext) -> bool:
         """Whether the rule has anything to say about this module at all."""
         if cls.needs_distributed:
-            framework = ctx.facts.framework
+            framework = ctx.framework
             if not ctx.is_distributed or framework is not None and framework not in cls.beside_frameworks:
                 return False
         return not (cls.data_parallel and ctx.facts.rpc_only)
