@@ -317,6 +317,8 @@ class Guards:
             return _atom(MAIN)
         if last in DIST_FLAGS:
             return _atom(DIST)
+        if name == "torch.distributed.is_available":  # true wherever a group runs; false only in one process
+            return ALL, frozenset({SINGLE_WORLD})
         answer = self._project_predicate(facts, path, self.ctx.member_name(facts, name, function))
         if answer == (ALL, ALL) and "." in raw and self.ctx.resolve_function(facts, path, name) is None:
             return self._method_of_project_classes(last)
