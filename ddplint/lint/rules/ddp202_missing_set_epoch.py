@@ -242,13 +242,26 @@ def _through_named_loaders(facts: ModuleFacts, receivers: set[str]) -> tuple[set
 
 
 def _epochs_in_own_class(facts: ModuleFacts, function: str) -> bool:
+    """Another method of the sampler's class runs the epochs: a loop that can run once per epoch
+    and trains in each turn (a loop nested in it, or a method of the class it calls); a
+    `for i in range(batch_size)` building a batch is no epoch loop."""
     cls, _, _ = function.rpartition(".")
     return (
         bool(cls)
         and facts.has_members(cls)
         and cls not in facts.functions
-        and any(loop.function.startswith(f"{cls}.") for loop in facts.loops if epoch_loop(loop.node))
+        and any(
+            loop.function.startswith(f"{cls}.") and epoch_loop(loop.node) and _runs_steps(facts, loop) for loop in facts.loops
+        )
     )
+
+
+def _runs_steps(facts: ModuleFacts, loop: Loop) -> bool:
+    for call in facts.calls_within(loop.function):
+        inside = [i for i, outer in enumerate(call.loops) if outer is loop.node]
+        if inside and (inside[0] < len(call.loops) - 1 or (call.name or "").startswith(("self.", "cls."))):
+            return True
+    return False
 
 
 def _set_epoch_fix(facts: ModuleFacts, site: CallSite) -> Remedy | None:
