@@ -72,7 +72,9 @@ class MissingSetEpoch(Rule):
             shuffling = [
                 s
                 for s in shuffling
-                if s.function == "" or epoch_loops(facts, s.function) or _epochs_in_own_class(facts, s.function)
+                if s.function == ""
+                or any(_runs_steps(facts, loop) for loop in epoch_loops(facts, s.function))
+                or _epochs_in_own_class(facts, s.function)
             ]
             if not shuffling:
                 return
@@ -257,6 +259,7 @@ def _epochs_in_own_class(facts: ModuleFacts, function: str) -> bool:
 
 
 def _runs_steps(facts: ModuleFacts, loop: Loop) -> bool:
+    """A loop whose turns each run a step: a loop nested in it, or a call of the class's methods."""
     for call in facts.calls_within(loop.function):
         inside = [i for i, outer in enumerate(call.loops) if outer is loop.node]
         if inside and (inside[0] < len(call.loops) - 1 or (call.name or "").startswith(("self.", "cls."))):
