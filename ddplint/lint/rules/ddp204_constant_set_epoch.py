@@ -70,7 +70,7 @@ def _data_names(facts: ModuleFacts, site: CallSite) -> set[str]:
 def _loop_invariant(facts: ModuleFacts, loops: list[cst.For | cst.While], value: cst.BaseExpression) -> bool:
     if any(type(n) is cst.Call for n in _walk(value)):
         return False
-    used = names_in(value)
+    used = names_in(value, keys=True)  # `self.progress["epoch"]`, bumped as "self.progress.epoch"
     changing: set[str] = set()
     for loop in loops:
         if type(loop) is cst.For:
