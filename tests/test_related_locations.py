@@ -68,3 +68,15 @@ def test_a_write_in_a_function_of_the_file_names_the_call_every_rank_makes(tmp_p
         "if __name__ == '__main__':\n    main()\n"
     )
     assert related_of(tmp_path, "--no-cache", "train.py") == {"DDP301": [("train.py", 13, 5)]}
+
+
+def test_a_write_two_helpers_deep_names_every_call_on_the_way(tmp_path):
+    (tmp_path / "logs.py").write_text('def open_log(path):\n    return open(path, "a")\n')
+    (tmp_path / "runner.py").write_text(
+        "from logs import open_log\n\n\ndef start(out):\n    handle = open_log(out)\n    handle.write('start\\n')\n"
+    )
+    (tmp_path / "train.py").write_text(
+        "import torch.distributed as dist\n\nimport runner\n\n"
+        'dist.init_process_group("gloo")\nrunner.start("train.log")\ndist.destroy_process_group()\n'
+    )
+    assert related_of(tmp_path, "--no-cache", "train.py") == {"DDP302": [("runner.py", 5, 14), ("logs.py", 2, 12)]}

@@ -243,19 +243,21 @@ def _is_devnull(target: cst.BaseExpression | None, facts: ModuleFacts) -> bool:
     return target is not None and facts.qualify(dotted(target)) == "os.devnull"
 
 
-def unguarded_writes(ctx: LintContext, kind: WriteKind) -> Iterator[tuple[CallSite, Inside | None]]:
+def unguarded_writes(ctx: LintContext, kind: WriteKind) -> Iterator[tuple[CallSite, tuple[Inside, ...]]]:
     """Sites of this module that every rank reaches and that write `kind`.
 
-    Yields the site and, for a call into another module of the project, the write inside it:
-    once per such write, at the first call that reaches it (a `log()` helper called fifty times
-    is one mistake, in the helper).
+    Yields the site and, for a call into another module of the project, the chain inside it:
+    the calls it goes through, then the write (empty for a write of this module). Once per such
+    write, at the first call that reaches it (a `log()` helper called fifty times is one
+    mistake, in the helper).
     """
     guards = ctx.guards
     reported: set[object] = set()  # the helpers (or their writes) already reported
     for site in ctx.facts.calls:
         if guards.safe_helper(site):
             continue
-        inside = helper = None
+        inside: tuple[Inside, ...] | None = ()
+        helper = None
         if effect_of(site, ctx.facts) != kind:
             inside = _helper_writes(ctx, site, kind, ctx.facts, ctx.path, top=True)
             if inside is None or _per_rank_path_argument(ctx, site, kind):
@@ -263,14 +265,14 @@ def unguarded_writes(ctx: LintContext, kind: WriteKind) -> Iterator[tuple[CallSi
             resolved = ctx.resolve_function(ctx.facts, ctx.path, ctx.method_target(ctx.facts, site))
             # one mistake per helper, whichever of its writes a call reaches (`Logger(path)` and
             # `Logger(path, resume=True)` open the same log in two branches)
-            helper = (resolved.path, resolved.function) if resolved is not None else id(inside.node)
+            helper = (resolved.path, resolved.function) if resolved is not None else id(inside[-1].node)
         # rank 0 first, the others after it (a cache): not concurrent, but a second makedirs still raises
         if helper is not None and helper in reported:
             continue
         if not guards.main_only(site, main_first=kind != MKDIR) and not _undecided(ctx, site, ctx.facts, ctx.path):
             if helper is not None:
                 reported.add(helper)
-            yield site, inside
+            yield site, inside or ()
 
 
 def called_from(ctx: LintContext, site: CallSite) -> tuple[Inside, ...]:
@@ -285,10 +287,10 @@ def called_from(ctx: LintContext, site: CallSite) -> tuple[Inside, ...]:
 
 def _helper_writes(
     ctx: LintContext, site: CallSite, kind: WriteKind, facts: ModuleFacts, path: Path, top: bool = False
-) -> Inside | None:
+) -> tuple[Inside, ...] | None:
     """The unguarded write of `kind` in the function of another project module that the site
-    calls, followed through the helpers it calls (memoised per function and arguments; a
-    recursive call adds nothing)."""
+    calls, followed through the helpers it calls: the calls on the way, then the write
+    (memoised per function and arguments; a recursive call adds nothing)."""
     resolved = ctx.resolve_function(facts, path, ctx.method_target(facts, site))
     if resolved is None or resolved.facts is ctx.facts and top:
         return None  # functions of the linted module are judged where they write
@@ -310,9 +312,9 @@ def _helper_writes(
                 and not constants.dark(inner.conditions, bindings)
                 and not any(not c.negated and dotted(c.test) in off for c in inner.conditions)
                 and (
-                    found := Inside(inner_path, inner.node, f"{dotted(inner.node.func) or 'the write'}() here, on every rank")
+                    found := (Inside(inner_path, inner.node, f"{dotted(inner.node.func) or 'the write'}() here, on every rank"),)
                     if effect_of(inner, inner_facts, bindings) == kind
-                    else _helper_writes(ctx, inner, kind, inner_facts, inner_path)
+                    else _through(inner, inner_path, _helper_writes(ctx, inner, kind, inner_facts, inner_path))
                 )
                 is not None
                 and not _undecided(ctx, inner, inner_facts, inner_path)
@@ -320,6 +322,13 @@ def _helper_writes(
             None,
         )
     return cache[key]
+
+
+def _through(call: CallSite, path: Path, chain: tuple[Inside, ...] | None) -> tuple[Inside, ...] | None:
+    """A helper's call that leads on to a write: its place first, then the rest of the chain."""
+    if chain is None:
+        return None
+    return (Inside(path, call.node, f"{dotted(call.node.func) or 'a helper'}() called here"), *chain)
 
 
 def _undecided(ctx: LintContext, site: CallSite, facts: ModuleFacts, path: Path) -> bool:

@@ -28,5 +28,5 @@ class UnguardedCheckpointSave(Rule):
                 site.node,
                 f"{what} on every rank: all ranks write the same file at once (corrupt or truncated "
                 "checkpoint, N times the I/O); save only on the main process (if rank == 0:)",
-                inside=(inside,) if inside else called_from(ctx, site),
+                inside=inside or called_from(ctx, site),
             )

@@ -28,5 +28,5 @@ class UnguardedLogWriter(Rule):
                 site.node,
                 f"{what} on every rank: each process writes the same file or run (interleaved, "
                 "duplicated or clobbered logs); create it only on the main process (if rank == 0:)",
-                inside=(inside,) if inside else called_from(ctx, site),
+                inside=inside or called_from(ctx, site),
             )

@@ -42,5 +42,5 @@ class MakedirsRace(Rule):
                 Remedy("pass exist_ok=True", Replace(site.node, with_argument(site.node, "exist_ok", 2, cst.Name("True"))))
                 if fixable
                 else None,
-                inside=(inside,) if inside else called_from(ctx, site),
+                inside=inside or called_from(ctx, site),
             )
