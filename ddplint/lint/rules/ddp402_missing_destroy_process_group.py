@@ -51,6 +51,13 @@ class MissingDestroyProcessGroup(Rule):
 
     @staticmethod
     def _through_other_script(ctx: LintContext, site) -> bool:
-        """`detection.main(args)` from a launcher wrapper: main.py is a script and answers for itself."""
+        """`detection.main(args)` from a launcher wrapper: main.py is a script that calls its `main`
+        itself, and answers for it. A helper module with a test stub under `__main__` that never
+        calls the function answers for nothing."""
         resolved = ctx.resolve_function(ctx.facts, ctx.path, ctx.method_target(ctx.facts, site))
-        return resolved is not None and resolved.facts is not ctx.facts and resolved.facts.is_script
+        return (
+            resolved is not None
+            and resolved.facts is not ctx.facts
+            and resolved.facts.is_script
+            and bool(ctx.guards.callers(resolved.facts).get(resolved.function))
+        )
