@@ -24,7 +24,7 @@ from ddplint.lint.loaders import (
     over_range,
     samplers,
 )
-from ddplint.lint.names import arg, call_parameters, data_name, dotted, names_in, reference
+from ddplint.lint.names import arg, call_parameters, data_name, dotted, int_value, names_in, reference
 from ddplint.lint.paths import dominates
 from ddplint.lint.resolver import Resolved
 from ddplint.lint.rules.base import Finding, InsertBefore, Inside, Remedy, Rule
@@ -45,10 +45,32 @@ def _set_epoch_receivers(ctx: LintContext) -> tuple[set[str], bool]:
         if c.method == "set_epoch"
         and type(c.node.func) is cst.Attribute
         # `samplers["train"].set_epoch(e)`: the receiver by its constant key
-        and (name := c.name.rsplit(".", 1)[0] if c.name else reference(c.node.func.value))
+        and (
+            name := c.name.rsplit(".", 1)[0]
+            if c.name
+            else reference(c.node.func.value) or _through_element(ctx.facts, c.node.func.value, c.function)
+        )
     }
     in_helper = any(any(c.method == "set_epoch" for c in module.calls) for module in ctx.imported_project_modules(depth=2))
     return receivers, in_helper
+
+
+def _through_element(facts: ModuleFacts, expr: cst.BaseExpression, function: str) -> str | None:
+    """`loaders[0].sampler` where `loaders = [train_loader, val_loader]` in the same function:
+    the receiver by the name of the element (`train_loader.sampler`)."""
+    attributes = []
+    while type(expr) is cst.Attribute:
+        attributes.append(expr.attr.value)
+        expr = expr.value
+    if type(expr) is not cst.Subscript or len(expr.slice) != 1 or type(expr.slice[0].slice) is not cst.Index:
+        return None
+    index, held = int_value(expr.slice[0].slice.value), reference(expr.value)
+    bound = [a.value for a in facts.assigned(held or "") if a.function == function]
+    if index is None or len(bound) != 1 or not isinstance(bound[0], (cst.List, cst.Tuple)):
+        return None
+    elements = bound[0].elements
+    element = reference(elements[index].value) if 0 <= index < len(elements) else None
+    return ".".join([element, *reversed(attributes)]) if element is not None else None
 
 
 class MissingSetEpoch(Rule):
