@@ -5,7 +5,7 @@ and where the epoch loop is. Shared by the data rules (DDP201-DDP205).
 from __future__ import annotations
 
 import re
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
 from pathlib import Path
 
 import libcst as cst
@@ -192,11 +192,14 @@ def _evaluates(ctx: LintContext, function: str) -> bool:
     return any(c.name in NO_GRAD or c.method == "eval" for c in ctx.facts.calls_within(function))
 
 
+def calls_in_loop(facts: ModuleFacts, loop: Loop) -> Iterator[CallSite]:
+    """The calls inside a loop's body (and the loops nested in it)."""
+    return (call for call in facts.calls_within(loop.function) if any(outer is loop.node for outer in call.loops))
+
+
 def _loop_trains(ctx: LintContext, loop: Loop) -> bool:
     """The loop's body, or a function of this module it calls, runs backward() or an optimizer step()."""
-    for call in ctx.facts.calls_within(loop.function):
-        if not any(outer is loop.node for outer in call.loops):
-            continue
+    for call in calls_in_loop(ctx.facts, loop):
         if call.method in {"backward", "step"}:
             return True
         callee = ctx.method_target(ctx.facts, call)

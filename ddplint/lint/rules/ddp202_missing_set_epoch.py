@@ -16,6 +16,7 @@ from ddplint.lint.loaders import (
     EVAL_WORDS,
     SAMPLER,
     bound_names,
+    calls_in_loop,
     epoch_loop,
     epoch_loops,
     is_false,
@@ -282,11 +283,9 @@ def _epochs_in_own_class(facts: ModuleFacts, function: str) -> bool:
 
 def _runs_steps(facts: ModuleFacts, loop: Loop) -> bool:
     """A loop whose turns each run a step: a loop nested in it, or a call of the class's methods."""
-    for call in facts.calls_within(loop.function):
-        inside = [i for i, outer in enumerate(call.loops) if outer is loop.node]
-        if inside and (inside[0] < len(call.loops) - 1 or (call.name or "").startswith(("self.", "cls."))):
-            return True
-    return False
+    return any(
+        call.loops[-1] is not loop.node or (call.name or "").startswith(("self.", "cls.")) for call in calls_in_loop(facts, loop)
+    )
 
 
 def _set_epoch_fix(facts: ModuleFacts, site: CallSite) -> Remedy | None:
