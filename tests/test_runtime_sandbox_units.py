@@ -1,5 +1,5 @@
-"""The sandbox's decisions without launching anything: which directories are overlaid, how an
-upper layer reads as changes, and what io.sandbox and run.leftover conclude."""
+"""The sandbox's decisions without launching anything: which directories get layers of their
+own, how an upper layer reads as changes, and what io.sandbox and run.leftover conclude."""
 
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ def test_roots_cover_project_cwd_home_temp_and_absolute_outputs(tmp_path):
     script.write_text("")
     out = tmp_path / "elsewhere" / "runs"
     out.mkdir(parents=True)
-    roots, skipped = plan_roots(
+    roots = plan_roots(
         script,
         ("--out", str(out / "new" / "x.pt"), f"--log={out}", "--null", "/dev/null"),
         str(project / "src"),
@@ -48,13 +48,12 @@ def test_roots_cover_project_cwd_home_temp_and_absolute_outputs(tmp_path):
     # the project root (pyproject.toml), the nearest existing directory of each output path;
     # the working directory is inside the project; /dev is never overlaid
     assert roots == sorted([str(project), str(out), str(tmp_path / "home"), str(tmp_path / "tmp")])
-    assert skipped == []
 
 
-def test_an_output_under_a_missing_top_directory_is_not_contained(tmp_path):
+def test_an_output_under_a_missing_top_directory_is_left_to_the_tree(tmp_path):
     script = tmp_path / "train.py"
     script.write_text("")
-    roots, skipped = plan_roots(
+    roots = plan_roots(
         script,
         (
             "--out",
@@ -64,14 +63,14 @@ def test_an_output_under_a_missing_top_directory_is_not_contained(tmp_path):
         None,
         str(tmp_path),
     )
-    assert roots == [str(tmp_path)] and skipped == ["/"]
+    assert roots == [str(tmp_path)]  # / is no root of its own: the tree covers it
 
 
 def test_nested_directories_are_one_root(tmp_path):
     script = tmp_path / "a" / "train.py"
     script.parent.mkdir()
     script.write_text("")
-    roots, _ = plan_roots(script, (), str(tmp_path / "a"), str(tmp_path), str(tmp_path))
+    roots = plan_roots(script, (), str(tmp_path / "a"), str(tmp_path), str(tmp_path))
     assert roots == [str(tmp_path)]
 
 
@@ -135,8 +134,9 @@ def test_writes_name_the_ranks_the_probe_saw_and_the_rest_unknown(layer):
     assert (writes["newdir/new.bin"]["ranks"], writes["newdir/new.bin"]["seen_by_probe"]) == ([0], True)
     assert (writes["edited.txt"]["ranks"], writes["edited.txt"]["seen_by_probe"]) == ([], False)
     assert (writes["tmpfile"]["change"], writes["tmpfile"]["ranks"]) == (None, [1])  # left nothing behind
-    check = check_sandbox(Containment(roots=(str(real),), sealed=True), list(writes.values()), str(real))
-    assert check.status is Status.PASS and "the rest of the file system was read-only" in check.summary
+    check = check_sandbox(Containment(covered=("/",), reported=True), list(writes.values()), str(real))
+    assert check.status is Status.PASS and "none reached your disk" in check.summary
+    assert check.evidence[0].startswith("copy-on-write over the whole file system: /;")
     assert "edited.txt [content" in "\n".join(check.evidence)
     assert "edited.txt" in next(e for e in check.evidence if "rank unknown" in e)
 
@@ -146,8 +146,22 @@ def test_not_sandboxed_is_a_warning_that_says_what_is_not_contained():
         check = check_sandbox(containment, [], "/")
         assert check.status is Status.WARN and check.summary.startswith("not contained")
         assert any("subprocesses" in e for e in check.evidence)
-    partial = check_sandbox(Containment(roots=("/work",), skipped=("/",)), [], "/")
-    assert partial.status is Status.WARN and "writes to / were not contained" in partial.summary
+    partial = check_sandbox(Containment(covered=("/",), uncontained=("/data",), reported=True), [], "/")
+    assert partial.status is Status.WARN and "writes to /data were not contained" in partial.summary
+    assert "none reached" not in partial.summary
+
+
+def test_a_mount_made_read_only_or_a_directory_in_memory_is_named_but_still_contained():
+    """A writable mount the kernel would not overlay was made read-only: a write there failed;
+    a directory rebuilt in memory kept its new entries there: nothing reached the disk, and the
+    evidence says where."""
+    check = check_sandbox(
+        Containment(covered=("/", "/scratch"), in_memory=("/mnt",), read_only=("/etc/hosts",), reported=True), [], "/"
+    )
+    assert check.status is Status.PASS and check.data["in_memory"] == ["/mnt"]
+    assert any(e.startswith("rebuilt in memory") and "/mnt;" in e for e in check.evidence)
+    assert "whole file system: /, /scratch;" in check.evidence[0]
+    assert any("read-only to the job" in e and "/etc/hosts" in e for e in check.evidence)
 
 
 def test_leftovers_fail_only_when_every_script_had_ended_by_itself():
@@ -170,7 +184,7 @@ def test_relative_outputs_symlink_targets_and_shared_scratch_are_roots(tmp_path)
     (project / "python").symlink_to(sys.executable)  # a file link (a venv's interpreter): not a root
     script = project / "train.py"
     script.write_text("")
-    roots, skipped = plan_roots(
+    roots = plan_roots(
         script,
         ("--out", "../runs", "--log=../runs/log.txt", "--lr", "0.1"),
         str(project),
@@ -178,7 +192,7 @@ def test_relative_outputs_symlink_targets_and_shared_scratch_are_roots(tmp_path)
         str(project),
         shared=(str(cache),),
     )
-    assert roots == sorted([str(project), str(runs), str(disk), str(cache)]) and skipped == []
+    assert roots == sorted([str(project), str(runs), str(disk), str(cache)])
 
 
 def test_shared_scratch_is_var_tmp_and_moved_xdg_directories(tmp_path):
@@ -191,8 +205,8 @@ def test_shared_scratch_is_var_tmp_and_moved_xdg_directories(tmp_path):
     assert ("/var/tmp" in found) == os.path.isdir("/var/tmp")
 
 
-def test_the_disk_is_not_said_untouched_unless_the_rest_was_read_only(layer):
+def test_the_disk_is_not_said_untouched_without_the_sandbox_outcome(layer):
     real, layers = layer
     writes = writes_report(layer_changes(layers, "/nowhere"), {})
-    check = check_sandbox(Containment(roots=(str(real),)), writes, str(real))
+    check = check_sandbox(Containment(), writes, str(real))
     assert check.status is Status.WARN and "unknown" in check.summary and "none reached" not in check.summary

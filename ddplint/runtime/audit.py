@@ -50,7 +50,6 @@ from ddplint.runtime.sandbox import (
     plan_roots,
     shared_scratch,
     unavailable_reason,
-    within,
 )
 
 if TYPE_CHECKING:
@@ -345,25 +344,28 @@ def _restart_run(options: RuntimeOptions, script, nproc: int, on_cpu: bool, rund
 
 
 def _containment(options: RuntimeOptions, script) -> Containment:
-    """Sandbox the job when the kernel allows it, over every directory it may write to."""
+    """Sandbox the job when the kernel allows it."""
     if not options.sandbox:
         return Containment(disabled=True)
     why = unavailable_reason()
     if why is not None:
         return Containment(unavailable=why)
-    roots, skipped = plan_roots(
+    roots = plan_roots(
         script, options.script_args, os.getcwd(), os.environ.get("HOME"), tempfile.gettempdir(), shared_scratch(dict(os.environ))
     )
-    return Containment(tuple(roots), tuple(skipped))
+    return Containment(roots=tuple(roots))
 
 
 def _contained_by(containment: Containment, sandbox: Outcome) -> Containment:
-    """What the sandbox left uncontained: mounts below an overlaid directory bound as they are,
-    mounts elsewhere it could not make read-only, and the directories that could not be overlaid
-    (`/` itself) where they lie on one of those; on a mount made read-only nothing is written."""
-    unsealed = sandbox.unsealed
-    left = [p for p in containment.skipped if any(within(p, u) for u in unsealed)]
-    return replace(containment, skipped=tuple(dict.fromkeys([*left, *sandbox.uncontained, *unsealed])), sealed=True)
+    """What the sandbox reported of the job's file system."""
+    return replace(
+        containment,
+        covered=tuple(sandbox.covered),
+        in_memory=tuple(sandbox.in_memory),
+        read_only=tuple(sandbox.read_only),
+        uncontained=tuple(sandbox.uncontained),
+        reported=True,
+    )
 
 
 def _merge(options, script, host, shape: JobShape, jobs: Jobs, elapsed, containment, changes, preflight) -> dict:

@@ -4,16 +4,16 @@ kernel tears down whole.
 `python -m ddplint.runtime.sandbox SPEC` is what the launcher starts instead of torchrun. This
 process (the keeper) enters a new user and mount namespace (the user's own uid mapped to
 itself: no privilege needed, kernel >= 5.11), then a new PID namespace, and forks its first
-process, the init. The init mounts an overlay over every directory the job may write to (the
-script's project, the working directory, $HOME, the temp directory, absolute paths among the
-script's arguments): the real directory is the read-only lower layer, the upper layer lies in
-ddplint's run directory. Every write, rename, deletion, truncation, chmod, link, FIFO or
-database file, from Python, C, a subprocess or a spawned child, lands in the upper layer;
-nothing of it is ever copied back. The run directory itself is bound back over its overlaid
-view so the ranks' records reach the launcher. Every other writable mount (/ itself, a data
-disk) is then made read-only to the job: a write there fails (EROFS) instead of reaching the
-disk, and the report says why. /dev (GPUs; /dev/shm gets a private tmpfs), /proc, /sys and the
-network namespace are the host's own.
+process, the init. The init builds the job's whole file system in the run directory and makes
+it the job's root (chroot): / under an overlay whose read-only lower layer is the real /, and
+every mount of the host put back at its place, a writable one (a data disk, a tmpfs /tmp) under
+an overlay of its own. The upper layers lie in ddplint's run directory. Every write, rename,
+deletion, truncation, chmod, link, FIFO or database file, wherever it goes, from Python, C, a
+subprocess or a spawned child, lands in an upper layer; nothing of it is ever copied back. The
+run directory itself is bound into the new root as it is, so the ranks' records reach the
+launcher. /dev (GPUs; /dev/shm gets a private tmpfs), /proc, /sys and the network namespace
+are the host's own. A writable mount the kernel will not overlay is made read-only to the job
+(a write there fails with EROFS), or at worst named as not contained.
 
 The init starts torchrun, reaps every orphan, and when torchrun has exited lists the processes
 still running in the namespace (after a grace period: DataLoader workers notice their parent's
@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import ctypes
 import enum
+import hashlib
 import json
 import os
 import re
@@ -54,7 +55,9 @@ OUTCOME = "sandbox.json"
 LAYERS = "layers"
 MAP = "layers.json"  # [[path, layer name]]: which directory each upper layer covers
 GRACE_S = 10.0  # how long processes may outlive torchrun before they count as left running
-_NEVER = ("/", "/proc", "/sys", "/dev")  # never overlaid: the host's own
+HOST_OWN = ("/proc", "/sys", "/dev")  # bound into the job's root as they are
+SHM = "/dev/shm"  # POSIX shared memory: the job gets a tmpfs of its own there
+NEW_ROOT = "root"  # in the run directory: where the job's root is built
 MACHINERY = ("torchelastic_", "torchinductor_", "pymp-")  # torch's own scratch in the temp directory
 
 
@@ -80,9 +83,9 @@ class Leftover:
 
 @dataclass(frozen=True)
 class Plan:
-    """What the launcher asks of the sandbox: the overlaid directories, where their layers go."""
+    """What the launcher asks of the sandbox: the run directory, where the layers go."""
 
-    roots: tuple[str, ...]
+    roots: tuple[str, ...]  # directories overlaid at their own place (see plan_roots)
     rundir: Path
 
     @property
@@ -105,8 +108,10 @@ class Outcome:
     stopped_by: str | None = None  # the signal that stopped the job early
     leftovers: list[Leftover] = field(default_factory=list)
     processes_visible: bool = True  # /proc of the namespace could be mounted
-    uncontained: list[str] = field(default_factory=list)  # mounts below a root bound as they are
-    unsealed: list[str] = field(default_factory=list)  # mounts outside the roots left writable to the job
+    covered: list[str] = field(default_factory=list)  # mount points under a copy-on-write layer
+    in_memory: list[str] = field(default_factory=list)  # directories whose new entries stayed in memory
+    read_only: list[str] = field(default_factory=list)  # writable mounts the job saw read-only
+    uncontained: list[str] = field(default_factory=list)  # writable mounts the job saw as they are
 
     @classmethod
     def read(cls, rundir: Path) -> Outcome | None:
@@ -123,7 +128,7 @@ class Outcome:
         os.replace(tmp, rundir / OUTCOME)
 
 
-# ---- choosing what to overlay ---------------------------------------------------------------
+# ---- directories overlaid at their own place ---------------------------------------------------------------
 
 
 def _project_root(start: Path) -> Path:
@@ -146,14 +151,17 @@ def within(path: str, parent: str) -> bool:
 
 def plan_roots(
     script: Path, script_args: tuple[str, ...], cwd: str, home: str | None, tempdir: str, shared: tuple[str, ...] = ()
-) -> tuple[list[str], list[str]]:
-    """(the directories to put under a copy-on-write layer, none inside another; those the job
-    may write to that cannot be: / itself, e.g. the nearest existing directory of an output
-    path whose parents do not exist yet). Beside the project, the working directory, the temp
-    directory and $HOME: every path argument (absolute, or relative and leaving the working
-    directory: `--out ../runs`), the targets of symlinks in the project (`outputs ->
-    /mnt/scratch/...`), and `shared` (the machine's other scratch: see shared_scratch). /dev,
-    /proc and /sys stay the host's own; /dev/shm gets a private tmpfs (see _private_shm)."""
+) -> list[str]:
+    """The directories the job is likely to write below, each to get a copy-on-write layer of
+    its own at its place, none inside another (/ itself, the nearest existing directory of an
+    output path whose parents do not exist yet, is left to the tree: see _Builder). The whole
+    file system is under copy-on-write layers anyway; a layer whose root is the directory
+    itself never has to copy that directory or its parents up, which a user namespace cannot
+    do for a directory of another user (root's /var/tmp, a shared output tree): the write would
+    fail with EOVERFLOW. Beside the project, the working directory, the temp directory and
+    $HOME: every path argument (absolute, or relative and leaving the working directory: `--out
+    ../runs`), the targets of symlinks in the project (`outputs -> /mnt/scratch/...`), and
+    `shared` (the machine's other scratch: see shared_scratch)."""
     project = _project_root(script.resolve().parent)
     wanted = [str(project), cwd, tempdir, home or "", *shared]
     for arg in script_args:
@@ -166,12 +174,11 @@ def plan_roots(
     real = {os.path.realpath(w) for w in wanted if w}
     roots: list[str] = []
     for r in sorted(real - {os.sep}):
-        if not any(within(r, kept) for kept in [*roots, *_NEVER[1:]]):
+        if not any(within(r, kept) for kept in [*roots, *HOST_OWN]):
             roots.append(r)
-    return roots, sorted(real & {os.sep})
+    return roots
 
 
-SHM = "/dev/shm"  # POSIX shared memory: the job gets a tmpfs of its own there
 SYMLINK_SCAN = 20_000  # directory entries looked at for symlinks, from the project root down
 
 
@@ -202,6 +209,7 @@ def _symlink_targets(project: Path) -> list[str]:
     return targets
 
 
+# ---- system calls ---------------------------------------------------------------------------
 # ---- system calls ---------------------------------------------------------------------------
 
 
@@ -285,15 +293,8 @@ def _mounts() -> dict[str, frozenset[str]]:
     return found
 
 
-def _mounts_below(root: str) -> list[tuple[str, bool]]:
-    """(mount point, read-only) of every mount strictly below `root`, outermost first: an
-    overlay on `root` would hide them (overlayfs does not cross mount points)."""
-    below = [(point, "ro" in options) for point, options in _mounts().items() if point != root and within(point, root)]
-    return sorted(below, key=lambda m: m[0].count(os.sep))
-
-
-# Per-mount flags that a read-only remount must repeat: the kernel refuses to clear one that a
-# more privileged namespace set (a locked flag), and a bind remount sets them all at once.
+# Per-mount flags that a read-only bind remount must repeat: the kernel refuses to clear one
+# that a more privileged namespace set (a locked flag), and a bind remount sets them all at once.
 _KEPT_FLAGS = {
     "nosuid": MS_NOSUID,
     "nodev": MS_NODEV,
@@ -305,65 +306,118 @@ _KEPT_FLAGS = {
 }
 
 
-def _seal_rest(kept: list[str]) -> list[str]:
-    """Make every writable mount outside `kept` (the overlaid directories, the run directory)
-    read-only to the job, / and any data disk alike: a write there fails instead of reaching the
-    disk. /proc, /sys and /dev stay as they are (/dev/shm is private already). Returns the mount
-    points that could not be made read-only."""
-    unsealed = []
-    for point, options in sorted(_mounts().items()):
-        if "ro" in options or any(within(point, d) for d in (*_NEVER[1:], *kept)):
-            continue
-        flags = MS_BIND | MS_REMOUNT | MS_RDONLY
-        for name, bit in _KEPT_FLAGS.items():
-            if name in options:
-                flags |= bit
-        try:
-            _mount("none", point, None, flags)
-        except OSError:
-            unsealed.append(point)
-    return unsealed
+@dataclass
+class Cover:
+    """How the job's root was built from the host's mounts."""
+
+    layers: list[tuple[str, str]] = field(default_factory=list)  # (directory, layer name): copy-on-write
+    in_memory: list[str] = field(default_factory=list)  # directories rebuilt on a tmpfs (see _rebuild)
+    read_only: list[str] = field(default_factory=list)  # writable mounts or files the job saw read-only
+    uncontained: list[str] = field(default_factory=list)  # writable mounts or files the job saw as they are
 
 
-def _cover(root: str, name: str, rundir: Path, keep: int) -> tuple[list[tuple[str, str]], list[str]]:
-    """Overlay `root`, bind the real run directory (`keep`, an fd) back over its overlaid view
-    when it lies below, then put back each mount below `root`: read-only ones as they are, the
-    others under overlays of their own (or, where that fails, bound as they are and named
-    uncontained). Returns ([(path, layer name)], [uncontained paths])."""
-    layers = rundir / LAYERS
-    below = []
-    for point, read_only in _mounts_below(root):
+def _bind_read_only(source: str, target: str, options: frozenset[str]) -> None:
+    _mount(source, target, None, MS_BIND | MS_REC)  # (recursive: a mount with locked children must be)
+    flags = MS_BIND | MS_REMOUNT | MS_RDONLY
+    for name, bit in _KEPT_FLAGS.items():
+        if name in options:
+            flags |= bit
+    _mount("none", target, None, flags)
+
+
+def _layer_name(path: str) -> str:
+    """The same directory gets the same layer in every job of one audit (a restart reuses them)."""
+    return hashlib.sha256(path.encode()).hexdigest()[:16]
+
+
+class _Builder:
+    """Builds the job's whole file system at `new` from the host's mounts (read before `new`
+    is one of them). A directory goes under a copy-on-write layer whose lower layer is the real
+    directory; the mounts below it, hidden by the overlay (it does not cross mount points), and
+    the `roots` below it (see plan_roots) are then put in place the same way. /proc, /sys and
+    /dev are bound as they are, with everything below them; a read-only mount stays read-only; a
+    writable mount the kernel will not overlay is made read-only, or at worst bound as it is and
+    named. In a user namespace the
+    kernel refuses a lower layer with a mount of the host below it (a locked mount: / itself):
+    such a directory is rebuilt on a tmpfs instead, entry by entry (see _rebuild)."""
+
+    def __init__(self, new: str, layers: Path, roots: list[str]):
+        self.new, self.layers, self.cover = new, layers, Cover()
+        self.mounts = _mounts()
+        self.points = set(self.mounts) | set(roots)  # where a layer of its own begins
+
+    def build(self) -> Cover:
+        self._put("/", self.new)
+        return self.cover
+
+    def _mount_of(self, path: str) -> frozenset[str]:
+        return self.mounts[max((m for m in self.mounts if within(path, m)), key=len)]
+
+    def _below(self, path: str) -> list[str]:
+        """The outermost mount points and roots strictly below `path`."""
+        below = [m for m in self.points if m != path and within(m, path)]
+        return sorted(m for m in below if not any(o != m and within(m, o) for o in below))
+
+    def _put_back_below(self, path: str) -> None:
+        for point in self._below(path):
+            try:
+                self._put(point, self.new + point)
+            except OSError:
+                continue  # not ours to see: the job sees the directory below it, in the layer
+
+    def _put(self, path: str, target: str) -> None:
+        if path in HOST_OWN:
+            _mount(path, target, None, MS_BIND | MS_REC)
+            return
+        options = self._mount_of(path)
+        if path in self.mounts and "ro" in options:
+            _bind_read_only(path, target, options)
+        elif not os.path.isdir(path):  # a file bound over a file (a container's /etc/hosts)
+            self._seal(path, target, options)
+            return
+        else:
+            try:
+                name = _layer_name(path)
+                _overlay(target, self.layers / name, lower=path)
+                self.cover.layers.append((path, name))
+            except OSError:
+                if self._below(path):
+                    self._rebuild(path, target)
+                    return
+                self._seal(path, target, options)
+                return
+        self._put_back_below(path)
+
+    def _rebuild(self, path: str, target: str) -> None:
+        """`path` on a tmpfs of the job's own: each subdirectory put in place as above, symlinks
+        copied, each file bound read-only (`io.sandbox` says so of the whole directory). The
+        job's own new entries directly in `path` stay in memory and are not listed as changes."""
+        _mount("tmpfs", target, "tmpfs", MS_NOSUID | MS_NODEV, f"mode={stat.S_IMODE(os.stat(path).st_mode):o}")
+        self.cover.in_memory.append(path)
+        for entry in os.scandir(path):
+            inner, there = os.path.join(path, entry.name), os.path.join(target, entry.name)
+            try:
+                if entry.is_symlink():
+                    os.symlink(os.readlink(inner), there)
+                elif entry.is_dir():
+                    os.mkdir(there)
+                    self._put(inner, there)
+                elif entry.is_file():
+                    open(there, "x").close()
+                    self._seal(inner, there, self._mount_of(inner), named=False)
+            except OSError:
+                continue  # hidden: the job does not see it
+
+    def _seal(self, path: str, target: str, options: frozenset[str], named: bool = True) -> None:
+        """`path` read-only at `target` (named in read_only unless told not to), or where the
+        kernel refuses that, as it is (named uncontained)."""
         try:
-            below.append((point, read_only, os.open(point, os.O_PATH | os.O_DIRECTORY)))
+            _bind_read_only(path, target, options)
+            if named:
+                self.cover.read_only.append(path)
         except OSError:
-            continue  # not ours to see: it stays hidden under the overlay
-    try:
-        _overlay(root, layers / name)
-    except OSError:  # a mount locked below it (user namespace): the directory stays as it is
-        for _, _, fd in below:
-            os.close(fd)
-        return [], [root]
-    if within(str(rundir), root):  # the layers below must be made on the real file system
-        _mount(f"/proc/self/fd/{keep}", str(rundir), None, MS_BIND)
-    covered, uncontained = [(root, name)], []
-    for k, (point, read_only, fd) in enumerate(below, 1):
-        source = f"/proc/self/fd/{fd}"
-        try:
-            if read_only:
-                _mount(source, point, None, MS_BIND | MS_REC)
-                _mount("none", point, None, MS_BIND | MS_REMOUNT | MS_RDONLY)
-            else:
-                try:
-                    _overlay(point, layers / f"{name}.{k}", lower=source)
-                    covered.append((point, f"{name}.{k}"))
-                except OSError:
-                    _mount(source, point, None, MS_BIND | MS_REC)
-                    uncontained.append(point)
-        except OSError:
-            uncontained.append(point)  # hidden rather than exposed
-        finally:
-            os.close(fd)
-    return covered, uncontained
+            _mount(path, target, None, MS_BIND | MS_REC)
+            self.cover.uncontained.append(path)
 
 
 def unavailable_reason() -> str | None:
@@ -649,14 +703,14 @@ def _distinct_pids(keeper: int) -> None:
         pass
 
 
-def _private_shm() -> list[str]:
+def _private_shm(new: str) -> list[str]:
     """A tmpfs of the job's own over /dev/shm (shared memory, DataLoader workers' and NCCL's
     segments): what the job leaves there goes with the namespace. Returns /dev/shm when it
     could not be mounted (it then stays the host's)."""
     if not os.path.isdir(SHM):
         return []
     try:
-        _mount("tmpfs", SHM, "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777")
+        _mount("tmpfs", new + SHM, "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777")
     except OSError:
         return [SHM]
     return []
@@ -674,20 +728,16 @@ def _init(spec: dict, keeper: int) -> int:
             _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
         except OSError:
             outcome.processes_visible = False
-        keep = os.open(rundir, os.O_PATH | os.O_DIRECTORY)
-        covered: list[tuple[str, str]] = []
-        for index, root in enumerate(spec["roots"]):
-            layers, uncontained = _cover(root, str(index), rundir, keep)
-            covered += layers
-            outcome.uncontained += uncontained
-        os.close(keep)
-        outcome.uncontained += _private_shm()
-        points = [point for point, _ in covered]
-        if not any(within(str(rundir), point) for point in points):  # records and layers are written there
-            _mount(str(rundir), str(rundir), None, MS_BIND)
-            points.append(str(rundir))
-        outcome.unsealed = _seal_rest(points)
-        (rundir / LAYERS / MAP).write_text(json.dumps(covered))
+        new = rundir / NEW_ROOT
+        new.mkdir(exist_ok=True)  # (a restart builds it again)
+        cover = _Builder(str(new), rundir / LAYERS, spec["roots"]).build()
+        outcome.covered = [point for point, _ in cover.layers]
+        outcome.in_memory = cover.in_memory
+        outcome.read_only = cover.read_only
+        outcome.uncontained = cover.uncontained + _private_shm(str(new))
+        _mount(str(rundir), f"{new}{rundir}", None, MS_BIND)  # the records and layers reach the launcher
+        (rundir / LAYERS / MAP).write_text(json.dumps(cover.layers))
+        os.chroot(new)
         os.chdir(spec["cwd"])  # the working directory, seen through its overlay
         if outcome.processes_visible:
             _distinct_pids(keeper)

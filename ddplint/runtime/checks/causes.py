@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from ddplint.runtime.checks.binding import BIND_FIX
 from ddplint.runtime.checks.health import FABRIC_FIX
 from ddplint.runtime.nvml import REBOOT_FIX
-from ddplint.runtime.registry import BIND_DISTINCT, STACK_VERSIONS
+from ddplint.runtime.registry import BIND_DISTINCT, IO_SANDBOX, STACK_VERSIONS
 
 
 @dataclass(frozen=True)
@@ -53,12 +53,17 @@ CAUSES = (
     ),
     Cause(
         re.compile(r"\[Errno 30\] Read-only file system|\bEROFS\b"),
-        "a write to a read-only file system: under the audit's sandbox that is any directory "
-        "outside the ones it overlays (the project, the working directory, $HOME, the temp "
-        "directory, /var/tmp, the directories the arguments and the project's symlinks name), "
-        "kept read-only so that nothing reaches your disk",
-        "if the directory is writable outside the audit, pass it to the script as an argument (it "
-        "is then overlaid too), or run the audit with --no-sandbox to let the job write there for real",
+        "a write to a read-only file system: a mount that is read-only on this machine, or one the "
+        "audit's sandbox could not put under a copy-on-write layer and made read-only instead "
+        f"({IO_SANDBOX} names it), so that nothing reaches your disk",
+        "write the job's outputs to a writable directory, or run the audit with --no-sandbox to let the job write there for real",
+    ),
+    Cause(
+        re.compile(r"Value too large for defined data type|\bEOVERFLOW\b"),
+        "a write below a directory of another user (root's, a shared tree): the audit's sandbox, "
+        "running without privilege, cannot copy that directory into its copy-on-write layer",
+        "name the output directory among the script's arguments (it then gets a layer of its own "
+        "and the write works), or run the audit as that directory's owner or with --no-sandbox",
     ),
     Cause(
         re.compile(r"Duplicate GPU detected|Multiple Ranks are using the same GPU", re.I),

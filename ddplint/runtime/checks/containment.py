@@ -35,13 +35,16 @@ _NOT_CONTAINED = (
 
 @dataclass(frozen=True)
 class Containment:
-    """How the job was contained: sandboxed over `roots`, or why not."""
+    """How the job was contained: what the sandbox reported after the run, or why there was none."""
 
-    roots: tuple[str, ...] = ()
-    skipped: tuple[str, ...] = ()  # directories the job may write to that could not be overlaid
+    roots: tuple[str, ...] = ()  # directories asked to be overlaid at their own place (see plan_roots)
+    covered: tuple[str, ...] = ()  # directories under a copy-on-write layer (/ first)
+    in_memory: tuple[str, ...] = ()  # directories rebuilt on a tmpfs: new entries there not listed
+    read_only: tuple[str, ...] = ()  # writable mounts the job saw read-only: a write there failed
+    uncontained: tuple[str, ...] = ()  # writable mounts the job saw as they are
     unavailable: str | None = None  # the kernel or a container forbids namespaces: why
     disabled: bool = False  # --no-sandbox
-    sealed: bool = False  # the sandbox made every other writable mount read-only to the job
+    reported: bool = False  # the sandbox wrote its outcome
 
     @property
     def sandboxed(self) -> bool:
@@ -103,8 +106,10 @@ def _change_line(w: dict, base: str) -> str:
 def check_sandbox(containment: Containment, writes: list[dict], base: str) -> CheckResult:
     data = {
         "sandboxed": containment.sandboxed,
-        "roots": list(containment.roots),
-        "not_contained": list(containment.skipped),
+        "covered": list(containment.covered),
+        "in_memory": list(containment.in_memory),
+        "read_only": list(containment.read_only),
+        "not_contained": list(containment.uncontained),
         "unavailable": containment.unavailable,
         "disabled": containment.disabled,
     }
@@ -130,35 +135,45 @@ def check_sandbox(containment: Containment, writes: list[dict], base: str) -> Ch
     counts = {k: sum(w["change"] == k for w in changed) for k in ("created", "modified", "deleted")}
     data["changes"] = counts
     said = ", ".join(f"{n} {k}" for k, n in counts.items() if n) or "no path changed"
-    evidence = [f"copy-on-write over {', '.join(short(r, base) for r in containment.roots)}"]
+    if not containment.reported:
+        return CheckResult(
+            IO_SANDBOX,
+            Status.WARN,
+            f"{said} in the job's copy-on-write layer, discarded; what else the job could reach is unknown "
+            "(the sandbox wrote no outcome)",
+            [_change_line(w, base) for w in changed[:SHOWN]],
+            data=data,
+        )
+    evidence = [
+        f"copy-on-write over the whole file system: {', '.join(containment.covered)}; "
+        "/proc, /sys and /dev the host's own (/dev/shm private)"
+    ]
+    if containment.in_memory:
+        evidence.append(
+            f"rebuilt in memory (a user namespace cannot overlay them): {', '.join(containment.in_memory)}; "
+            "files directly in them were read-only to the job, its new entries there contained but not listed"
+        )
     evidence += [_change_line(w, base) for w in changed[:SHOWN]]
     if len(changed) > SHOWN:
         evidence.append(f"... and {len(changed) - SHOWN} more (all of them in --format json)")
-    if containment.skipped:
-        evidence.append(f"not contained (cannot be overlaid or made read-only): {', '.join(containment.skipped)}")
+    if containment.read_only:
+        evidence.append(
+            f"read-only to the job (the kernel refused a copy-on-write layer there): {', '.join(containment.read_only)}"
+        )
+    if containment.uncontained:
+        evidence.append(f"not contained (neither overlaid nor made read-only): {', '.join(containment.uncontained)}")
         return CheckResult(
             IO_SANDBOX,
             Status.WARN,
             f"contained in part: {said} under the copy-on-write layer; writes to "
-            f"{', '.join(containment.skipped)} were not contained",
+            f"{', '.join(containment.uncontained)} were not contained",
             evidence,
             data=data,
         )
-    if not containment.sealed:  # the sandbox said nothing of the rest of the file system
-        return CheckResult(
-            IO_SANDBOX,
-            Status.WARN,
-            f"{said} in the job's copy-on-write layer, discarded; whether the rest of the file system "
-            "was kept read-only is unknown (the sandbox wrote no outcome)",
-            evidence,
-            data=data,
-        )
-    evidence.append("everything else read-only to the job, but /proc, /sys and /dev (/dev/shm private)")
     return CheckResult(
         IO_SANDBOX,
         Status.PASS,
-        f"{said} in the job's copy-on-write layer, discarded; the rest of the file system was "
-        "read-only to the job: none reached your disk",
+        f"{said} in the job's copy-on-write layer, discarded: none reached your disk",
         evidence,
         data=data,
     )

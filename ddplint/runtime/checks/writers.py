@@ -60,7 +60,7 @@ def check_single_writer(records: dict[int, RankRecord], base: str, sandboxed: bo
         return CheckResult(
             IO_SINGLE_WRITER,
             Status.PASS,
-            # opened, not written: under the sandbox a write outside the overlaid directories is refused
+            # opened, not necessarily written: a write to a read-only file system fails
             f"{len(paths)} path(s) opened for writing, each by one rank ("
             + ("inside the sandbox" if sandboxed else "Python's file calls redirected")
             + ")",
