@@ -308,7 +308,8 @@ def test_the_sandbox_needs_no_privilege():
                         "sh",
                         "-c",
                         "echo new > new.txt; echo changed > old.txt; rm gone.txt; echo o > ../other/o.txt; "
-                        f"echo s 2> ../run/shared.err > ../shared/s.txt; setsid sleep {marker} &",
+                        "echo s 2> ../run/shared.err > ../shared/s.txt; mkdir /new-top; echo t > /new-top/t.txt; "
+                        f"setsid sleep {marker} &",
                     ],
                 }
             )
@@ -349,6 +350,11 @@ def test_the_sandbox_needs_no_privilege():
         assert "Value too large for defined data type" in refused  # the known limit: named, not leaked
         assert cause_of(refused).fix.startswith("name the output directory among the script's arguments")
         assert "/" in outcome.in_memory and outcome.uncontained == []
+        assert not Path("/new-top").exists()  # made directly in /, rebuilt in memory: listed all the same
+        assert [(c.path, c.kind, c.type) for c in outcome.memory_changes] == [
+            ("/new-top", ChangeKind.CREATED, "dir"),
+            ("/new-top/t.txt", ChangeKind.CREATED, "file"),
+        ]
     finally:
         from ddplint.runtime.sandbox import remove_tree
 

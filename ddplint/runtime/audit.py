@@ -44,6 +44,7 @@ from ddplint.runtime.registry import (
     RUN_HANG,
 )
 from ddplint.runtime.sandbox import (
+    Change,
     Outcome,
     Plan,
     layer_changes,
@@ -221,7 +222,7 @@ def run_audit(options: RuntimeOptions) -> int:
                     first_rank=options.node_rank * nproc,
                     verbose=options.verbose,
                 ).run()
-            changes = layer_changes(plan.layers, tempfile.gettempdir()) if plan else None
+            changes = _changes(plan, result.sandbox)
             single = (
                 _single_process_run(options, script, nproc, on_cpu, containment) if options.scaling and not preflight else None
             )
@@ -341,6 +342,14 @@ def _restart_run(options: RuntimeOptions, script, nproc: int, on_cpu: bool, rund
     what = "restart: the script again with --resume-args"
     result = _launch_local(again, script, args, nproc, on_cpu, rundir, plan, what, restarted=True)
     return RestartRun(args, result.records, restored, failed=failure_of(result.records, nproc))
+
+
+def _changes(plan: Plan | None, sandbox: Outcome | None) -> list[Change] | None:
+    """Every path the job created, modified or deleted (None without the sandbox)."""
+    if plan is None:
+        return None
+    made = sandbox.memory_changes if sandbox is not None else []
+    return sorted(layer_changes(plan.layers, tempfile.gettempdir()) + made, key=lambda c: c.path)
 
 
 def _containment(options: RuntimeOptions, script) -> Containment:

@@ -109,7 +109,8 @@ class Outcome:
     leftovers: list[Leftover] = field(default_factory=list)
     processes_visible: bool = True  # /proc of the namespace could be mounted
     covered: list[str] = field(default_factory=list)  # mount points under a copy-on-write layer
-    in_memory: list[str] = field(default_factory=list)  # directories whose new entries stayed in memory
+    in_memory: list[str] = field(default_factory=list)  # directories rebuilt on a tmpfs (see _Builder)
+    memory_changes: list[Change] = field(default_factory=list)  # what the job made or removed there
     read_only: list[str] = field(default_factory=list)  # writable mounts the job saw read-only
     uncontained: list[str] = field(default_factory=list)  # writable mounts the job saw as they are
 
@@ -120,6 +121,9 @@ class Outcome:
         except (OSError, ValueError):
             return None
         raw["leftovers"] = [Leftover(**x) for x in raw.get("leftovers", [])]
+        raw["memory_changes"] = [
+            Change(x["path"], ChangeKind(x["kind"]), x["type"], tuple(x["detail"])) for x in raw.get("memory_changes", [])
+        ]
         return cls(**raw)
 
     def write(self, rundir: Path) -> None:
@@ -311,7 +315,7 @@ class Cover:
     """How the job's root was built from the host's mounts."""
 
     layers: list[tuple[str, str]] = field(default_factory=list)  # (directory, layer name): copy-on-write
-    in_memory: list[str] = field(default_factory=list)  # directories rebuilt on a tmpfs (see _rebuild)
+    in_memory: dict[str, dict[str, str]] = field(default_factory=dict)  # rebuilt on a tmpfs: entry -> type
     read_only: list[str] = field(default_factory=list)  # writable mounts or files the job saw read-only
     uncontained: list[str] = field(default_factory=list)  # writable mounts or files the job saw as they are
 
@@ -391,9 +395,9 @@ class _Builder:
     def _rebuild(self, path: str, target: str) -> None:
         """`path` on a tmpfs of the job's own: each subdirectory put in place as above, symlinks
         copied, each file bound read-only (`io.sandbox` says so of the whole directory). The
-        job's own new entries directly in `path` stay in memory and are not listed as changes."""
+        job's own new entries directly in `path` stay in memory (see memory_changes)."""
         _mount("tmpfs", target, "tmpfs", MS_NOSUID | MS_NODEV, f"mode={stat.S_IMODE(os.stat(path).st_mode):o}")
-        self.cover.in_memory.append(path)
+        made = self.cover.in_memory[path] = {}
         for entry in os.scandir(path):
             inner, there = os.path.join(path, entry.name), os.path.join(target, entry.name)
             try:
@@ -405,6 +409,9 @@ class _Builder:
                 elif entry.is_file():
                     open(there, "x").close()
                     self._seal(inner, there, self._mount_of(inner), named=False)
+                else:
+                    continue  # (a socket, a FIFO, a device node): hidden
+                made[entry.name] = _kind_of(os.lstat(there).st_mode)
             except OSError:
                 continue  # hidden: the job does not see it
 
@@ -586,6 +593,30 @@ def _machinery(path: str, tempdir: str) -> bool:
     return os.path.relpath(path, tempdir).split(os.sep)[0].startswith(MACHINERY)
 
 
+def memory_changes(in_memory: dict[str, dict[str, str]]) -> list[Change]:
+    """What the job created or deleted directly in the directories rebuilt on a tmpfs (read in
+    the job's root, after the job): an entry that was not made at the rebuild, with everything
+    below it, or one made then that is gone."""
+    changes = []
+    for directory, made in in_memory.items():
+        try:
+            now = {entry.name: entry for entry in os.scandir(directory)}
+        except OSError:
+            continue
+        for name in sorted(now.keys() - made.keys()):
+            path = os.path.join(directory, name)
+            changes.append(Change(path, ChangeKind.CREATED, _kind_of(now[name].stat(follow_symlinks=False).st_mode)))
+            if now[name].is_dir(follow_symlinks=False):
+                for dirpath, dirnames, filenames in os.walk(path):
+                    for inner in sorted(dirnames + filenames):
+                        full = os.path.join(dirpath, inner)
+                        changes.append(Change(full, ChangeKind.CREATED, _kind_of(os.lstat(full).st_mode)))
+        changes += [
+            Change(os.path.join(directory, name), ChangeKind.DELETED, made[name]) for name in sorted(made.keys() - now.keys())
+        ]
+    return changes
+
+
 def layer_changes(layers: Path, tempdir: str) -> list[Change]:
     """Every path the job created, modified or deleted, from the upper layers."""
     tempdir = os.path.realpath(tempdir)
@@ -721,6 +752,7 @@ def _init(spec: dict, keeper: int) -> int:
     _libc().prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # the keeper gone: the namespace goes
     rundir = Path(spec["rundir"])
     outcome = Outcome()
+    in_memory: dict[str, dict[str, str]] = {}  # (read after the job, once in the job's root)
     for s in (signal.SIGTERM, signal.SIGINT):
         signal.signal(s, _raise_stop)
     try:
@@ -732,12 +764,13 @@ def _init(spec: dict, keeper: int) -> int:
         new.mkdir(exist_ok=True)  # (a restart builds it again)
         cover = _Builder(str(new), rundir / LAYERS, spec["roots"]).build()
         outcome.covered = [point for point, _ in cover.layers]
-        outcome.in_memory = cover.in_memory
+        outcome.in_memory = list(cover.in_memory)
         outcome.read_only = cover.read_only
         outcome.uncontained = cover.uncontained + _private_shm(str(new))
         _mount(str(rundir), f"{new}{rundir}", None, MS_BIND)  # the records and layers reach the launcher
         (rundir / LAYERS / MAP).write_text(json.dumps(cover.layers))
         os.chroot(new)
+        in_memory = cover.in_memory
         os.chdir(spec["cwd"])  # the working directory, seen through its overlay
         if outcome.processes_visible:
             _distinct_pids(keeper)
@@ -771,6 +804,7 @@ def _init(spec: dict, keeper: int) -> int:
             except ProcessLookupError:
                 pass  # none left
             _reap_all(block=True)
+    outcome.memory_changes = memory_changes(in_memory)
     outcome.write(rundir)
     if outcome.stopped_by:
         return 128 + signal.Signals[outcome.stopped_by].value

@@ -39,7 +39,7 @@ class Containment:
 
     roots: tuple[str, ...] = ()  # directories asked to be overlaid at their own place (see plan_roots)
     covered: tuple[str, ...] = ()  # directories under a copy-on-write layer (/ first)
-    in_memory: tuple[str, ...] = ()  # directories rebuilt on a tmpfs: new entries there not listed
+    in_memory: tuple[str, ...] = ()  # directories rebuilt on a tmpfs (a user namespace)
     read_only: tuple[str, ...] = ()  # writable mounts the job saw read-only: a write there failed
     uncontained: tuple[str, ...] = ()  # writable mounts the job saw as they are
     unavailable: str | None = None  # the kernel or a container forbids namespaces: why
@@ -151,7 +151,7 @@ def check_sandbox(containment: Containment, writes: list[dict], base: str) -> Ch
     if containment.in_memory:
         evidence.append(
             f"rebuilt in memory (a user namespace cannot overlay them): {', '.join(containment.in_memory)}; "
-            "files directly in them were read-only to the job, its new entries there contained but not listed"
+            "files directly in them were read-only to the job, what it made there stayed in memory"
         )
     evidence += [_change_line(w, base) for w in changed[:SHOWN]]
     if len(changed) > SHOWN:
