@@ -126,6 +126,38 @@ for epoch in range(5):
     dcp.save({STATE}, checkpoint_id=f"ckpt/epoch_{epoch}")  # collective: every rank calls it
 """
 )
+TRAINER_DIRECTORY = (
+    HEAD
+    + """
+import json
+import os
+import random
+import subprocess
+
+data = TensorDataset(torch.randn(128, 16), torch.randn(128, 4))
+sampler = DistributedSampler(data)
+loader = DataLoader(data, batch_size=8, sampler=sampler)
+model = DDP(torch.nn.Linear(16, 4))
+opt = torch.optim.AdamW(model.parameters(), lr=0.01)
+step = 0
+for epoch in range(5):
+    sampler.set_epoch(epoch)
+    for x, y in loader:
+        opt.zero_grad()
+        torch.nn.functional.mse_loss(model(x), y).backward()
+        opt.step()
+        step += 1
+    out = f"out/checkpoint-{step}"
+    os.makedirs(out, exist_ok=True)
+    torch.save({"python": random.getstate(), "cpu": torch.get_rng_state()}, f"{out}/rng_state_{rank}.pth")
+    if rank == 0:
+        # the weights as save_pretrained writes them: safetensors, from native code (cp here)
+        subprocess.run(["cp", os.environ["WEIGHTS"], f"{out}/model.safetensors"], check=True)
+        {OPTIMIZER}
+        with open(f"{out}/trainer_state.json", "w") as f:
+            json.dump({"global_step": step, "epoch": float(epoch + 1)}, f)
+"""
+)
 STRAGGLER = SLEEPY.replace("{sleep}", "0.5 if rank == 1 else 0.0")
 BALANCED = SLEEPY.replace("{sleep}", "0.1")
 
@@ -277,6 +309,37 @@ def test_a_model_only_distributed_checkpoint_warns(tmp_path):
         "(momentum, moments) that a resume restarts from zero (+1 more)"
     )
     assert "dcp.save(" in resume["fix"]
+
+
+def weights_file(tmp_path: Path) -> Path:
+    """safetensors weights of a Linear(16, 4), laid out by hand (the header names the tensors)."""
+    header = {"weight": {"dtype": "F32", "shape": [4, 16], "data_offsets": [0, 256]}}
+    header["bias"] = {"dtype": "F32", "shape": [4], "data_offsets": [256, 272]}
+    raw = json.dumps(header).encode()
+    path = tmp_path / "weights.safetensors"
+    path.write_bytes(len(raw).to_bytes(8, "little") + raw + bytes(272))
+    return path
+
+
+@pytest.mark.parametrize("optimizer", [True, False])
+def test_a_trainer_checkpoint_directory_is_judged_as_one(tmp_path, optimizer, monkeypatch):
+    """save_pretrained weights (unseen by the probe), optimizer.pt, the step in a JSON file and
+    every rank's RNG state, in one directory: one checkpoint, complete only with the optimizer."""
+    monkeypatch.setenv("WEIGHTS", str(weights_file(tmp_path)))
+    line = 'torch.save(opt.state_dict(), f"{out}/optimizer.pt")' if optimizer else "pass"
+    checks = audit(tmp_path, "trainer_dir.py", TRAINER_DIRECTORY.replace("{OPTIMIZER}", line))
+    resume = checks["ckpt.resume"]
+    first, last = "out/checkpoint-5", "out/checkpoint-10"  # --epochs 2 --steps 5: two epochs of 5 steps
+    if optimizer:
+        assert resume["status"] == "PASS", resume
+        assert resume["summary"] == f"{last} holds what a resume needs: model, optimizer, trainer_state.json['global_step']"
+    else:
+        assert resume["status"] == "WARN", resume
+        assert resume["summary"].startswith(f"a resume from {first} would miss: no optimizer state: AdamW keeps")
+    joined = [c for c in resume["data"]["checkpoints"] if c["path"] == str(tmp_path / last)]
+    assert len(joined) == 1 and joined[0]["model"] == "model.safetensors" and joined[0]["model_tensors"] == 2
+    assert {"model.safetensors", "trainer_state.json", "rng_state_0.pth", "rng_state_1.pth"} <= set(joined[0]["parts"])
+    assert joined[0]["rng"]  # each rank's RNG state, recognised by its shape
 
 
 def test_scaling_runs_the_steps_again_with_one_process(tmp_path):

@@ -470,3 +470,86 @@ def test_scaling_not_asked_not_possible_or_failed():
     assert failed.status is Status.WARN and "no rank reported" in failed.summary
     untimed = check_scaling(run_of(2, 0.0, 0.1, 0.0), SingleRun({0: rec(0, PerfRecord())}), 2, on_cpu=False)
     assert untimed.status is Status.WARN and "the 1-process run timed no training step" in untimed.summary
+
+
+def write_safetensors(path, names: list[str]) -> None:
+    """The safetensors layout by hand: an 8-byte little-endian header length, the JSON header,
+    then the tensors' bytes (float32 scalars here)."""
+    header = {n: {"dtype": "F32", "shape": [], "data_offsets": [4 * i, 4 * i + 4]} for i, n in enumerate(names)}
+    header["__metadata__"] = {"format": "pt"}
+    raw = json.dumps(header).encode()
+    path.write_bytes(len(raw).to_bytes(8, "little") + raw + b"\0" * (4 * len(names)))
+
+
+def test_safetensors_weights_are_read_from_the_header(tmp_path):
+    from ddplint.runtime.perfprobe import load_safetensors
+
+    path = tmp_path / "model.safetensors"
+    write_safetensors(path, ["module.fc.weight", "module.fc.bias"])
+    c = load_safetensors(str(path), str(path))
+    assert (c.model, c.model_tensors, c.module_prefix, c.error) == ("checkpoint", 2, True, None)
+    path.write_bytes(b"\xff" * 8 + b"{}")
+    assert load_safetensors(str(path), str(path)).error.startswith("ValueError")
+
+
+def trainer_directory(directory, model, opt, sched=None, step: int = 8) -> None:
+    """A trainer's checkpoint directory: weights in safetensors (native code: the probe never
+    sees it written), the optimizer and scheduler with torch.save, the step in a JSON file."""
+    directory.mkdir(parents=True)
+    write_safetensors(directory / "model.safetensors", list(model.state_dict()))
+    torch.save(opt.state_dict(), directory / "optimizer.pt")
+    if sched is not None:
+        torch.save(sched.state_dict(), directory / "scheduler.pt")
+    (directory / "trainer_state.json").write_text(json.dumps({"global_step": step, "epoch": 1.0, "log_history": []}))
+    (directory / "config.json").write_text(json.dumps({"hidden_size": 4}))
+
+
+def test_the_pieces_of_a_directory_checkpoint_are_read_and_judged_together(tmp_path):
+    import os
+    import time
+
+    from ddplint.runtime.perfprobe import read_checkpoints
+
+    model, opt = trained(torch.optim.AdamW)
+    sched = torch.optim.lr_scheduler.StepLR(opt, 1)
+    directory = tmp_path / "out" / "checkpoint-8"
+    since = time.time() - 1
+    trainer_directory(directory, model, opt, sched)
+    old = directory / "old_state.json"  # from an earlier run: not this run's
+    old.write_text(json.dumps({"global_step": 99}))
+    os.utime(old, (since - 3600, since - 3600))
+    writes = [{"path": str(directory / name), "op": "torch.save"} for name in ("optimizer.pt", "scheduler.pt")]
+    cs = read_checkpoints(writes, lambda p: p, TrainingObjects(), since=since)
+    assert [os.path.basename(c.path) for c in cs] == ["optimizer.pt", "scheduler.pt", "model.safetensors", "trainer_state.json"]
+    r = check_resume({0: rec(0, PerfRecord(checkpoints=cs, live=live_of(opt, sched)))}, str(tmp_path))
+    assert r.status is Status.PASS, r
+    assert r.summary == (
+        "out/checkpoint-8 holds what a resume needs: model, optimizer, scheduler, trainer_state.json['global_step'] "
+        "(no RNG state: a resume draws different random numbers)"
+    )
+    assert "4 files judged together: optimizer.pt, scheduler.pt, model.safetensors, trainer_state.json" in r.evidence[0]
+    assert "model at model.safetensors (2 tensors)" in r.evidence[0]
+
+
+def test_a_directory_checkpoint_without_the_optimizer_warns(tmp_path):
+    from ddplint.runtime.perfprobe import read_checkpoints
+
+    model, opt = trained(torch.optim.SGD, momentum=0.9)
+    directory = tmp_path / "checkpoint-8"
+    trainer_directory(directory, model, opt)
+    (directory / "optimizer.pt").unlink()
+    writes = [{"path": str(directory / "model.safetensors"), "op": "open:wb"}]  # written from Python
+    cs = read_checkpoints(writes, lambda p: p, TrainingObjects())
+    r = check_resume({0: rec(0, PerfRecord(checkpoints=cs, live=live_of(opt)))}, str(tmp_path))
+    assert r.status is Status.WARN
+    assert r.summary.startswith("a resume from checkpoint-8 would miss: no optimizer state: SGD keeps")
+
+
+def test_files_that_each_hold_the_same_parts_stay_checkpoints_of_their_own(tmp_path):
+    model, opt = trained(torch.optim.SGD, momentum=0.9)
+    for name in ("epoch_0.pt", "epoch_1.pt"):
+        torch.save(model.state_dict(), tmp_path / name)
+    cs = [load_checkpoint(str(tmp_path / n), str(tmp_path / n)) for n in ("epoch_0.pt", "epoch_1.pt")]
+    r = check_resume({0: rec(0, PerfRecord(checkpoints=cs, live=live_of(opt)))}, str(tmp_path))
+    assert r.status is Status.WARN and r.summary.startswith("a resume from epoch_0.pt would miss: no optimizer state")
+    assert len(r.data["checkpoints"]) == 2 and not any(c["parts"] for c in r.data["checkpoints"])

@@ -41,8 +41,9 @@ from ddplint.runtime.perfrecords import (
     StepTimes,
 )
 
-CHECKPOINT_SUFFIXES = (".pt", ".pth", ".ckpt", ".bin", ".pkl", ".tar")
+CHECKPOINT_SUFFIXES = (".pt", ".pth", ".ckpt", ".bin", ".pkl", ".tar", ".safetensors")
 MAX_CHECKPOINTS = 8  # read back per rank, the last ones written
+STATE_JSON_LIMIT = 1 << 20  # a JSON file beside a checkpoint is read for counters up to 1 MiB
 DCP_VALUE_LIMIT = 1 << 16  # a DCP checkpoint's non-tensor values are read back up to 64 KiB each
 LEGACY_LIMIT = 1 << 30  # a non-zip (legacy) checkpoint cannot be memory-mapped: read only up to 1 GiB
 _DEPTH = 3  # dict levels followed inside a checkpoint
@@ -294,10 +295,13 @@ def checkpoint_candidates(writes: list[dict]) -> list[str]:
     return list(order)[-MAX_CHECKPOINTS:]
 
 
-def read_checkpoints(writes: list[dict], readable, objects: TrainingObjects, coordinator: bool = True) -> list[CheckpointContent]:
+def read_checkpoints(
+    writes: list[dict], readable, objects: TrainingObjects, coordinator: bool = True, since: float = 0.0
+) -> list[CheckpointContent]:
     """Load back every checkpoint this rank wrote that still exists; `readable(path)` is where the
     rank reads it (the scratch copy when writes are redirected). A collective checkpoint
-    (torch.distributed.checkpoint) is read by the `coordinator` rank only: it is one checkpoint."""
+    (torch.distributed.checkpoint) is read by the `coordinator` rank only: it is one checkpoint.
+    Beside them, the other pieces of a directory checkpoint written since `since` (see _beside)."""
     ops: dict[str, set[str]] = {}
     for w in writes:
         ops.setdefault(w["path"], set()).add(w["op"])
@@ -310,11 +314,71 @@ def read_checkpoints(writes: list[dict], readable, objects: TrainingObjects, coo
             continue
         if not os.path.isfile(real):
             continue  # renamed into place, or removed again
-        content = load_checkpoint(real, path, objects.main_module)
+        content = (
+            load_safetensors(real, path) if path.endswith(".safetensors") else load_checkpoint(real, path, objects.main_module)
+        )
         if "torch.save" not in ops[path] and (content.error is not None or (content.model is None and content.optimizer is None)):
             continue  # named like a checkpoint, but not one: unreadable, or a pickle of something else
         out.append(content)
-    return out
+    return out + _beside(out, readable, since)
+
+
+def _beside(found: list[CheckpointContent], readable, since: float) -> list[CheckpointContent]:
+    """The pieces of directory checkpoints (a model saved with save_pretrained beside
+    optimizer.pt and a JSON file with the step) that the rank did not see written or would not
+    read alone: safetensors weights (written by native code) and JSON files holding a counter,
+    in the directories of the checkpoints read, written since `since`. The check judges the
+    pieces of one directory together."""
+    import json
+
+    seen = {c.path for c in found}
+    out = []
+    for directory in dict.fromkeys(os.path.dirname(c.path) for c in found if not c.collective):
+        real_dir = readable(directory)
+        try:
+            entries = sorted(os.scandir(real_dir), key=lambda e: e.name)
+        except OSError:
+            continue
+        for entry in entries:
+            path = os.path.join(directory, entry.name)
+            try:
+                st = entry.stat()
+            except OSError:
+                continue
+            if path in seen or not entry.is_file() or st.st_mtime < since:
+                continue
+            if entry.name.endswith(".safetensors"):
+                out.append(load_safetensors(entry.path, path))
+            elif entry.name.endswith(".json") and st.st_size <= STATE_JSON_LIMIT:
+                content = CheckpointContent(path=path, size_bytes=st.st_size)
+                with contextlib.suppress(OSError, ValueError), open(entry.path, encoding="utf-8") as f:
+                    describe(json.load(f), content)
+                if content.counters:
+                    out.append(content)
+    return out[-MAX_CHECKPOINTS:]
+
+
+def load_safetensors(real: str, path: str) -> CheckpointContent:
+    """Model weights in the safetensors format, from its header alone (an 8-byte little-endian
+    length, then JSON naming each tensor): no tensor is read."""
+    import json
+
+    size = os.path.getsize(real)
+    content = CheckpointContent(path=path, size_bytes=size)
+    try:
+        with open(real, "rb") as f:
+            length = int.from_bytes(f.read(8), "little")
+            if not 2 <= length <= min(size - 8, 100 << 20):
+                raise ValueError("no safetensors header")
+            header = json.loads(f.read(length))
+        names = [k for k in header if k != "__metadata__"]
+    except (OSError, ValueError, AttributeError) as exc:
+        content.error = f"{type(exc).__name__}: {exc}"[:200]
+        return content
+    if names:
+        content.model, content.model_tensors, content.module_prefix = "checkpoint", len(names), _prefixed(names)
+    content.keys = names[:40]
+    return content
 
 
 def load_checkpoint(real: str, path: str, main_module=None) -> CheckpointContent:
@@ -464,7 +528,7 @@ def _walk(obj, where: str, depth: int, c: CheckpointContent) -> None:
                 low in COUNTER_NAMES or low.endswith(COUNTER_SUFFIXES) or low.startswith(COUNTER_PREFIXES)
             ):
                 c.counters[name] = counter
-            elif "rng" in low or "random" in low or "generator" in low or "seed_state" in low:
+            elif "rng" in low or "random" in low or "generator" in low or "seed_state" in low or _is_rng_state(value):
                 c.rng.append(name)
             elif depth < _DEPTH:
                 _walk(value, name, depth + 1, c)
@@ -472,6 +536,18 @@ def _walk(obj, where: str, depth: int, c: CheckpointContent) -> None:
     if isinstance(obj, (list, tuple)) and depth < _DEPTH:
         for i, value in enumerate(obj[:16]):
             _walk(value, f"{where}[{i}]", depth + 1, c)
+
+
+def _is_rng_state(value) -> bool:
+    """A random generator's state by its shape: torch's CPU generator (5056 bytes), Python's
+    random.getstate() (version 3, 625 words), numpy's legacy get_state() ("MT19937", ...)."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return value.dtype is torch.uint8 and value.dim() == 1 and value.numel() == 5056
+    if isinstance(value, tuple) and len(value) >= 2:
+        return (value[0] == 3 and isinstance(value[1], tuple) and len(value[1]) == 625) or value[0] == "MT19937"
+    return False
 
 
 def _is_state_dict(d: Mapping) -> bool:

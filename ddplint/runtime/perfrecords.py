@@ -102,6 +102,7 @@ class CheckpointContent:
     rng: list[str] = field(default_factory=list)
     keys: list[str] = field(default_factory=list)  # top-level keys of a dict checkpoint
     collective: bool = False  # a torch.distributed.checkpoint directory, judged from its metadata
+    parts: list[str] = field(default_factory=list)  # a directory checkpoint: its files, judged together
 
 
 @dataclass

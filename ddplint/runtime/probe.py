@@ -252,7 +252,9 @@ class Probe:
         if self.record["status"] == "terminated":
             return
         with contextlib.suppress(Exception):
-            perf.checkpoints = read_checkpoints(writes.writes, writes.readable, objects, coordinator=self.rank == 0)
+            perf.checkpoints = read_checkpoints(
+                writes.writes, writes.readable, objects, coordinator=self.rank == 0, since=self.started - 1.0
+            )
         perf.live = objects.live
 
     def _error(self, exc: BaseException, headline: str | None = None) -> dict:

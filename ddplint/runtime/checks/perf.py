@@ -10,6 +10,7 @@ minus the gradient communication DDP's reducer saw exposed (not overlapped with 
 
 from __future__ import annotations
 
+import os
 import statistics
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
@@ -402,6 +403,61 @@ def misses(c: CheckpointContent, live: LiveTraining) -> list[str]:
     return out
 
 
+def _kinds(c: CheckpointContent) -> frozenset[str]:
+    held = (("model", c.model), ("optimizer", c.optimizer), ("scheduler", c.scheduler), ("scaler", c.scaler))
+    return frozenset([k for k, where in held if where is not None] + ["counter"] * bool(c.counters) + ["rng"] * bool(c.rng))
+
+
+def _renamed(where: str | None, name: str) -> str | None:
+    """`checkpoint['model']` in the file `a.pt` -> `a.pt['model']`."""
+    return None if where is None else name + where.removeprefix("checkpoint")
+
+
+def _merged(directory: str, pieces: list[CheckpointContent]) -> CheckpointContent:
+    m = CheckpointContent(path=directory, size_bytes=sum(p.size_bytes or 0 for p in pieces))
+    for p in pieces:
+        name = os.path.basename(p.path)
+        m.parts.append(name)
+        if m.model is None and p.model is not None:
+            m.model, m.model_tensors = _renamed(p.model, name), p.model_tensors
+            m.module_prefix, m.whole_module = p.module_prefix, p.whole_module
+        if m.optimizer is None and p.optimizer is not None:
+            m.optimizer, m.optimizer_state_entries = _renamed(p.optimizer, name), p.optimizer_state_entries
+            m.optimizer_groups = p.optimizer_groups
+        m.scheduler = m.scheduler or _renamed(p.scheduler, name)
+        m.scaler = m.scaler or _renamed(p.scaler, name)
+        m.counters.update({name + k.removeprefix("checkpoint"): v for k, v in p.counters.items()})
+        m.rng += [name + r.removeprefix("checkpoint") for r in p.rng]
+    return m
+
+
+def by_directory(saved: list[tuple[int, CheckpointContent, LiveTraining]]) -> list[tuple[int, CheckpointContent, LiveTraining]]:
+    """The files of one directory that hold different parts of the training state (weights in
+    one, the optimizer in another, the step in a JSON file: save_pretrained beside
+    torch.save, a trainer's checkpoint-N/), from every rank, as one checkpoint of that
+    directory; the rest as they are. Files that each hold the same parts (epoch_0.pt,
+    epoch_1.pt) or one that holds them all stay checkpoints of their own."""
+    groups: dict[str, list[tuple[int, CheckpointContent, LiveTraining]]] = {}
+    for item in saved:
+        if item[1].error is None and not item[1].collective:
+            groups.setdefault(os.path.dirname(item[1].path), []).append(item)
+    joined: dict[str, tuple[int, CheckpointContent, LiveTraining]] = {}
+    for directory, items in groups.items():
+        kinds = [_kinds(c) for _, c, _ in items]
+        if len(items) > 1 and all(k < frozenset().union(*kinds) for k in kinds):
+            rank, _, live = min(items, key=lambda i: i[0])
+            joined[directory] = (rank, _merged(directory, [c for _, c, _ in items]), live)
+    out, placed = [], set()
+    for item in saved:
+        directory = os.path.dirname(item[1].path)
+        if directory not in joined or item[1].error is not None or item[1].collective:
+            out.append(item)
+        elif directory not in placed:
+            placed.add(directory)
+            out.append(joined[directory])
+    return out
+
+
 def _holds(c: CheckpointContent) -> str:
     if c.error is not None:
         return "unreadable"
@@ -429,11 +485,12 @@ def check_resume(records: dict[int, RankRecord], base: str) -> CheckResult:
         saved += [(rank, c, perf.live) for c in perf.checkpoints]
     if not saved:
         return CheckResult(CKPT_RESUME, Status.SKIP, "the script saved no checkpoint during the audit")
-    judged = [(rank, c, live, misses(c, live)) for rank, c, live in saved]
+    judged = [(rank, c, live, misses(c, live)) for rank, c, live in by_directory(saved)]
     data = {"checkpoints": [{**asdict(c), "rank": rank, "missing": m} for rank, c, _, m in judged], "live": asdict(judged[0][2])}
     evidence = [
         f"{short(c.path, base)} (rank {rank}, {size_text(c.size_bytes or 0)}"
-        f"{', a torch.distributed.checkpoint directory' if c.collective else ''}): {_holds(c)}"
+        f"{', a torch.distributed.checkpoint directory' if c.collective else ''}"
+        f"{f', {len(c.parts)} files judged together: ' + ', '.join(c.parts) if c.parts else ''}): {_holds(c)}"
         for rank, c, _, _ in judged
     ]
     prefixed = [c for _, c, _, _ in judged if c.module_prefix]
