@@ -500,7 +500,8 @@ def trainer_directory(directory, model, opt, sched=None, step: int = 8) -> None:
     torch.save(opt.state_dict(), directory / "optimizer.pt")
     if sched is not None:
         torch.save(sched.state_dict(), directory / "scheduler.pt")
-    (directory / "trainer_state.json").write_text(json.dumps({"global_step": step, "epoch": 1.0, "log_history": []}))
+    state = {"eval_steps": 500, "global_step": step, "epoch": 1.0, "log_history": [{"loss": 0.5, "step": 4}]}
+    (directory / "trainer_state.json").write_text(json.dumps(state))  # a setting and a log's step beside the counter
     (directory / "config.json").write_text(json.dumps({"hidden_size": 4}))
 
 
@@ -515,19 +516,28 @@ def test_the_pieces_of_a_directory_checkpoint_are_read_and_judged_together(tmp_p
     directory = tmp_path / "out" / "checkpoint-8"
     since = time.time() - 1
     trainer_directory(directory, model, opt, sched)
+    torch.save({"python": __import__("random").getstate(), "cpu": torch.get_rng_state()}, directory / "rng_state_1.pth")
     old = directory / "old_state.json"  # from an earlier run: not this run's
     old.write_text(json.dumps({"global_step": 99}))
     os.utime(old, (since - 3600, since - 3600))
     writes = [{"path": str(directory / name), "op": "torch.save"} for name in ("optimizer.pt", "scheduler.pt")]
     cs = read_checkpoints(writes, lambda p: p, TrainingObjects(), since=since)
     assert [os.path.basename(c.path) for c in cs] == ["optimizer.pt", "scheduler.pt", "model.safetensors", "trainer_state.json"]
-    r = check_resume({0: rec(0, PerfRecord(checkpoints=cs, live=live_of(opt, sched)))}, str(tmp_path))
+    assert list(cs[-1].counters)[0] == "checkpoint['global_step']"  # before eval_steps and the log's step
+    rank1 = read_checkpoints(
+        [{"path": str(directory / "rng_state_1.pth"), "op": "torch.save"}], lambda p: p, TrainingObjects(), since=since
+    )
+    records = {0: rec(0, PerfRecord(checkpoints=cs, live=live_of(opt, sched))), 1: rec(1, PerfRecord(checkpoints=rank1))}
+    r = check_resume(records, str(tmp_path))
     assert r.status is Status.PASS, r
     assert r.summary == (
-        "out/checkpoint-8 holds what a resume needs: model, optimizer, scheduler, trainer_state.json['global_step'] "
-        "(no RNG state: a resume draws different random numbers)"
+        "out/checkpoint-8 holds what a resume needs: model, optimizer, scheduler, trainer_state.json['global_step']"
     )
-    assert "4 files judged together: optimizer.pt, scheduler.pt, model.safetensors, trainer_state.json" in r.evidence[0]
+    # rank 1 read the files beside its RNG state again: each file counts once
+    assert (
+        "5 files judged together: optimizer.pt, scheduler.pt, model.safetensors, trainer_state.json, rng_state_1.pth"
+        in (r.evidence[0])
+    )
     assert "model at model.safetensors (2 tensors)" in r.evidence[0]
 
 

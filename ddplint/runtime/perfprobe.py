@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import re
 import sys
 import time
 import types
@@ -483,6 +484,14 @@ def describe(obj, content: CheckpointContent) -> None:
     if isinstance(obj, Mapping):
         content.keys = [str(k) for k in list(obj)[:40]]
     _walk(obj, "checkpoint", 0, content)
+    content.counters = dict(sorted(content.counters.items(), key=lambda kv: _counter_rank(kv[0])))
+
+
+def _counter_rank(where: str) -> tuple[bool, int]:
+    """The report names the first counter: a known name (global_step) before a suffix match
+    (eval_steps: often a setting), the shallowest first (not a log entry's step)."""
+    last = re.search(r"\[['\"]?([^'\"\]]*)['\"]?\]$", where)
+    return (last is None or last.group(1).lower() not in COUNTER_NAMES, where.count("["))
 
 
 def _walk(obj, where: str, depth: int, c: CheckpointContent) -> None:

@@ -414,6 +414,7 @@ def _renamed(where: str | None, name: str) -> str | None:
 
 
 def _merged(directory: str, pieces: list[CheckpointContent]) -> CheckpointContent:
+    pieces = list({p.path: p for p in pieces}.values())  # (a file beside the pieces of several ranks is read by each)
     m = CheckpointContent(path=directory, size_bytes=sum(p.size_bytes or 0 for p in pieces))
     for p in pieces:
         name = os.path.basename(p.path)
