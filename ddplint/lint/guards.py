@@ -656,7 +656,7 @@ class Guards:
             # Called from elsewhere. A function that uses the process group unconditionally runs
             # on every rank, and its unconditional writes with it; under a test this analysis
             # cannot read, the write is given the benefit of the doubt.
-            return not self.every_rank(info.name, facts) or bool(site.conditions)
+            return not self.every_rank(info.name, facts, path) or bool(site.conditions)
         if site.conditions and self._dark_where_not_main(site, info.name, facts, path, main_first):
             return True
         return self._called_on_main_only(info.name, facts, path, main_first)
@@ -715,20 +715,31 @@ class Guards:
             self._main_functions[key] = answer
         return self._main_functions[key]
 
-    def every_rank(self, function: str, facts: ModuleFacts) -> bool:
-        """The function starts or uses the process group on every path through it, so every
-        rank must call it (a rank that did not would leave the others waiting): a train()
-        that a launcher elsewhere calls, or a trainer's `__init__` whose own
-        `self._init_dist()` does."""
+    def every_rank(self, function: str, facts: ModuleFacts, path: Path) -> bool:
+        """The function starts or uses the process group on every path through it that a
+        distributed run takes, so every rank must call it (a rank that did not would leave the
+        others waiting): a train() that a launcher elsewhere calls, a trainer's `__init__` whose
+        own `self._init_dist()` does, a method whose `dist.barrier()` only a launch test
+        guards (`if self.args.use_multi_gpu:`: true on every rank of a distributed run)."""
         key = (id(facts), function)
         if key not in self._every_rank:
             self._every_rank[key] = False  # recursion guard: a cycle adds nothing
-            unconditional = [site for site in facts.calls_in(function) if not site.conditions]
-            self._every_rank[key] = any(site.name in EVERY_RANK_CALLS for site in unconditional) or any(
-                (target := self.ctx.method_target(facts, site)) in facts.functions and self.every_rank(target, facts)
-                for site in unconditional
+            every = [
+                site
+                for site in facts.calls_in(function)
+                if all(self._whenever_distributed(c, facts, path, function) for c in site.conditions)
+            ]
+            self._every_rank[key] = any(site.name in EVERY_RANK_CALLS for site in every) or any(
+                (target := self.ctx.method_target(facts, site)) in facts.functions and self.every_rank(target, facts, path)
+                for site in every
             )
         return self._every_rank[key]
+
+    def _whenever_distributed(self, condition: Condition, facts: ModuleFacts, path: Path, function: str) -> bool:
+        """Every rank of a distributed run takes the branch; only a single process may not."""
+        true, false = self.worlds(condition.test, facts, path, function)
+        taken, skipped = (false, true) if condition.negated else (true, false)
+        return DIST_WORLDS <= taken and not skipped & DIST_WORLDS
 
     def in_launcher(self, site: CallSite | Assignment, facts: ModuleFacts, path: Path) -> bool:
         """In the launcher process, the function that spawns the ranks (`os.makedirs(run_dir)`,

@@ -5,6 +5,8 @@ DDP/FSDP wrap, or a call of a project helper that starts the group: `if args.num
 `if "RANK" in os.environ:`, `if cfg.launcher != "none":`. Passing it means a distributed run,
 failing it a single process, however it is spelled. The same test met again (the same
 expression, its complement, `not` it, or a name whose every binding is it) is read the same way.
+Each part of `if A and B:` around the start is necessary to it: where `A` fails, the run is a
+single process; where it passes, it may be either.
 
 A test is learned only where nothing else reads it (a rank test stays a rank test, the
 `if not dist.is_initialized():` around an init stays what it is) and only when the group starts
@@ -60,6 +62,13 @@ def complement_key(expr: cst.BaseExpression) -> str | None:
     return None
 
 
+def _conjuncts(expr: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """The parts of `A and B and C`, when there are several."""
+    if type(expr) is cst.BooleanOperation and type(expr.operator) is cst.And:
+        return [*(_conjuncts(expr.left) or [expr.left]), *(_conjuncts(expr.right) or [expr.right])]
+    return []
+
+
 class LaunchTests:
     """The launch tests of each module, learned once per module."""
 
@@ -86,7 +95,7 @@ class LaunchTests:
         return self._tables[key]
 
     def _learn(self, facts: ModuleFacts, path: Path) -> dict[str, Worlds]:
-        from ddplint.lint.guards import ALL, DIST, KIND_WORLDS, SINGLE
+        from ddplint.lint.guards import ALL, DIST, KIND_WORLDS, SINGLE, SINGLE_WORLD
 
         ctx = self.guards.ctx
         starts = [s for s in facts.calls if s.name in GROUP_STARTS]
@@ -98,6 +107,7 @@ class LaunchTests:
             ]
         sides: dict[str, set[str]] = {}
         tests: dict[str, cst.BaseExpression] = {}
+        necessary: dict[str, cst.BaseExpression] = {}  # each part of `if A and B:` around a start
         for site in starts:
             for condition in site.conditions:
                 test = condition.test
@@ -109,6 +119,10 @@ class LaunchTests:
                 for expr in (test, *self._bound_from(test, facts)):
                     sides.setdefault(test_key(expr), set()).add(side)
                     tests[test_key(expr)] = expr
+                if side is DIST:
+                    for part in _conjuncts(test):
+                        if self.guards.worlds(part, facts, path, site.function) == (ALL, ALL):
+                            necessary.setdefault(test_key(part), part)
         table: dict[str, Worlds] = {}
         for key, kinds in sides.items():
             if len(kinds) != 1:
@@ -118,6 +132,12 @@ class LaunchTests:
             other = complement_key(tests[key])
             if other is not None:
                 table.setdefault(other, (false, true))
+        for key, part in necessary.items():  # false: a single process; true: either
+            if key not in table:
+                table[key] = (ALL, frozenset({SINGLE_WORLD}))
+                other = complement_key(part)
+                if other is not None:
+                    table.setdefault(other, (frozenset({SINGLE_WORLD}), ALL))
         return table
 
     def _starts_unconditionally(self, site: CallSite, facts: ModuleFacts, path: Path) -> bool:
