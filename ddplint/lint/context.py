@@ -113,6 +113,9 @@ class LintContext:
         cls = self.class_of(facts, path, receiver) if receiver and not imported else None
         if cls is not None and cls != receiver:  # `env.primary` where `env = Env(...)`
             return self.resolve_function(facts, path, f"{facts.qualify(cls) or cls}.{member}", hops)
+        instance = self.class_of(facts, path, name) if not imported else None
+        if instance is not None and instance != name:  # `stopper(loss)` where `stopper = EarlyStopping()`
+            return self.resolve_function(facts, path, f"{facts.qualify(instance) or instance}.__call__", hops)
         key = (id(facts), name, hops, constructors)
         if key not in self._resolve_cache:
             self._resolve_cache[key] = self._resolve_in_project(facts, path, name, hops, constructors)
