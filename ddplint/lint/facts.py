@@ -356,6 +356,7 @@ class _Collector(Walker):
         self.inner_names: list[frozenset[str]] = []  # per open lambda or comprehension: the names it binds
         self.open_calls: list[int] = []  # id() of the calls being walked, since the last lambda
         self.lambda_calls: list[list[int]] = []  # the open calls outside each open lambda
+        self.bound_methods: dict[tuple[str, str], str] = {}  # (scope, name) -> method: `arg = parser.add_argument`
 
     def _next(self) -> int:
         self.order += 1
@@ -594,13 +595,18 @@ class _Collector(Walker):
             self.facts.env_reads.add(env)
 
     def visit_Call(self, node: cst.Call) -> None:
-        if type(node.func) is cst.Attribute and node.func.attr.value == "add_argument":
+        if type(node.func) is cst.Attribute:
+            method: str | None = node.func.attr.value
+        elif type(node.func) is cst.Name:  # `arg("--lr")` after `arg = parser.add_argument`
+            method = self.bound_methods.get((self.scope, node.func.value)) or self.bound_methods.get(("", node.func.value))
+        else:
+            method = None
+        if method == "add_argument":
             _record_option(self.facts, node)
         env = self.facts.env_read(node)
         if env is not None:
             self.facts.env_reads.add(env)
         name = self.facts.qualify(dotted(node.func))
-        method = node.func.attr.value if type(node.func) is cst.Attribute else None
         self.facts.calls.append(
             CallSite(
                 node,
@@ -656,6 +662,8 @@ class _Collector(Walker):
     def visit_Assign(self, node: cst.Assign) -> None:
         for target in node.targets:
             self._assign(target.target, node.value)
+        if len(node.targets) == 1 and type(node.targets[0].target) is cst.Name and type(node.value) is cst.Attribute:
+            self.bound_methods[(self.scope, node.targets[0].target.value)] = node.value.attr.value
 
     def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
         if node.value is not None:
