@@ -30,7 +30,9 @@ from ddplint.lint.facts import (
     Condition,
     ModuleFacts,
     constructed_method,
+    group_call,
     in_main_block,
+    starts_own_workers,
     starts_workers,
 )
 from ddplint.lint.launch import LaunchTests
@@ -651,7 +653,7 @@ class Guards:
             return True
         info = _enclosing_function(facts, site.function)
         if info is None:
-            return False
+            return in_main_block(site) and self.single_process_main(facts, path)
         if not self.callers(facts).get(info.name) and info.name not in self.ctx.spawn_targets(facts):
             # Called from elsewhere. A function that uses the process group unconditionally runs
             # on every rank, and its unconditional writes with it; under a test this analysis
@@ -690,7 +692,7 @@ class Guards:
             return True  # the parent of mp.spawn; one that joins a group itself is a rank of some launch
         info = _enclosing_function(facts, event.function)
         if info is None:
-            return False
+            return in_main_block(event) and self.single_process_main(facts, path)
         key = (id(facts), info.name)
         if key not in self._one_process:
             self._one_process[key] = False  # a recursive cycle adds no caller that is one process
@@ -699,6 +701,24 @@ class Guards:
                 info.name not in self.ctx.spawn_targets(facts) and bool(callers) and all(self.one_process(c) for c in callers)
             )
         return self._one_process[key]
+
+    def single_process_main(self, facts: ModuleFacts, path: Path) -> bool:
+        """The module's `__main__` block runs one process: nothing in it, or in what it calls,
+        has any effect of a distributed run (starts, uses or destroys a process group, binds a
+        GPU, starts workers): a helper module's self-test, `Logger.init(...)` under `if __name__
+        == "__main__":`."""
+        key = (id(facts), "__main__", False)
+        if key not in self._main_functions:
+            self._main_functions[key] = False  # recursion guard
+            sites = [s for s in facts.calls if in_main_block(s)]
+            self._main_functions[key] = (
+                bool(sites)
+                and facts.framework is None
+                and not self.ctx.spawn_targets(facts)  # (workers, or a runner's callback: `fire.Fire(train)`)
+                and not starts_own_workers(facts)
+                and not any(group_call(s) or self.summaries.effects(s, facts, path) for s in sites)
+            )
+        return self._main_functions[key]
 
     def _called_on_main_only(self, function: str, facts: ModuleFacts, path: Path, main_first: bool) -> bool:
         """Every call of the function in its module is main-only (memoised; a caller in a

@@ -32,7 +32,8 @@ class MissingDestroyProcessGroup(Rule):
         some_ranks = bool(own) and len(main) + len(others) == len(own) and not (main and others)
         if destroys and not some_ranks:
             return
-        if not facts.is_script and not any(s.function == "" for s in inits):
+        library = not facts.is_script or ctx.guards.single_process_main(facts, ctx.path)  # (a self-test block)
+        if library and not any(s.function == "" for s in inits):
             return  # a library module: whoever calls it decides when to tear down
         direct = [s for s in inits if s.name == INIT_PG] or inits
         site = min(direct, key=lambda s: s.order)
