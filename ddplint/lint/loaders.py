@@ -183,6 +183,22 @@ def evaluation_only(ctx: LintContext, site: CallSite) -> bool:
     return bool(readers) and all(_evaluates(ctx, loop.function) and not _loop_trains(ctx, loop) for loop in readers or ())
 
 
+def trained_on(ctx: LintContext, site: CallSite) -> bool:
+    """A loop that this analysis follows reads the loader and runs backward() or a step."""
+    readers = _readers(ctx, [(name, site.function) for name in bound_names(ctx.facts, site.node)], 3)
+    return any(_loop_trains(ctx, loop) for loop in readers or ())
+
+
+def beside_a_split_loader(site: CallSite, facts: ModuleFacts) -> bool:
+    """Another loader built in the same function is given a sampler that splits (or may split)
+    its data by rank: the script chose to leave this one whole."""
+    for other in loaders(facts):
+        chosen = arg(other.node, 4, "batch_sampler") or arg(other.node, 3, "sampler")
+        if other is not site and other.function == site.function and chosen is not None and sharding(chosen, facts, other) != NO:
+            return True
+    return False
+
+
 def _evaluates(ctx: LintContext, function: str) -> bool:
     """The function turns gradients off (`with torch.no_grad():`, `@torch.inference_mode()`) or
     puts a model in eval mode."""

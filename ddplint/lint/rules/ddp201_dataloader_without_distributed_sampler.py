@@ -8,12 +8,14 @@ from ddplint.diagnostics import Severity
 from ddplint.lint.context import LintContext
 from ddplint.lint.loaders import (
     NO,
+    beside_a_split_loader,
     bound_names,
     dataset_shards,
     evaluation_only,
     is_training,
     loaders,
     sharding,
+    trained_on,
 )
 from ddplint.lint.names import arg
 from ddplint.lint.rules.base import Finding, Rule
@@ -45,6 +47,8 @@ class DataloaderWithoutDistributedSampler(Rule):
                 continue
             if evaluation_only(ctx, site):
                 continue  # read only where no gradient is computed, however it shuffles
+            if beside_a_split_loader(site, facts) and not trained_on(ctx, site):
+                continue  # built whole beside a split one (a validation loader) and no loop seen to train on it
             label = (bound_names(facts, call) or ["DataLoader"])[0]
             yield Finding(
                 call,
