@@ -36,12 +36,25 @@ def _wrapped_models(ctx: LintContext) -> dict[str, tuple[str, int]]:
     return wrapped
 
 
-def _wraps(facts: ModuleFacts, value: cst.BaseExpression) -> bool:
+def _wraps(facts: ModuleFacts, value: cst.BaseExpression, through: int = 1) -> bool:
     """The value is a DDP/FSDP wrapper: `DDP(net, ...)`, also moved or switched on the way
-    (`DDP(net, device_ids=[rank]).to(device)`: a module's `.to()` returns the module)."""
+    (`DDP(net, device_ids=[rank]).to(device)`: a module's `.to()` returns the module), or what a
+    function of the module returns when one of its `return`s is one (`model = set_model(model,
+    distributed=True)`, whose distributed path wraps: a distributed run takes it)."""
     while type(value) is cst.Call and type(value.func) is cst.Attribute and value.func.attr.value in MODULE_RETURNS_ITSELF:
         value = value.func.value
-    return type(value) is cst.Call and facts.callee(value) in WRAPPERS
+    if type(value) is not cst.Call:
+        return False
+    callee = facts.callee(value)
+    if callee in WRAPPERS:
+        return True
+    info = facts.functions.get(callee) if callee and through > 0 else None
+    return info is not None and any(
+        _wraps(facts, r, through - 1)
+        or type(r) is cst.Name
+        and any(a.function == info.name and _wraps(facts, a.value, through - 1) for a in facts.assigned(r.value))
+        for r in info.returns
+    )
 
 
 def _is_wrapped(ctx: LintContext, name: str | None, site: CallSite, models: dict[str, tuple[str, int]]) -> bool:
