@@ -114,11 +114,12 @@ def _model_it_sees(ctx: LintContext, site: CallSite, models: dict[str, tuple[str
 def _model_in_attribute(ctx: LintContext, site: CallSite, models: dict[str, tuple[str, int]]) -> str | None:
     """The wrapped model a method runs through the object that keeps it (`runner.predict(x)`,
     where `runner = Runner(model)` stored the wrapped model as `self.net` in `__init__` and
-    `predict` calls `self.net(x)`): `runner.net`.
+    `predict` calls `self.net(x)`, or where `__init__` wraps it itself: `self.net = DDP(net)`):
+    `runner.net`.
 
-    Every binding of the object that reaches the call must be built from the wrapped model, and
-    the attribute must be bound nowhere but from that constructor parameter (in the class or on
-    the object): an object that may hold something else is no evidence.
+    Every binding of the object that reaches the call must construct that class (from the
+    wrapped model, for an attribute bound from a constructor parameter), and the attribute must
+    be bound nowhere but in `__init__`: an object that may hold something else is no evidence.
     """
     if site.name is None or site.name.count(".") != 1:
         return None
@@ -134,17 +135,21 @@ def _model_in_attribute(ctx: LintContext, site: CallSite, models: dict[str, tupl
     if init is None or not bindings:
         return None
     called = {inner.name for inner in inner_facts.calls_within(method)}
+
+    def runs(attribute: str) -> bool:  # `runner.net = runner.net.module` replaces it
+        return bool({f"self.{attribute}", f"self.{attribute}.forward"} & called) and not facts.assigned(f"{obj}.{attribute}")
+
     attributes = _attributes_of(inner_facts, cls)
-    forwarded = {
-        a for a in attributes if {f"self.{a}", f"self.{a}.forward"} & called and not facts.assigned(f"{obj}.{a}")
-    }  # `runner.net = runner.net.module` replaces it
+    forwarded = {a for a in attributes if runs(a)}
+    own = {a for a in _wrapped_in_init(inner_facts, cls) if runs(a)}
     for binding in bindings:
         construction = None if binding.element else _call_site(ctx, binding.value)
-        if construction is None or any(a.star for a in construction.node.args):
+        built = ctx.resolve_function(facts, ctx.path, construction.name) if construction is not None else None
+        if construction is None or built is None or built.facts is not inner_facts or built.function != f"{cls}.__init__":
             return None
-        built = ctx.resolve_function(facts, ctx.path, construction.name)
-        if built is None or built.facts is not inner_facts or built.function != f"{cls}.__init__":
-            return None
+        if any(a.star for a in construction.node.args):
+            forwarded = set()  # which argument fills which parameter is unknown
+            continue
         params = [p.name.value for p in call_parameters(construction.node, init.node)]
         handed = {
             a.keyword.value if a.keyword is not None else (params[i] if i < len(params) else None)
@@ -152,7 +157,23 @@ def _model_in_attribute(ctx: LintContext, site: CallSite, models: dict[str, tupl
             if _is_wrapped(ctx, dotted(a.value), construction, models)
         }
         forwarded = {a for a in forwarded if attributes[a] in handed}
-    return f"{obj}.{min(forwarded)}" if forwarded else None
+    found = forwarded | own
+    return f"{obj}.{min(found)}" if found else None
+
+
+def _wrapped_in_init(facts: ModuleFacts, cls: str) -> set[str]:
+    """Attributes of a class bound only in its `__init__`, whose last binding there wraps the
+    model (`self.encoder = DDP(self.encoder, device_ids=[gpu])`)."""
+    init = f"{cls}.__init__"
+    bound: dict[str, list] = {}
+    for a in facts.assignments_within(cls):
+        if a.target.startswith("self.") and a.target.count(".") == 1:
+            bound.setdefault(a.target[5:], []).append(a)
+    return {
+        attr
+        for attr, found in bound.items()
+        if all(a.function == init and not a.conditions for a in found) and _wraps(facts, max(found, key=lambda a: a.order).value)
+    }
 
 
 def _attributes_of(facts: ModuleFacts, cls: str) -> dict[str, str]:
