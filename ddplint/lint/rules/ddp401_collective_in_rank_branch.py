@@ -14,7 +14,7 @@ import libcst as cst
 
 from ddplint.diagnostics import Severity
 from ddplint.lint.context import LintContext
-from ddplint.lint.facts import CallSite, ModuleFacts
+from ddplint.lint.facts import Assignment, CallSite, ModuleFacts
 from ddplint.lint.guards import MAIN, NOTMAIN, OPPOSITE, SINGLE, Kind
 from ddplint.lint.names import call_parameters, dotted
 from ddplint.lint.paths import never_runs
@@ -161,17 +161,22 @@ def _model_in_attribute(ctx: LintContext, site: CallSite, models: dict[str, tupl
     return f"{obj}.{min(found)}" if found else None
 
 
-def _wrapped_in_init(facts: ModuleFacts, cls: str) -> set[str]:
-    """Attributes of a class bound only in its `__init__`, whose last binding there wraps the
-    model (`self.encoder = DDP(self.encoder, device_ids=[gpu])`)."""
-    init = f"{cls}.__init__"
-    bound: dict[str, list] = {}
+def _self_bindings(facts: ModuleFacts, cls: str) -> dict[str, list[Assignment]]:
+    """attribute -> its bindings `self.<attribute> = ...` anywhere in the class."""
+    bound: dict[str, list[Assignment]] = {}
     for a in facts.assignments_within(cls):
         if a.target.startswith("self.") and a.target.count(".") == 1:
             bound.setdefault(a.target[5:], []).append(a)
+    return bound
+
+
+def _wrapped_in_init(facts: ModuleFacts, cls: str) -> set[str]:
+    """Attributes of a class bound only in its `__init__`, unconditionally, whose last binding
+    there wraps the model (`self.encoder = DDP(self.encoder, device_ids=[gpu])`)."""
+    init = f"{cls}.__init__"
     return {
         attr
-        for attr, found in bound.items()
+        for attr, found in _self_bindings(facts, cls).items()
         if all(a.function == init and not a.conditions for a in found) and _wraps(facts, max(found, key=lambda a: a.order).value)
     }
 
@@ -180,13 +185,13 @@ def _attributes_of(facts: ModuleFacts, cls: str) -> dict[str, str]:
     """Attributes of a class bound only in its `__init__`, each to one parameter as it is
     (`self.net = network`) -> that parameter."""
     init = f"{cls}.__init__"
-    info = facts.functions[init]
-    bound: dict[str, set[str | None]] = {}
-    for a in facts.assignments_within(cls):
-        if a.target.startswith("self.") and a.target.count(".") == 1:
-            value = a.value.value if isinstance(a.value, cst.Name) and a.function == init else None
-            bound.setdefault(a.target[5:], set()).add(value if value in info.params else None)
-    return {attr: param for attr, params in bound.items() if len(params) == 1 and (param := next(iter(params))) is not None}
+    params = facts.functions[init].params
+    found = {}
+    for attr, bindings in _self_bindings(facts, cls).items():
+        values = {a.value.value if type(a.value) is cst.Name and a.function == init else None for a in bindings}
+        if len(values) == 1 and (value := values.pop()) in params:
+            found[attr] = value
+    return found
 
 
 def _call_site(ctx: LintContext, node: cst.BaseExpression) -> CallSite | None:
