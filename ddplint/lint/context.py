@@ -111,7 +111,8 @@ class LintContext:
         # `from mpu import MPU` names mpu.MPU, even beside a variable `mpu = MPU(...)`
         imported = name in facts.imports.values()
         cls = self.class_of(facts, path, receiver) if receiver and not imported else None
-        if cls is not None and cls != receiver:  # `env.primary` where `env = Env(...)`
+        # `env.primary` where `env = Env(...)`; not the class itself in `trainer = trainer.Trainer()`
+        if cls is not None and cls not in (receiver, name):
             return self.resolve_function(facts, path, f"{facts.qualify(cls) or cls}.{member}", hops)
         instance = self.class_of(facts, path, name) if not imported else None
         if instance is not None and instance != name:  # `stopper(loss)` where `stopper = EarlyStopping()`
