@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 from ddplint.diagnostics import Severity
 from ddplint.lint.context import LintContext
+from ddplint.lint.facts import never_named
 from ddplint.lint.rules.base import Finding, Rule
 from ddplint.lint.summaries import Effect
 from ddplint.lint.vocabulary import DESTROY_PG, INIT_PG
@@ -19,10 +20,16 @@ class MissingDestroyProcessGroup(Rule):
 
     def check(self, ctx: LintContext) -> Iterator[Finding]:
         facts = ctx.facts
-        inits = [s for s in ctx.summaries.sites_with(Effect.INIT_GROUP) if not self._through_other_script(ctx, s)]
+        # a function the script never names (`def cleanup(): destroy_process_group()` left
+        # uncalled) never runs: neither its start nor its teardown counts
+        inits = [
+            s
+            for s in ctx.summaries.sites_with(Effect.INIT_GROUP)
+            if not self._through_other_script(ctx, s) and not never_named(facts, s.function)
+        ]
         if not inits:
             return
-        destroys = ctx.summaries.sites_with(Effect.DESTROYS_GROUP)
+        destroys = [s for s in ctx.summaries.sites_with(Effect.DESTROYS_GROUP) if not never_named(facts, s.function)]
         # a teardown that only the main process reaches (`if rank == 0: destroy_process_group()`)
         # leaves every other rank's group alive; one only the others reach, the main one's; one
         # on each side of the same test (rank 0's early return, and the end) is every rank's
