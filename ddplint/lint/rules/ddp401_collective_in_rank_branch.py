@@ -98,15 +98,23 @@ def _forwarded_model(ctx: LintContext, site: CallSite, models: dict[str, tuple[s
 
 def _model_it_sees(ctx: LintContext, site: CallSite, models: dict[str, tuple[str, int]]) -> str | None:
     """The wrapped model a function of the module runs through a name it does not bind itself:
-    a module global (`def estimate_loss(): ... model(x)`) or its enclosing function's variable (a
-    nested `def test(loader): ... model(x)`)."""
+    a module global (`def estimate_loss(): ... model(x)`), its enclosing function's variable (a
+    nested `def test(loader): ... model(x)`), or, for a method called on `self` by a method of
+    its class, the object's attribute (`self.evaluate(loader)`, which runs `self.model(x)`)."""
     facts = ctx.facts
     function = ctx.guards.callee(site, facts)
     if function is None:
         return None
     own = set(facts.functions[function].params) | {a.target.split(".")[0] for a in facts.assignments_within(function)}
+    cls = function.rpartition(".")[0]
+    same_object = bool(cls) and site.name == f"self.{function.rpartition('.')[2]}" and site.function.rpartition(".")[0] == cls
     for inner in facts.calls_within(function):
-        if inner.name is not None and inner.name.split(".")[0] not in own and _is_wrapped(ctx, inner.name, inner, models):
+        if inner.name is None:
+            continue
+        attribute = same_object and inner.name.count(".") == 1 and inner.name.startswith("self.")
+        rebound = attribute and any(a.target == inner.name for a in facts.assignments_within(function))
+        seen = attribute and not rebound or inner.name.split(".")[0] not in own
+        if seen and _is_wrapped(ctx, inner.name, inner, models):
             return inner.name
     return None
 
