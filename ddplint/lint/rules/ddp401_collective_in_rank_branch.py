@@ -9,6 +9,7 @@ too, so they belong outside the guard.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import libcst as cst
 
@@ -21,6 +22,8 @@ from ddplint.lint.paths import never_runs
 from ddplint.lint.rules.base import Finding, Rule
 from ddplint.lint.summaries import Effect, direct_effects
 from ddplint.lint.vocabulary import MODULE_RETURNS_ITSELF, WRAPPERS
+
+HAND_ON_HOPS = 2  # how many functions deep a model handed on as it is is followed
 
 
 def _wrapped_models(ctx: LintContext) -> dict[str, tuple[str, int]]:
@@ -41,8 +44,7 @@ def _wraps(facts: ModuleFacts, value: cst.BaseExpression, through: int = 1) -> b
     (`DDP(net, device_ids=[rank]).to(device)`: a module's `.to()` returns the module), or what a
     function of the module returns when one of its `return`s is one (`model = set_model(model,
     distributed=True)`, whose distributed path wraps: a distributed run takes it)."""
-    while type(value) is cst.Call and type(value.func) is cst.Attribute and value.func.attr.value in MODULE_RETURNS_ITSELF:
-        value = value.func.value
+    value = _unmoved(value)
     if type(value) is not cst.Call:
         return False
     callee = facts.callee(value)
@@ -79,21 +81,63 @@ def _is_wrapped(ctx: LintContext, name: str | None, site: CallSite, models: dict
 def _forwarded_model(ctx: LintContext, site: CallSite, models: dict[str, tuple[str, int]]) -> str | None:
     """The wrapped model a call hands to a project function that runs its forward pass
     (`validate(model, loader)` where validate calls `model(x)`)."""
-    handed = [(i, a) for i, a in enumerate(site.node.args) if _is_wrapped(ctx, dotted(a.value), site, models)]
+    handed = [a for a in site.node.args if _is_wrapped(ctx, dotted(a.value), site, models)]
     if not handed or any(a.star for a in site.node.args):
         return None
     resolved = ctx.resolve_function(ctx.facts, ctx.path, ctx.method_target(ctx.facts, site))
     if resolved is None:
         return None
-    inner_facts, _, function = resolved
-    definition = inner_facts.functions[function].node
-    params = [p.name.value for p in call_parameters(site.node, definition)]
-    called = {inner.name for inner in inner_facts.calls_within(function)}
-    for index, argument in handed:
-        param = argument.keyword.value if argument.keyword is not None else (params[index] if index < len(params) else None)
-        if param is not None and ({param, f"{param}.forward"} & called):
+    inner_facts, inner_path, function = resolved
+    for argument in handed:
+        param = _parameter_of(site.node, argument, inner_facts, function)
+        if param is not None and _runs_forward(ctx, inner_facts, inner_path, function, param, HAND_ON_HOPS):
             return dotted(argument.value)
     return None
+
+
+def _parameter_of(call: cst.Call, argument: cst.Arg, facts: ModuleFacts, function: str) -> str | None:
+    """The parameter of `function` that `argument` of `call` fills."""
+    if argument.keyword is not None:
+        return argument.keyword.value
+    params = [p.name.value for p in call_parameters(call, facts.functions[function].node)]
+    index = next(i for i, a in enumerate(call.args) if a is argument)
+    return params[index] if index < len(params) else None
+
+
+def _unmoved(value: cst.BaseExpression) -> cst.BaseExpression:
+    """The module a chain of moves and switches returns (`model.to(device).eval()`: `model`);
+    a module's `.to()`, `.cuda()`, `.eval()` return the module itself."""
+    while type(value) is cst.Call and type(value.func) is cst.Attribute and value.func.attr.value in MODULE_RETURNS_ITSELF:
+        value = value.func.value
+    return value
+
+
+def _runs_forward(ctx: LintContext, facts: ModuleFacts, path: Path, function: str, param: str, hops: int) -> bool:
+    """`function` runs the forward pass of the model in its parameter `param`: it calls it (or
+    its `forward`), or hands it on as it is to a project function that does (`evaluate(model,
+    loader)` calling `extract_features(model, loader)`). A function that rebinds the parameter
+    to anything but the same model moved (`model = model.module`) may run something else: no
+    evidence."""
+    if any(a.target == param and dotted(_unmoved(a.value)) != param for a in facts.assignments_within(function)):
+        return False
+    calls = facts.calls_within(function)
+    if any(c.name in (param, f"{param}.forward") for c in calls):
+        return True
+    if hops <= 0:
+        return False
+    for c in calls:
+        passed = [a for a in c.node.args if dotted(a.value) == param]
+        if not passed or any(a.star for a in c.node.args):
+            continue
+        resolved = ctx.resolve_function(facts, path, ctx.method_target(facts, c))
+        if resolved is None:
+            continue
+        inner_facts, inner_path, inner = resolved
+        for argument in passed:
+            name = _parameter_of(c.node, argument, inner_facts, inner)
+            if name is not None and _runs_forward(ctx, inner_facts, inner_path, inner, name, hops - 1):
+                return True
+    return False
 
 
 def _model_it_sees(ctx: LintContext, site: CallSite, models: dict[str, tuple[str, int]]) -> str | None:
