@@ -69,3 +69,26 @@ def test_device_cuda_does_not_map(runs):
     assert run.report["launch"]["cuda_on_cpu"] is False
     c = run.check("run.failure")
     assert c["status"] == "FAIL" and c["data"]["ranks"][0]["site"]["line"] == 25  # .to(device): no CUDA in this torch
+
+
+def test_workers_the_script_spawns_itself_run_on_the_cpu_stop_and_are_named(runs):
+    """imagenet's --multiprocessing-distributed shape: the mapping, gloo and the step limit follow
+    the script's own workers (which would otherwise fail on nccl, or train for 1000 epochs), and
+    the report says the training ran where the data checks did not look: nothing audited."""
+    run = runs("spawns_own_workers.py")  # each of the 2 ranks sees 2 GPUs and spawns 2 workers
+    assert_report_shape_without_progress(run)
+    reached = run.check("run.reached")
+    assert reached["status"] == "FAIL", reached
+    assert "trained in 4 worker process(es) it started itself (mp.spawn)" in reached["summary"]
+    assert reached["data"]["own_workers"] == 4
+    assert run.check("run.failure")["status"] == "PASS", run.check("run.failure")
+    assert run.check("run.hang")["status"] == "PASS"  # stopped by the audit's limit, not the timeout
+    writer = run.check("io.single_writer")
+    assert writer["status"] == "SKIP" and "not followed" in writer["summary"], writer
+    assert run.proc.returncode == 1
+
+
+def test_workers_the_script_spawns_itself_with_allow_no_data(runs):
+    run = runs("spawns_own_workers.py", "--allow-no-data")
+    assert run.check("run.reached")["status"] == "INFO"
+    assert run.proc.returncode == 0, run.proc.stderr[-2000:]

@@ -410,7 +410,8 @@ def _merge(options, script, host, shape: JobShape, jobs: Jobs, elapsed, containm
     failure = _with_output(check_failure(result, shape.world, base), result.outputs)
     hang = check_hang(result, shape.world, base, options.timeout)
     if not preflight:
-        checks.insert(0, check_reached(loaders_of(records), failure, hang, options.allow_no_data))
+        own_workers = sum(record.own_workers for record in records.values())
+        checks.insert(0, check_reached(loaders_of(records), failure, hang, options.allow_no_data, own_workers))
     checks += [failure, hang]
     writes = writes_report(changes, records)
     if result.sandbox is not None:

@@ -37,6 +37,7 @@ import traceback
 from dataclasses import asdict
 from typing import Any
 
+from ddplint.runtime import ownworkers
 from ddplint.runtime.rundir import LAUNCHER_PID_ENV, RunDir
 
 
@@ -112,12 +113,7 @@ class Probe:
             args = list(args)
             requested = args[0] if args else kwargs.get("backend")
             if forced is not None:
-                if args:
-                    args[0] = forced
-                else:
-                    kwargs["backend"] = forced
-                if forced == "gloo":
-                    kwargs.pop("device_id", None)
+                ownworkers.force_backend(args, kwargs, forced)
             probe.record["init_called"] = True
             probe.record["backend"] = {"requested": requested, "forced": forced}
             probe.phase("init")
@@ -154,11 +150,15 @@ class Probe:
 
         self._hook("collect_rank_info", "info")
         self._patch_process_group()
+        local_world = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
         if self.config.get("cuda_on_cpu"):
             from ddplint.runtime import cpucuda
 
-            cpucuda.install(int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
+            cpucuda.install(local_world)
             self.record["cuda_on_cpu"] = True
+        mapped = local_world if self.config.get("cuda_on_cpu") else None
+        settings = ownworkers.WorkerSettings(mapped, self._forced_backend(), self.config["steps"], self.config["epochs"])
+        ownworkers.follow(settings, self._started_workers)
         keep = bool(self.config.get("keep_checkpoints"))  # --resume-args: a restart follows this run
         compared = bool(self.config.get("step_weights"))  # --resume-args: the run or its restart
         clock, objects = StepClock(weights=compared), TrainingObjects(note_loads=compared)
@@ -235,6 +235,9 @@ class Probe:
         self.phase("finished")
         self._exit_barrier()
         return 0
+
+    def _started_workers(self, count: int) -> None:
+        self.record["own_workers"] = self.record.get("own_workers", 0) + count
 
     def _perf(self, clock):
         from ddplint.runtime.perfprobe import mem_peak

@@ -183,6 +183,7 @@ class RankRecord:
     init_called: bool = False
     destroy_deferred: bool = False
     cuda_on_cpu: bool = False
+    own_workers: int = 0  # worker processes the script started itself (mp.spawn), unaudited
     info: RankInfo = field(default_factory=RankInfo)
     comm: CommFacts = field(default_factory=CommFacts)
     binding: BindingFacts = field(default_factory=BindingFacts)

@@ -85,8 +85,12 @@ def blocked_at(frames: list[Frame]) -> tuple[Frame | None, Frame | None]:
     return call, user
 
 
-def check_reached(loaders: list[Loader], failure: CheckResult, hang: CheckResult, allowed: bool) -> CheckResult:
-    """A run whose ranks never reached a DataLoader batch audited nothing of the data: not a PASS."""
+def check_reached(
+    loaders: list[Loader], failure: CheckResult, hang: CheckResult, allowed: bool, own_workers: int = 0
+) -> CheckResult:
+    """A run whose ranks never reached a DataLoader batch audited nothing of the data: not a PASS.
+    `own_workers`: processes the ranks' scripts started themselves (mp.spawn), where the
+    training may have run unaudited."""
     batches = sum(e.yielded for loader in loaders for rec in loader.per_rank.values() for e in rec.epochs)
     if batches:
         return CheckResult(
@@ -103,15 +107,28 @@ def check_reached(loaders: list[Loader], failure: CheckResult, hang: CheckResult
             data={"loaders": 0},
         )
     summary = "no rank reached a DataLoader batch: the script ended without iterating one, so the data checks audited nothing"
+    fix = (
+        "pass the arguments that make the script train (everything after the script path "
+        "is the script's), or --allow-no-data for a script without a DataLoader"
+    )
+    if own_workers:
+        summary = (
+            f"no rank reached a DataLoader batch: the script trained in {own_workers} worker process(es) "
+            "it started itself (mp.spawn), which the data, write and step checks do not follow"
+        )
+        fix = (
+            "audit the script in the mode where torchrun starts the ranks (run it as torchrun "
+            "would, without its own spawning), or --allow-no-data to accept the run's other checks"
+        )
+    data = {"loaders": 0, "own_workers": own_workers}
     if allowed:
-        return CheckResult(RUN_REACHED, Status.INFO, summary + " (--allow-no-data)", data={"loaders": 0})
+        return CheckResult(RUN_REACHED, Status.INFO, summary + " (--allow-no-data)", data=data)
     return CheckResult(
         RUN_REACHED,
         Status.FAIL,
         summary,
-        data={"loaders": 0},
-        fix="pass the arguments that make the script train (everything after the script path "
-        "is the script's), or --allow-no-data for a script without a DataLoader",
+        data=data,
+        fix=fix,
     )
 
 

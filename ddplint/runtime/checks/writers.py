@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ddplint.runtime.registry import IO_SINGLE_WRITER
+from ddplint.runtime.registry import IO_SANDBOX, IO_SINGLE_WRITER
 from ddplint.runtime.sites import short
 from ddplint.runtime.verdict import CheckResult, Status
 
@@ -54,6 +54,15 @@ def check_single_writer(records: dict[int, RankRecord], base: str, sandboxed: bo
     shared = {p: e for p, e in paths.items() if len(e["ranks"]) > 1}
     together = [f"{line(p, e)}: a collective save, each rank writes its own shard" for p, e in sorted(collective.items())]
     if not shared:
+        workers = sum(record.own_workers for record in records.values())
+        if not paths and not collective and workers:
+            return CheckResult(
+                IO_SINGLE_WRITER,
+                Status.SKIP,
+                f"the ranks wrote no files; the {workers} worker process(es) the script started itself "
+                f"(mp.spawn) are not followed ({IO_SANDBOX} lists what the job created)",
+                data=data,
+            )
         if not paths:
             what = "the script wrote no files" if not collective else "the script wrote only collective checkpoints"
             return CheckResult(IO_SINGLE_WRITER, Status.PASS, what, together, data=data)

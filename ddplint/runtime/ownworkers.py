@@ -1,0 +1,92 @@
+"""Worker processes that a rank starts itself (`mp.spawn`, `torch.multiprocessing.start_processes`).
+
+The probe runs in the processes torchrun starts. A script that starts its own workers
+(pytorch/examples' imagenet with --multiprocessing-distributed) trains in them, and the data,
+write and step checks do not follow it there. What a worker needs to run as it would on the
+machine it was written for does follow: the CUDA-to-CPU mapping and the forced backend, so that
+no failure of the audit's own making is reported; and the audit's step limit, so that the
+workers stop after as many epochs as the ranks would instead of training until the timeout.
+The rank records how many workers it started, so that the report can say where the training
+ran unaudited.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import os
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class WorkerSettings:
+    """What a worker installs before the script's function runs (picklable: it travels to a
+    spawned interpreter)."""
+
+    local_world: int | None  # map CUDA to the CPU with this many local GPUs; None: leave CUDA alone
+    backend: str | None  # the backend every init_process_group gets; None: the script's own
+    steps: int
+    epochs: int
+
+
+def force_backend(args: list, kwargs: dict, backend: str) -> None:
+    """Make an init_process_group call's arguments ask for `backend` (gloo takes no device_id)."""
+    if args:
+        args[0] = backend
+    else:
+        kwargs["backend"] = backend
+    if backend == "gloo":
+        kwargs.pop("device_id", None)
+
+
+def follow(settings: WorkerSettings, on_start) -> None:
+    """Make every worker the script starts through torch.multiprocessing install `settings`
+    first; `on_start(nprocs)` is told of each start."""
+    import torch.multiprocessing as tmp
+
+    spawn_module = importlib.import_module("torch.multiprocessing.spawn")  # the package's `spawn` is the function
+
+    original = spawn_module.start_processes
+
+    def start_processes(fn, args=(), nprocs=1, *rest, **kwargs):
+        on_start(nprocs)
+        return original(functools.partial(_worker, settings, fn), args, nprocs, *rest, **kwargs)
+
+    spawn_module.start_processes = start_processes  # type: ignore[attr-defined]  # what mp.spawn calls
+    tmp.start_processes = start_processes
+
+
+def _worker(settings: WorkerSettings, fn, index: int, *args) -> None:
+    import torch.distributed as dist
+
+    from ddplint.runtime.dataprobe import AuditStop, LoaderTracker
+    from ddplint.runtime.sites import plumbing_dirs, torch_dirs
+
+    # the workers meet where the script tells them (`tcp://...`), as when it is started by hand:
+    # under torchrun's agent-store flag a worker would wait for a store nobody serves
+    os.environ.pop("TORCHELASTIC_USE_AGENT_STORE", None)
+    if settings.local_world is not None:
+        from ddplint.runtime import cpucuda
+
+        cpucuda.install(settings.local_world)
+    if settings.backend is not None:
+        original = dist.init_process_group
+
+        def init_process_group(*call_args, **kwargs):
+            call_args_list = list(call_args)
+            force_backend(call_args_list, kwargs, settings.backend)
+            return original(*call_args_list, **kwargs)
+
+        dist.init_process_group = init_process_group
+    tracker = LoaderTracker(settings.steps, settings.epochs, plumbing_dirs() + torch_dirs(), _quiet, _quiet)
+    tracker.install()
+    try:
+        fn(index, *args)
+    except AuditStop:  # the audit's limit, not the script's failure: every worker stops at the
+        if dist.is_available() and dist.is_initialized():  # same batch; none leaves a peer waiting
+            dist.barrier()
+            dist.destroy_process_group()
+
+
+def _quiet(*_args, **_kwargs) -> None:
+    """A worker publishes no phase of its own: the launcher follows torchrun's ranks."""
