@@ -80,3 +80,14 @@ def test_a_write_two_helpers_deep_names_every_call_on_the_way(tmp_path):
         'dist.init_process_group("gloo")\nrunner.start("train.log")\ndist.destroy_process_group()\n'
     )
     assert related_of(tmp_path, "--no-cache", "train.py") == {"DDP302": [("runner.py", 5, 14), ("logs.py", 2, 12)]}
+
+
+def test_a_call_that_is_no_dotted_name_is_named_by_its_shape(tmp_path):
+    """`super().__init__(args)` reaching a shared log through two helpers: the message names the
+    call as written, and the chain goes through both helpers to the open()."""
+    project = shutil.copytree(PROJECTS / "logger_file_per_rank_in_nested_helper", tmp_path / "project")
+    assert related_of(project, "--no-cache", "train_twin.py") == {
+        "DDP302": [("base.py", 13, 23), ("utils/logger.py", 17, 45), ("utils/logger.py", 23, 12)]
+    }
+    text = run_cli("--no-cache", "train_twin.py", cwd=project).stdout
+    assert "DDP302 super().__init__() writes to a file on every rank" in text

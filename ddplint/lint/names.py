@@ -25,6 +25,24 @@ def dotted(expr: cst.BaseExpression | None) -> str | None:
     return ".".join(reversed(parts))
 
 
+def callee_text(call: cst.Call) -> str:
+    """How a message names what a call calls: `a.b.c`, and for a callee that is no dotted name,
+    its shape (`super().__init__`, `self.hooks[...].run`, `(...)`)."""
+
+    def text(expr: cst.BaseExpression) -> str:
+        if type(expr) is cst.Name:
+            return expr.value
+        if type(expr) is cst.Attribute:
+            return f"{text(expr.value)}.{expr.attr.value}"
+        if type(expr) is cst.Call:
+            return f"{text(expr.func)}()"
+        if type(expr) is cst.Subscript:
+            return f"{text(expr.value)}[...]"
+        return "(...)"
+
+    return text(call.func)
+
+
 def data_name(name: str | None) -> str | None:
     """torch.utils.data.sampler.RandomSampler -> torch.utils.data.RandomSampler: the data
     classes are re-exported from their submodules under one public name."""

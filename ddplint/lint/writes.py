@@ -314,7 +314,7 @@ def _helper_writes(
                 and (
                     found := (Inside(inner_path, inner.node, f"{dotted(inner.node.func) or 'the write'}() here, on every rank"),)
                     if effect_of(inner, inner_facts, bindings) == kind
-                    else _through(inner, inner_path, _helper_writes(ctx, inner, kind, inner_facts, inner_path))
+                    else _onward(ctx, inner, kind, inner_facts, inner_path)
                 )
                 is not None
                 and not _undecided(ctx, inner, inner_facts, inner_path)
@@ -322,6 +322,13 @@ def _helper_writes(
             None,
         )
     return cache[key]
+
+
+def _onward(ctx: LintContext, call: CallSite, kind: WriteKind, facts: ModuleFacts, path: Path) -> tuple[Inside, ...] | None:
+    """The chain to a write through a helper that a helper calls; none when it hands that helper
+    a per-rank path (`_cached_log_stream(filename)` where `filename` ends in the rank)."""
+    chain = _through(call, path, _helper_writes(ctx, call, kind, facts, path))
+    return None if chain is None or _per_rank_path_argument(ctx, call, kind, facts, path) else chain
 
 
 def _through(call: CallSite, path: Path, chain: tuple[Inside, ...] | None) -> tuple[Inside, ...] | None:
@@ -349,12 +356,16 @@ def _undecided(ctx: LintContext, site: CallSite, facts: ModuleFacts, path: Path)
     return False
 
 
-def _per_rank_path_argument(ctx: LintContext, site: CallSite, kind: WriteKind) -> bool:
-    """The call hands the helper a per-rank value for a parameter that its write's path uses
-    (`save_checkpoint(state, f"ckpt_{rank}.pt")`); a model placed on the rank's GPU is no path."""
-    resolved = ctx.resolve_function(ctx.facts, ctx.path, ctx.method_target(ctx.facts, site))
+def _per_rank_path_argument(
+    ctx: LintContext, site: CallSite, kind: WriteKind, facts: ModuleFacts | None = None, path: Path | None = None
+) -> bool:
+    """The call (of the linted module, or of `facts` at `path`) hands the helper a per-rank value
+    for a parameter that its write's path uses (`save_checkpoint(state, f"ckpt_{rank}.pt")`); a
+    model placed on the rank's GPU is no path."""
+    facts, path = facts or ctx.facts, path or ctx.path
+    resolved = ctx.resolve_function(facts, path, ctx.method_target(facts, site))
     if resolved is None or any(a.star for a in site.node.args):
-        return _per_rank_call(site.node, ctx.facts, site.function)
+        return _per_rank_call(site.node, facts, site.function)
     inner_facts, inner_path, function = resolved
     definition = inner_facts.functions[function].node
     used: set[str] = set()
@@ -369,29 +380,27 @@ def _per_rank_path_argument(ctx: LintContext, site: CallSite, kind: WriteKind) -
             for name in names_in(binding.value) - used:
                 used.add(name)
                 pending.append(name)
-    if _per_rank_for(ctx, site, site.node, definition, used):
+    if _per_rank_for(facts, site, site.node, definition, used):
         return True
     # `logger.log(...)` where `logger = CSVLogger(f"log_{rank}.csv")`: the constructor stored it
     receiver = site.name.rpartition(".")[0] if site.name else ""
     init = f"{function.rpartition('.')[0]}.__init__"
     if not receiver or init not in inner_facts.functions:
         return False
-    constructions = [b.value for b in ctx.facts.reaching(receiver, site.function, site.order, site.blocks)]
+    constructions = [b.value for b in facts.reaching(receiver, site.function, site.order, site.blocks)]
     return bool(constructions) and all(
-        type(call) is cst.Call and _per_rank_for(ctx, site, call, inner_facts.functions[init].node, used)
+        type(call) is cst.Call and _per_rank_for(facts, site, call, inner_facts.functions[init].node, used)
         for call in constructions
     )
 
 
-def _per_rank_for(ctx: LintContext, site: CallSite, call: cst.Call, definition: cst.FunctionDef, used: set[str]) -> bool:
-    """`call` gives a parameter of `definition` that the write's path uses a per-rank value."""
+def _per_rank_for(facts: ModuleFacts, site: CallSite, call: cst.Call, definition: cst.FunctionDef, used: set[str]) -> bool:
+    """`call` (of `site`, in `facts`) gives a parameter of `definition` that the write's path uses a per-rank value."""
     params = [p.name.value for p in call_parameters(call, definition)]
     for index, argument in enumerate(a for a in call.args if a.keyword is None):
-        if index < len(params) and params[index] in used and _per_rank(argument.value, ctx.facts, site.function):
+        if index < len(params) and params[index] in used and _per_rank(argument.value, facts, site.function):
             return True
-    return any(
-        a.keyword is not None and a.keyword.value in used and _per_rank(a.value, ctx.facts, site.function) for a in call.args
-    )
+    return any(a.keyword is not None and a.keyword.value in used and _per_rank(a.value, facts, site.function) for a in call.args)
 
 
 def write_path(site: CallSite, facts: ModuleFacts) -> cst.BaseExpression | None:

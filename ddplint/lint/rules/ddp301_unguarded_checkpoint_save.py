@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from ddplint.diagnostics import Severity
 from ddplint.lint.context import LintContext
 from ddplint.lint.names import (
-    dotted,
+    callee_text,
 )
 from ddplint.lint.rules.base import Finding, Rule
 from ddplint.lint.writes import CHECKPOINT, OUTSIDE_TRAINER, called_from, unguarded_writes
@@ -22,8 +22,7 @@ class UnguardedCheckpointSave(Rule):
 
     def check(self, ctx: LintContext) -> Iterator[Finding]:
         for site, inside in unguarded_writes(ctx, CHECKPOINT):
-            name = dotted(site.node.func)
-            what = f"{name}() saves a checkpoint" if inside else f"{name or 'save'}() runs"
+            what = f"{callee_text(site.node)}() saves a checkpoint" if inside else f"{callee_text(site.node)}() runs"
             yield Finding(
                 site.node,
                 f"{what} on every rank: all ranks write the same file at once (corrupt or truncated "

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from ddplint.diagnostics import Severity
 from ddplint.lint.context import LintContext
 from ddplint.lint.names import (
-    dotted,
+    callee_text,
 )
 from ddplint.lint.rules.base import Finding, Rule
 from ddplint.lint.writes import LOG, OUTSIDE_TRAINER, called_from, unguarded_writes
@@ -22,8 +22,8 @@ class UnguardedLogWriter(Rule):
 
     def check(self, ctx: LintContext) -> Iterator[Finding]:
         for site, inside in unguarded_writes(ctx, LOG):
-            name = dotted(site.node.func)
-            what = f"{name}() writes to a file" if inside else f"{name or 'this call'}() opens a log/output"
+            name = callee_text(site.node)
+            what = f"{name}() writes to a file" if inside else f"{name}() opens a log/output"
             yield Finding(
                 site.node,
                 f"{what} on every rank: each process writes the same file or run (interleaved, "

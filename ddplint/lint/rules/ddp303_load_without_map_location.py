@@ -14,6 +14,7 @@ from ddplint.lint.facts import CallSite, ModuleFacts
 from ddplint.lint.helpers import ask_helper
 from ddplint.lint.names import (
     arg,
+    callee_text,
     dotted,
     has_star_kwargs,
     names_in,
@@ -49,7 +50,7 @@ class LoadWithoutMapLocation(Rule):
             if inside is not None and not ctx.guards.main_only(site) and not never_runs(facts, site):
                 yield Finding(
                     site.node,
-                    f"{dotted(site.node.func)}() restores a checkpoint with torch.load and no map_location "
+                    f"{callee_text(site.node)}() restores a checkpoint with torch.load and no map_location "
                     "on every rank: each puts the tensors back on the GPU they were saved from (all on GPU 0: "
                     "out of memory); pass map_location='cpu' or map_location=f'cuda:{local_rank}' in it",
                     inside=(inside,),

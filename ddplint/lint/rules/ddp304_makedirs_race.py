@@ -9,6 +9,7 @@ import libcst as cst
 from ddplint.diagnostics import Severity
 from ddplint.lint.context import LintContext
 from ddplint.lint.names import (
+    callee_text,
     dotted,
     with_argument,
 )
@@ -25,7 +26,7 @@ class MakedirsRace(Rule):
 
     def check(self, ctx: LintContext) -> Iterator[Finding]:
         for site, inside in unguarded_writes(ctx, MKDIR):
-            helper = dotted(site.node.func) if inside else None
+            helper = callee_text(site.node) if inside else None
             # os.makedirs and Path.mkdir both take exist_ok as their third parameter; os.mkdir has none
             mkdir = ctx.facts.qualify(dotted(site.node.func)) == "os.mkdir"
             if helper:
@@ -33,7 +34,7 @@ class MakedirsRace(Rule):
             elif mkdir:
                 what, remedy = "os.mkdir() runs", "use os.makedirs(path, exist_ok=True)"
             else:
-                what, remedy = f"{dotted(site.node.func) or 'mkdir'}() without exist_ok=True runs", "pass exist_ok=True"
+                what, remedy = f"{callee_text(site.node)}() without exist_ok=True runs", "pass exist_ok=True"
             fixable = helper is None and not mkdir and not any(a.star for a in site.node.args)
             yield Finding(
                 site.node,

@@ -17,7 +17,7 @@ from ddplint.diagnostics import Severity
 from ddplint.lint.context import LintContext
 from ddplint.lint.facts import Assignment, CallSite, ModuleFacts
 from ddplint.lint.guards import MAIN, NOTMAIN, OPPOSITE, SINGLE, Kind
-from ddplint.lint.names import call_parameters, dotted
+from ddplint.lint.names import call_parameters, callee_text, dotted
 from ddplint.lint.paths import never_runs
 from ddplint.lint.rules.base import Finding, Rule
 from ddplint.lint.summaries import Effect, direct_effects
@@ -272,11 +272,11 @@ class CollectiveInRankBranch(Rule):
                 or _model_in_attribute(ctx, site, models)
                 or _model_it_sees(ctx, site, models)
             ) is not None:
-                what = f"{dotted(site.node.func)}() (it runs the forward pass of the wrapped model '{handed}')"
+                what = f"{callee_text(site.node)}() (it runs the forward pass of the wrapped model '{handed}')"
                 communicating.append((site, what))
             elif Effect.COLLECTIVE in ctx.summaries.effects(site):
                 direct = Effect.COLLECTIVE in direct_effects(site)
-                what = (site.name or "") if direct else f"{dotted(site.node.func)}() (it runs a collective)"
+                what = (site.name or "") if direct else f"{callee_text(site.node)}() (it runs a collective)"
                 communicating.append((site, what))
         sides = {id(site): self._side(ctx, site) for site, _ in communicating}
         for site, what in communicating:

@@ -11,7 +11,7 @@ from ddplint.diagnostics import Severity
 from ddplint.lint.context import LintContext
 from ddplint.lint.facts import Assignment, CallSite, ModuleFacts, local_rank_flag, never_named, starts_own_workers
 from ddplint.lint.helpers import ask_helper
-from ddplint.lint.names import dotted, int_value, names_in, reference, string_value
+from ddplint.lint.names import callee_text, dotted, int_value, names_in, reference, string_value
 from ddplint.lint.rules.base import Finding, Inside, Rule
 
 RENDEZVOUS = ("MASTER_PORT", "MASTER_ADDR")
@@ -42,7 +42,7 @@ class HardCodedMasterPort(Rule):
                 variable, inside = pinned
                 yield Finding(
                     site.node,
-                    f"{dotted(site.node.func)}() hard-codes {variable} in a script that torchrun launches: it "
+                    f"{callee_text(site.node)}() hard-codes {variable} in a script that torchrun launches: it "
                     "overrides the launcher's rendezvous and collides with other jobs on the node (address in "
                     "use or a hang); set it only where the environment does not (os.environ.setdefault)",
                     inside=(inside,),
