@@ -93,6 +93,7 @@ class Assignment:
     loops: tuple[cst.For | cst.While, ...] = ()
     blocks: tuple[int, ...] = ()
     element: bool = False  # a `for` target: holds one element of `value`, not `value` itself
+    position: int | None = None  # `rank, world = setup()`: the element of the tuple `value` returns
 
 
 @dataclass(frozen=True)
@@ -680,10 +681,18 @@ class _Collector(Walker):
             info.declared_global.update(n.name.value for n in node.names)
         return False
 
-    def _record(self, target: str, value: cst.BaseExpression, element: bool = False) -> None:
+    def _record(self, target: str, value: cst.BaseExpression, element: bool = False, position: int | None = None) -> None:
         self.facts.assignments.append(
             Assignment(
-                target, value, self.scope, self._next(), tuple(self.conditions), tuple(self.loops), tuple(self.blocks), element
+                target,
+                value,
+                self.scope,
+                self._next(),
+                tuple(self.conditions),
+                tuple(self.loops),
+                tuple(self.blocks),
+                element,
+                position,
             )
         )
         if self.in_class and self.in_class[-1] and "." not in target:
@@ -695,8 +704,14 @@ class _Collector(Walker):
                 for t, v in zip(target.elements, value.elements, strict=True):
                     self._assign(t.value, v.value)
             elif type(value) not in (cst.Tuple, cst.List):  # `loss, step = train(...)`: a part each
-                for part in _target_names(target):
-                    self._record(part, value, element=True)
+                simple = (e.value for e in target.elements if type(e.value) in (cst.Name, cst.Attribute))
+                flat = [name for element in simple if (name := reference(element))]
+                if len(flat) == len(target.elements):  # a name per element: each holds its place of what the call returns
+                    for position, part in enumerate(flat):
+                        self._record(part, value, element=True, position=position)
+                else:
+                    for part in _target_names(target):
+                        self._record(part, value, element=True)
             return
         env = self.facts.env_read(target) if type(target) is cst.Subscript else None
         if env is not None:
@@ -985,7 +1000,7 @@ def _infer_roles(facts: ModuleFacts) -> None:
                 for key, env_role in _environment_dict(facts, a.value):
                     facts.roles[("*", f"{a.target}.{key}")] = env_role
                 continue
-            role = None if a.element else facts.role_of(a.value, a.function)
+            role = _returned_role(facts, a) if a.element else facts.role_of(a.value, a.function)
             if role is None:
                 continue
             held = (scope, a.target)
@@ -1001,6 +1016,23 @@ def _infer_roles(facts: ModuleFacts) -> None:
             if role is Role.GLOBAL_RANK and a.conditions:
                 branch_global.add(held)
             facts.roles[held] = role
+
+
+def _returned_role(facts: ModuleFacts, a: Assignment) -> Role | None:
+    """`rank, world_size = setup_ddp()`: the role of what every `return (rank, world_size)` of
+    the module's function holds at that place, when they agree."""
+    if a.position is None or type(a.value) is not cst.Call:
+        return None
+    info = facts.functions.get(facts.callee(a.value) or "")
+    if info is None or not info.returns:
+        return None
+    roles = {
+        facts.role_of(r.elements[a.position].value, info.name)
+        if type(r) is cst.Tuple and len(r.elements) > a.position and type(r.elements[a.position]) is cst.Element
+        else None
+        for r in info.returns
+    }
+    return roles.pop() if len(roles) == 1 else None
 
 
 def _binding_scope(facts: ModuleFacts, a: Assignment) -> str:
