@@ -13,10 +13,13 @@ import libcst as cst
 from ddplint.lint.context import LintContext
 from ddplint.lint.facts import CallSite, Loop, ModuleFacts
 from ddplint.lint.names import arg, call_parameters, data_name, dotted, has_keyword, names_in, reference
+from ddplint.lint.resolver import Resolved
 from ddplint.lint.roles import RANK_CALLS, RANKS
 from ddplint.lint.vocabulary import BATCH_SAMPLER, LOADER, NO_GRAD, PLAIN_SAMPLERS, SAMPLER
 
 YES, NO, UNKNOWN = "yes", "no", "unknown"
+# Python's builtins that look at an object without iterating it (`len(loader)` in a progress line)
+INSPECTING_BUILTINS = frozenset({"len", "print", "repr", "str", "type", "id", "isinstance", "hasattr"})
 EVAL_WORDS = re.compile(r"val|test|eval|dev\b|holdout", re.IGNORECASE)
 SHARD_WORDS = re.compile(r"shard|split_by_node|split_dataset_by_node|nodesplitter|rank", re.IGNORECASE)
 
@@ -43,6 +46,46 @@ def loaders_given(facts: ModuleFacts, names: Collection[str], sampler: cst.CSTNo
         if (given := arg(loader.node, 3, "sampler")) is not None and (given is sampler or reference(given) in names)
         for name in bound_names(facts, loader.node)
     }
+
+
+def helper_calls(ctx: LintContext) -> Iterator[tuple[CallSite, Resolved]]:
+    """The calls of this module, their result bound to a name, of a function of another project
+    module (not torch's DataLoader or DistributedSampler themselves)."""
+    facts = ctx.facts
+    for site in facts.calls:
+        if not bound_names(facts, site.node) or data_name(site.name) in {LOADER, SAMPLER}:
+            continue
+        resolved = ctx.resolve_function(facts, ctx.path, ctx.method_target(facts, site))
+        if resolved is not None and resolved.facts is not facts:
+            yield site, resolved
+
+
+def whole_loader_of_helper(ctx: LintContext, site: CallSite, resolved: Resolved) -> CallSite | None:
+    """The DataLoader that the helper `site` calls builds and returns (its one `return`), when
+    nothing in it splits the data by rank: its sampler is None on every path there
+    (`sampler = None`, a DistributedSampler left commented out), and its dataset does not
+    shard itself. None when the helper may return anything else."""
+    facts, path, function = resolved
+    returns = facts.functions[function].returns
+    if len(returns) != 1 or len(bound_names(ctx.facts, site.node)) != 1:
+        return None
+    returned = returns[0]
+    loader = next(
+        (
+            c
+            for c in facts.calls_within(function)
+            if data_name(c.name) == LOADER and (c.node is returned or reference(returned) in bound_names(facts, c.node))
+        ),
+        None,
+    )
+    if loader is None or any(a.star for a in loader.node.args):
+        return None
+    chosen = arg(loader.node, 4, "batch_sampler") or arg(loader.node, 3, "sampler")
+    if chosen is None or sharding(chosen, facts, loader) != NO:
+        return None
+    if dataset_shards(ctx, arg(loader.node, 0, "dataset"), loader, facts, path):
+        return None
+    return loader
 
 
 def sharding(expr: cst.BaseExpression | None, facts: ModuleFacts, site: CallSite, depth: int = 3) -> str:
@@ -80,11 +123,14 @@ def _either(a: str, b: str) -> str:
     return UNKNOWN if UNKNOWN in (a, b) else NO
 
 
-def dataset_shards(ctx: LintContext, expr: cst.BaseExpression | None, site: CallSite) -> bool:
-    """The dataset splits itself by rank: a sharded stream, or a dataset class that reads the rank."""
+def dataset_shards(
+    ctx: LintContext, expr: cst.BaseExpression | None, site: CallSite, facts: ModuleFacts | None = None, path: Path | None = None
+) -> bool:
+    """The dataset splits itself by rank: a sharded stream, or a dataset class that reads the
+    rank (`site` of the linted module, or of `facts` at `path`)."""
     if expr is None:
         return True
-    facts = ctx.facts
+    facts, path = facts or ctx.facts, path or ctx.path
     exprs = [expr]
     name = dotted(expr)
     if name is not None:
@@ -92,7 +138,7 @@ def dataset_shards(ctx: LintContext, expr: cst.BaseExpression | None, site: Call
     for e in exprs:
         if any(SHARD_WORDS.search(n.rsplit(".", 1)[-1]) for n in names_in(e)):
             return True
-        if _built_by_rank_reading_class(ctx, e, ctx.facts, ctx.path):
+        if _built_by_rank_reading_class(ctx, e, facts, path):
             return True
     return _given_the_rank(facts, expr, site)
 
@@ -250,7 +296,7 @@ def _readers(ctx: LintContext, held: list[tuple[str, str]], depth: int) -> list[
                 wrappers |= _wrapping_calls(loop.node.iter)
         for call in facts.calls_in(function):
             given = [a for a in call.node.args if reference(a.value) == name]
-            if not given or id(call.node) in wrappers:
+            if not given or id(call.node) in wrappers or call.name in INSPECTING_BUILTINS:
                 continue
             wrapped = _wrapped_loops(facts, call, name)
             if wrapped:  # `pbar = tqdm(loader)`, then `for x in pbar:`

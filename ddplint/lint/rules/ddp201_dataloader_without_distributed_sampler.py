@@ -12,13 +12,15 @@ from ddplint.lint.loaders import (
     bound_names,
     dataset_shards,
     evaluation_only,
+    helper_calls,
     is_training,
     loaders,
     sharding,
     trained_on,
+    whole_loader_of_helper,
 )
 from ddplint.lint.names import arg
-from ddplint.lint.rules.base import Finding, Rule
+from ddplint.lint.rules.base import Finding, Inside, Rule
 from ddplint.lint.summaries import Effect
 
 
@@ -50,9 +52,21 @@ class DataloaderWithoutDistributedSampler(Rule):
             if beside_a_split_loader(site, facts) and not trained_on(ctx, site):
                 continue  # built whole beside a split one (a validation loader) and no loop seen to train on it
             label = (bound_names(facts, call) or ["DataLoader"])[0]
-            yield Finding(
-                call,
-                f"training loader '{label}' has no DistributedSampler: every rank reads the whole "
-                "dataset in the same order (duplicated batches, no speed-up); pass "
-                "sampler=DistributedSampler(dataset) and call sampler.set_epoch(epoch) each epoch",
-            )
+            yield Finding(call, _message(label))
+        # a loader a helper of another module builds whole (`create_dataloader(...)` with
+        # `sampler = None`): reported at the call when this module trains on what it returns
+        for site, resolved in helper_calls(ctx):
+            loader = whole_loader_of_helper(ctx, site, resolved)
+            if loader is None or ctx.guards.main_only(site) or not trained_on(ctx, site):
+                continue
+            label = bound_names(facts, site.node)[0]
+            built = Inside(resolved.path, loader.node, "the DataLoader is built here, with no sampler that splits it by rank")
+            yield Finding(site.node, _message(label), inside=(built,))
+
+
+def _message(label: str) -> str:
+    return (
+        f"training loader '{label}' has no DistributedSampler: every rank reads the whole "
+        "dataset in the same order (duplicated batches, no speed-up); pass "
+        "sampler=DistributedSampler(dataset) and call sampler.set_epoch(epoch) each epoch"
+    )

@@ -19,6 +19,7 @@ from ddplint.lint.loaders import (
     calls_in_loop,
     epoch_loop,
     epoch_loops,
+    helper_calls,
     is_false,
     loaders,
     loaders_given,
@@ -27,7 +28,6 @@ from ddplint.lint.loaders import (
 )
 from ddplint.lint.names import arg, call_parameters, data_name, dotted, int_value, names_in, reference
 from ddplint.lint.paths import dominates
-from ddplint.lint.resolver import Resolved
 from ddplint.lint.rules.base import Finding, InsertBefore, Inside, Remedy, Rule
 from ddplint.lint.vocabulary import LOADER
 
@@ -145,7 +145,7 @@ def _samplers_from_helpers(ctx: LintContext) -> dict[CallSite, Inside]:
     it builds (`sampler = dist.data_sampler(dataset, shuffle=True, distributed=...)`), with where
     it builds it; a `shuffle` parameter is read from the call's constant arguments."""
     found = {}
-    for site, resolved in _helper_calls(ctx):
+    for site, resolved in helper_calls(ctx):
         inner_facts, inner_path, function = resolved
         returned = {id(value) for value in inner_facts.functions[function].returns}
         bindings = constants.bind_call(site.node, inner_facts, function, {})
@@ -164,24 +164,12 @@ def _samplers_from_helpers(ctx: LintContext) -> dict[CallSite, Inside]:
     return found
 
 
-def _helper_calls(ctx: LintContext) -> Iterator[tuple[CallSite, Resolved]]:
-    """The calls of this module, their result bound to a name, of a function of another project
-    module (not torch's DataLoader or DistributedSampler themselves)."""
-    facts = ctx.facts
-    for site in facts.calls:
-        if not bound_names(facts, site.node) or data_name(site.name) in {LOADER, SAMPLER}:
-            continue
-        resolved = ctx.resolve_function(facts, ctx.path, ctx.method_target(facts, site))
-        if resolved is not None and resolved.facts is not facts:
-            yield site, resolved
-
-
 def _loaders_from_helpers(ctx: LintContext) -> dict[CallSite, tuple[Inside, str]]:
     """Calls of a function of another project module that returns a DataLoader it builds with
     a shuffling DistributedSampler (`train_loader, test_loader = get_loader(args)`), with where
     the sampler is built and the caller's name for that loader."""
     facts, found = ctx.facts, {}
-    for site, resolved in _helper_calls(ctx):
+    for site, resolved in helper_calls(ctx):
         names = bound_names(facts, site.node)
         inner_facts, inner_path, function = resolved
         returns = inner_facts.functions[function].returns
