@@ -13,8 +13,12 @@ from ddplint.lint.engine import lint_paths
 from ddplint.lint.rules import KNOWN_RULES
 
 
-def test_linting_leaves_no_tree_or_record_in_a_reference_cycle():
-    corpus = [FIXTURES / "lint" / "projects", FIXTURES / "lint" / "process_group", FIXTURES / "lint" / "context"]
+def test_linting_leaves_no_tree_or_record_in_a_reference_cycle(tmp_path):
+    # a file Python refuses: its SyntaxError, kept for the DDP001 diagnostic, must not hold the
+    # frames (and through them the run's helper modules) in a cycle
+    broken = tmp_path / "broken.py"
+    broken.write_text("import torch.distributed as dist\ndist.init_process_group(\n")
+    corpus = [FIXTURES / "lint" / "projects", broken, FIXTURES / "lint" / "process_group", FIXTURES / "lint" / "context"]
     config = config_mod.Config(root=FIXTURES, rules=KNOWN_RULES, select=("ALL",), exclude=())
     gc.collect()
     gc.set_debug(gc.DEBUG_SAVEALL)  # what a collection finds stays in gc.garbage to be read

@@ -205,7 +205,7 @@ def lint_text(path: Path, text: str, config: Config, rules: list[Rule], project:
         try:
             tree = limits.parse_python(text, str(path))
         except SyntaxError as exc:
-            refused = exc
+            refused = exc.with_traceback(None)  # its frames would hold the run's helper modules in a cycle
         except limits.TooComplex as exc:
             result.errors.append(FileError(str(path), str(exc)))
             return result
@@ -227,7 +227,7 @@ def lint_text(path: Path, text: str, config: Config, rules: list[Rule], project:
                     try:
                         tree = limits.parse_python(text, str(path))
                     except SyntaxError as exc:
-                        refused = exc
+                        refused = exc.with_traceback(None)
             elif refused is not None and limits.may_be_newer_syntax(text):  # libcst's grammar is newer
                 module = analysis.parse_newer(text)
             if refused is not None and module is None:
