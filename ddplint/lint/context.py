@@ -16,6 +16,7 @@ from ddplint.lint.facts import (
     constructed_method,
     entry_points,
     group_call,
+    imported_constructed_method,
     passed,
     process_targets,
     spawn_targets,
@@ -202,9 +203,11 @@ class LintContext:
     @staticmethod
     def method_target(facts: ModuleFacts, site: CallSite) -> str | None:
         """`self._save(...)` inside a method names `Class._save`, `Trainer(cfg).fit()` names
-        `Trainer.fit`, `super().__init__(...)` its base class's; other names stay as they are."""
+        `Trainer.fit` (`experiments.option.Options.parse` for an imported class),
+        `super().__init__(...)` its base class's; other names stay as they are."""
         if site.name is None:
-            return constructed_method(facts, site.node) or super_method(facts, site)
+            node = site.node
+            return constructed_method(facts, node) or super_method(facts, site) or imported_constructed_method(facts, node)
         return LintContext.member_name(facts, site.name, site.function)
 
     @staticmethod

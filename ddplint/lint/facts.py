@@ -819,6 +819,18 @@ def constructed_method(facts: ModuleFacts, call: cst.Call) -> str | None:
     return method if cls is not None and method in facts.functions else None
 
 
+def imported_constructed_method(facts: ModuleFacts, call: cst.Call) -> str | None:
+    """`Options().parse()` where `Options` is imported: the qualified name of that method
+    (`experiments.option.Options.parse`), for the project lookup to find."""
+    func = call.func
+    if not (type(func) is cst.Attribute and type(func.value) is cst.Call):
+        return None
+    cls = facts.qualify(dotted(func.value.func))
+    if cls is None or cls == dotted(func.value.func) or not facts.may_name_a_module(cls):
+        return None  # not a name an import binds
+    return f"{cls}.{func.attr.value}"
+
+
 def super_method(facts: ModuleFacts, site: CallSite) -> str | None:
     """`super().__init__(...)` in a method of `Class`: that method of its first base class."""
     func = site.node.func
