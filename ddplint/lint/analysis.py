@@ -16,6 +16,7 @@ from ddplint.lint import facts as facts_mod
 from ddplint.lint import limits
 from ddplint.lint import positions as positions_mod
 from ddplint.lint.context import LintContext
+from ddplint.lint.handed_objects import with_handed_bindings
 from ddplint.lint.noqa import line_suppresses
 from ddplint.lint.project import Lookup, ProjectIndex
 from ddplint.lint.result import LintResult
@@ -80,6 +81,9 @@ def analyse(path, text, lines, config, rules, project, result: LintResult, modul
         facts = facts_mod.collect(module, project.star_names(path, module))
         project.remember(path, text, module, facts)
     ctx = LintContext(path, module, facts, project, config)
+    handed = with_handed_bindings(ctx)
+    if handed is not facts:  # what helpers set on the objects they are handed: answers change
+        ctx = LintContext(path, module, handed, project, config)
     ignored = config.ignored_in(path)
     found: list[tuple[Rule, Finding]] = []
     for rule in rules:

@@ -189,6 +189,26 @@ class ModuleFacts:
 
     # -- bindings --------------------------------------------------------------------
 
+    def with_bindings(self, extra: list[Assignment]) -> ModuleFacts:
+        """A copy that also holds `extra` bindings (made through calls), indexed and with the
+        roles they give; this one is left as it is."""
+        copy = replace(
+            self,
+            assignments=[*self.assignments, *extra],
+            roles=dict(self.roles),
+            by_target={},
+            by_scope={},
+            by_value={},
+            by_loop={},
+            _calls_within={},
+            _assignments_within={},
+            _calls_in={},
+        )
+        copy.assignments.sort(key=lambda a: a.order)
+        _index(copy)
+        _infer_roles(copy)
+        return copy
+
     def assigned(self, target: str) -> list[Assignment]:
         """Every binding of `target` in the module, in source order."""
         return self.by_target.get(target, [])

@@ -255,8 +255,9 @@ class Guards:
         such evidence the conventional flag names are taken at their word.
         """
         group = self.group_flags(facts, path)
-        if name in group:
-            return _atom(DIST)
+        copies = facts.assigned(name)
+        if name in group or copies and all(reference(a.value) in group for a in copies):
+            return _atom(DIST)  # the flag, or a name every binding of which copies it (`cfg.DISTRIBUTED = args.distributed`)
         if any(name in _disjuncts(a.value) for flag in group for a in facts.assigned(flag)):
             return DIST_WORLDS, ALL
         if last_part(name) in DIST_FLAGS:
@@ -274,8 +275,32 @@ class Guards:
             ]
             self._group_flags[key] = frozenset(
                 name for site in starts for c in site.conditions if not c.negated and (name := reference(c.test)) is not None
-            )
+            ) | {flag for site in starts if site.name != INIT_PG for flag in self._handed_flags(site, facts, path)}
         return self._group_flags[key]
+
+    def _handed_flags(self, site: CallSite, facts: ModuleFacts, path: Path) -> set[str]:
+        """The flags a helper starts the group under, on an object it is handed, as the caller
+        names them: `init_dist(args, cfg)` with `if args.distributed: init_process_group(...)`
+        inside makes the caller's `args.distributed` its flag."""
+        resolved = self.ctx.resolve_function(facts, path, self.ctx.method_target(facts, site))
+        if resolved is None:
+            return set()
+        inner, _, function = resolved
+        definition = inner.functions[function].node
+        inside = {
+            name
+            for start in inner.calls_within(function)
+            if start.name == INIT_PG
+            for c in start.conditions
+            if not c.negated and (name := reference(c.test)) is not None
+        }
+        flags = set()
+        for flag in inside:
+            owner, _, attribute = flag.partition(".")
+            given = argument_for(site.node, definition, owner) if attribute else None
+            if type(given) is cst.Name:
+                flags.add(f"{given.value}.{attribute}")
+        return flags
 
     def _refused_when_distributed(self, facts: ModuleFacts, path: Path) -> frozenset[str]:
         """Options a distributed run refuses: after `if LOCAL_RANK != -1: assert not opt.evolve`,

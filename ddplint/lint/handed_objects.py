@@ -1,0 +1,65 @@
+"""What a project helper sets on the objects it is handed, as bindings of its caller.
+
+Research code fills a configuration object in helpers: `init_dist(args, cfg)` sets
+`args.gpu = args.local_rank`, `load_cfg(args, cfg)` copies `cfg.RANK_ID = args.gpu` and
+`cfg.DISTRIBUTED = args.distributed`. After such a call the caller's `cfg.RANK_ID` holds its
+`args.local_rank`, and `if cfg.DISTRIBUTED:` is its launch test. The helper's bindings of an
+attribute of a parameter, from (an attribute of) a parameter, are replayed at the call with
+the caller's names: only copies, so a replayed binding never holds a value the caller's tree
+does not have a place for (a device string, a call) and nothing is ever reported at one.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+from ddplint.lint.facts import Assignment, ModuleFacts
+from ddplint.lint.names import argument_for
+
+if TYPE_CHECKING:
+    from ddplint.lint.context import LintContext
+
+
+def with_handed_bindings(ctx: LintContext) -> ModuleFacts:
+    """The linted module's facts with the bindings its calls of project functions make on the
+    objects they hand over (a copy; the facts other files share stay as they are)."""
+    facts = ctx.facts
+    replayed: list[Assignment] = []
+    for site in facts.calls:
+        resolved = ctx.resolve_function(facts, ctx.path, site.name) if site.name else None
+        if resolved is None or "." in resolved.function:
+            continue  # a plain function: a method's first parameter is the object it runs on
+        inner, _, function = resolved
+        definition = inner.functions[function].node
+        handed = {}
+        for param in inner.functions[function].params:
+            given = argument_for(site.node, definition, param)
+            if type(given) is cst.Name:
+                handed[param] = given.value
+        if not handed:
+            continue
+        for binding in inner.assignments_within(function):
+            owner, _, attribute = binding.target.partition(".")
+            if binding.function != function or binding.element or owner not in handed or not attribute or "." in attribute:
+                continue
+            value = _renamed(binding.value, handed)
+            if value is not None:
+                replayed.append(
+                    Assignment(
+                        f"{handed[owner]}.{attribute}", value, site.function, site.order, site.conditions, site.loops, site.blocks
+                    )
+                )
+    return facts.with_bindings(replayed) if replayed else facts
+
+
+def _renamed(value: cst.BaseExpression, handed: dict[str, str]) -> cst.BaseExpression | None:
+    """`args.local_rank` in the helper as the caller names it; None for anything but a parameter
+    or an attribute of one."""
+    if type(value) is cst.Name:
+        return cst.Name(handed[value.value]) if value.value in handed else None
+    if type(value) is cst.Attribute:
+        inner = _renamed(value.value, handed)
+        return cst.Attribute(value=inner, attr=cst.Name(value.attr.value)) if inner is not None else None
+    return None
