@@ -28,7 +28,9 @@ def with_handed_bindings(ctx: LintContext) -> ModuleFacts:
     facts = ctx.facts
     replayed: list[Assignment] = []
     for site in facts.calls:
-        resolved = ctx.resolve_function(facts, ctx.path, site.name) if site.name else None
+        if not site.name or not any(type(a.value) is cst.Name for a in site.node.args):
+            continue  # hands over no object by name
+        resolved = ctx.resolve_function(facts, ctx.path, site.name)
         if resolved is None or "." in resolved.function:
             continue  # a plain function: a method's first parameter is the object it runs on
         inner, _, function = resolved
