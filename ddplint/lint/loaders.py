@@ -48,12 +48,14 @@ def loaders_given(facts: ModuleFacts, names: Collection[str], sampler: cst.CSTNo
     }
 
 
-def helper_calls(ctx: LintContext) -> Iterator[tuple[CallSite, Resolved]]:
-    """The calls of this module, their result bound to a name, of a function of another project
-    module (not torch's DataLoader or DistributedSampler themselves)."""
+def helper_calls(ctx: LintContext, given_to_loaders: bool = False) -> Iterator[tuple[CallSite, Resolved]]:
+    """The calls of this module, their result bound to a name (or, with `given_to_loaders`,
+    given as a DataLoader's sampler: `sampler=data_sampler(ds, shuffle=True)`), of a function of
+    another project module (not torch's DataLoader or DistributedSampler themselves)."""
     facts = ctx.facts
+    samplers = {id(arg(s.node, 3, "sampler")) for s in loaders(facts)} if given_to_loaders else set()
     for site in facts.calls:
-        if not bound_names(facts, site.node) or data_name(site.name) in {LOADER, SAMPLER}:
+        if not (bound_names(facts, site.node) or id(site.node) in samplers) or data_name(site.name) in {LOADER, SAMPLER}:
             continue
         resolved = ctx.resolve_function(facts, ctx.path, ctx.method_target(facts, site))
         if resolved is not None and resolved.facts is not facts:

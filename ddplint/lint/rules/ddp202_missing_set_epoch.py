@@ -145,7 +145,7 @@ def _samplers_from_helpers(ctx: LintContext) -> dict[CallSite, Inside]:
     it builds (`sampler = dist.data_sampler(dataset, shuffle=True, distributed=...)`), with where
     it builds it; a `shuffle` parameter is read from the call's constant arguments."""
     found = {}
-    for site, resolved in helper_calls(ctx):
+    for site, resolved in helper_calls(ctx, given_to_loaders=True):
         inner_facts, inner_path, function = resolved
         returned = {id(value) for value in inner_facts.functions[function].returns}
         bindings = constants.bind_call(site.node, inner_facts, function, {})
