@@ -92,10 +92,12 @@ class MissingSetEpoch(Rule):
         if not facts.is_script:
             # a loader-building function: the epoch loop lives in the script that calls it; a
             # trainer class builds its sampler in one method and runs the epochs in another
+            workers = ctx.spawn_targets(facts)  # a worker the module spawns trains here, whoever imports it
             shuffling = [
                 s
                 for s in shuffling
                 if s.function == ""
+                or s.function in workers
                 or any(_runs_steps(facts, loop) for loop in epoch_loops(facts, s.function))
                 or _epochs_in_own_class(facts, s.function)
             ]

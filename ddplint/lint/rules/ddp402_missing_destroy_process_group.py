@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 from ddplint.diagnostics import Severity
 from ddplint.lint.context import LintContext
-from ddplint.lint.facts import never_named
+from ddplint.lint.facts import ModuleFacts, never_named
 from ddplint.lint.rules.base import Finding, Rule
 from ddplint.lint.summaries import Effect
 from ddplint.lint.vocabulary import DESTROY_PG, INIT_PG
@@ -40,7 +40,10 @@ class MissingDestroyProcessGroup(Rule):
         if destroys and not some_ranks:
             return
         library = not facts.is_script or ctx.guards.single_process_main(facts, ctx.path)  # (a self-test block)
-        if library and not any(s.function == "" for s in inits):
+        # the workers a module starts itself are its own to tear down, unless they run a
+        # function they are handed (`launch(fn, n_gpu)` whose worker calls `fn(*args)`)
+        workers = {w for w in ctx.spawn_targets(facts) if w in facts.functions and not _runs_a_handed_function(facts, w)}
+        if library and not any(s.function == "" or s.function.split(".")[0] in workers for s in inits):
             return  # a library module: whoever calls it decides when to tear down
         direct = [s for s in inits if s.name == INIT_PG] or inits
         site = min(direct, key=lambda s: s.order)
@@ -69,3 +72,9 @@ class MissingDestroyProcessGroup(Rule):
             and resolved.facts.is_script
             and bool(ctx.guards.callers(resolved.facts).get(resolved.function))
         )
+
+
+def _runs_a_handed_function(facts: ModuleFacts, function: str) -> bool:
+    """The function calls one of its own parameters (`def worker(rank, fn, args): ... fn(*args)`)."""
+    params = set(facts.functions[function].params)
+    return any(site.name in params for site in facts.calls_within(function))
