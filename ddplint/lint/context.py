@@ -25,7 +25,8 @@ from ddplint.lint.facts import (
     super_method,
 )
 from ddplint.lint.guards import Guards
-from ddplint.lint.names import dotted
+from ddplint.lint.names import dotted, reference
+from ddplint.lint.paths import never_runs
 from ddplint.lint.project import ProjectIndex
 from ddplint.lint.resolver import Resolved
 from ddplint.lint.summaries import Effect, Summaries
@@ -75,9 +76,28 @@ class LintContext:
     def _touches_process_group(self) -> bool:
         if self.framework is not None:  # the framework (the HF Trainer, Lightning) starts it
             return True
-        if any(group_call(site) for site in self.facts.calls) or starts_own_workers(self.facts):
+        facts = self.facts
+        if any(group_call(site) and not self.runs_nowhere(site) for site in facts.calls) or starts_own_workers(facts):
             return True
         return any(self.summaries.sites_with(effect) for effect in (Effect.STARTS_GROUP, Effect.COLLECTIVE, Effect.DATA_PARALLEL))
+
+    def runs_nowhere(self, site: CallSite) -> bool:
+        """The site of the linted module never runs: in a branch that value flow rules out
+        (paths.never_runs), or in a top-level function whose every call is in one and that is
+        never handed on, bound to a name or decorated (`reduce_mean()` called only under `if
+        args.distributed:` after `args.distributed = False`)."""
+        facts = self.facts
+        if never_runs(facts, site):
+            return True
+        top = site.function.split(".")[0]
+        info = facts.functions.get(top)
+        if info is None or info.decorators or top in self.spawn_targets(facts):
+            return False
+        calls = self.guards.callers(facts).get(top, [])
+        handed = any(reference(a.value) == top for c in facts.calls for a in c.node.args) or any(
+            reference(a.value) == top for a in facts.assignments
+        )
+        return bool(calls) and not handed and all(c is not site and never_runs(facts, c) for c in calls)
 
     def resolve_function(
         self, facts: ModuleFacts, path: Path, name: str | None, hops: int = 2, constructors: bool | None = None

@@ -15,7 +15,7 @@ from typing import Protocol
 import libcst as cst
 
 from ddplint.lint.facts import CallSite, ModuleFacts
-from ddplint.lint.names import arg, reference
+from ddplint.lint.names import arg, int_value, reference
 from ddplint.lint.roles import PER_NODE, RANKS
 
 
@@ -75,7 +75,7 @@ def never_runs(facts: ModuleFacts, site: CallSite) -> bool:
     `if ... and not evaluate:` where `evaluate` is a function of the module, always true."""
     for condition in site.conditions:
         test = condition.test
-        if not condition.negated and _always_false(facts, test):
+        if not condition.negated and _always_false(facts, test, site):
             return True
         if type(test) is not cst.Comparison or len(test.comparisons) != 1:
             continue
@@ -121,11 +121,26 @@ def _given_directly(facts: ModuleFacts, expr: cst.BaseExpression, site: CallSite
     return False
 
 
-def _always_false(facts: ModuleFacts, test: cst.BaseExpression) -> bool:
-    """`not f` for a function `f` of the module that nothing rebinds, alone or in an `and`."""
+def _always_false(facts: ModuleFacts, test: cst.BaseExpression, site: CallSite) -> bool:
+    """`not f` for a function `f` of the module that nothing rebinds, a false constant (`if 0 and
+    args.distributed:`, `if False:`), or a name whose every binding that reaches the site is one
+    (`args.distribution = False` after the parse, then `if args.distribution:`), alone or in an
+    `and`."""
     if type(test) is cst.BooleanOperation and type(test.operator) is cst.And:
-        return _always_false(facts, test.left) or _always_false(facts, test.right)
+        return _always_false(facts, test.left, site) or _always_false(facts, test.right, site)
+    if _false_constant(test):
+        return True
+    name = reference(test) if type(test) in (cst.Name, cst.Attribute) else None
+    if name is not None and name not in facts.functions:
+        reaching = facts.reaching(name, site.function, site.order, site.blocks)
+        # one of them on every path to the site: nothing else (an option's parse) gets through
+        if any(dominates(a, site) for a in reaching) and all(_false_constant(a.value) for a in reaching):
+            return True
     if type(test) is cst.UnaryOperation and type(test.operator) is cst.Not and type(test.expression) is cst.Name:
         name = test.expression.value
         return name in facts.functions and not facts.assigned(name)
     return False
+
+
+def _false_constant(expr: cst.BaseExpression) -> bool:
+    return type(expr) is cst.Integer and int_value(expr) == 0 or type(expr) is cst.Name and expr.value in ("False", "None")

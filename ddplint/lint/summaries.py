@@ -172,4 +172,4 @@ class Summaries:
 
     def sites_with(self, effect: Effect) -> list[CallSite]:
         """Call sites of the linted module that have `effect`, directly or through helpers."""
-        return [site for site in self.ctx.facts.calls if effect in self.effects(site)]
+        return [site for site in self.ctx.facts.calls if effect in self.effects(site) and not self.ctx.runs_nowhere(site)]
