@@ -18,6 +18,7 @@ import libcst as cst
 from ddplint.lint import constants
 from ddplint.lint.context import LintContext
 from ddplint.lint.facts import CallSite, ModuleFacts
+from ddplint.lint.guards import NOT_MAIN_WORLD
 from ddplint.lint.names import (
     arg,
     call_parameters,
@@ -422,7 +423,8 @@ def write_path(site: CallSite, facts: ModuleFacts) -> cst.BaseExpression | None:
 def _main_only_arguments(
     ctx: LintContext, site: CallSite, definition: cst.FunctionDef, facts: ModuleFacts, path: Path
 ) -> frozenset[str]:
-    """Parameters given a value that exists only on the main process (None elsewhere).
+    """Parameters given a value that exists only on the main process (None elsewhere), or that
+    is true there only (a main-process test).
 
     `args.log_path = None; if is_master(args): args.log_path = ...; setup_logging(args.log_path)`
     """
@@ -438,4 +440,8 @@ def _main_only_arguments(
         name = dotted(a.value)
         if param and name and ctx.guards.set_on_main_only(name, facts, path, site.function, 2):
             off.add(param)
+        elif param:  # `parse(print_options=(rank == 0))`, `setup(is_master)`: true on the main process only
+            true, _ = ctx.guards.worlds(a.value, facts, path, site.function)
+            if true and NOT_MAIN_WORLD not in true:
+                off.add(param)
     return frozenset(off)
