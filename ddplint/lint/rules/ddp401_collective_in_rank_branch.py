@@ -65,7 +65,7 @@ def _is_wrapped(ctx: LintContext, name: str | None, site: CallSite, models: dict
     when one of its bindings that reach the site wraps (`model = from_pretrained(...)` later in
     `main()` is another model than `train()`'s DDP one); a free variable does when it is the
     module's global or an enclosing function's variable that is wrapped."""
-    if name is None or name not in models:
+    if name is None or name not in models or _not_an_instance_here(site, name):
         return False
     function, order = models[name]
     facts = ctx.facts
@@ -76,6 +76,17 @@ def _is_wrapped(ctx: LintContext, name: str | None, site: CallSite, models: dict
         reaching = facts.reaching(name, site.function, site.order, site.blocks)
         return any(_wraps(facts, b.value) for b in reaching if not b.element)
     return not function or site.function.startswith(f"{function}.")
+
+
+def _not_an_instance_here(site: CallSite, name: str) -> bool:
+    """The site runs only where a type test on the model failed (`model.module(x) if
+    isinstance(model, DDP) else model(x)`): whatever it holds there, it is not the wrapper."""
+    for condition in site.conditions:
+        test = condition.test
+        if condition.negated and type(test) is cst.Call and dotted(test.func) == "isinstance" and test.args:
+            if dotted(test.args[0].value) == name:
+                return True
+    return False
 
 
 def _forwarded_model(ctx: LintContext, site: CallSite, models: dict[str, tuple[str, int]]) -> str | None:
