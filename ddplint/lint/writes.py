@@ -78,7 +78,7 @@ def effect_of(site: CallSite, facts: ModuleFacts, bindings: constants.Bindings |
             return None
         if id(call) in facts.idle_with_calls:
             return None  # `with open(log, "w"): pass` only empties the file; nothing races
-        return None if _is_devnull(target, facts) else LOG
+        return None if _is_devnull(target, facts) or _is_descriptor(target) else LOG
     if name in OUTPUT_WRITERS or site.method in OUTPUT_METHODS:
         target = arg(call, OUTPUT_WRITERS.get(name, 0), None)
         if target is None or _is_buffer(target, facts) or _per_rank(target, facts, site.function):
@@ -242,6 +242,14 @@ def _is_buffer(target: cst.BaseExpression | None, facts: ModuleFacts) -> bool:
 
 def _is_devnull(target: cst.BaseExpression | None, facts: ModuleFacts) -> bool:
     return target is not None and facts.qualify(dotted(target)) == "os.devnull"
+
+
+def _is_descriptor(target: cst.BaseExpression | None) -> bool:
+    """`open(sys.stdout.fileno(), "w", buffering=1)`, `open(2, "w")`: a descriptor the process
+    already holds (its own stdout), no file of the disk."""
+    if type(target) is cst.Integer:
+        return True
+    return type(target) is cst.Call and type(target.func) is cst.Attribute and target.func.attr.value == "fileno"
 
 
 def unguarded_writes(ctx: LintContext, kind: WriteKind) -> Iterator[tuple[CallSite, tuple[Inside, ...]]]:
