@@ -518,8 +518,12 @@ class Guards:
                 real.append(a)
         if not real and not chosen:
             return False
-        if real and (not nones or min(a.order for a in nones) > min(a.order for a in real)):
-            return False
+        # None first (`writer = None`, then `if rank == 0: writer = ...`), or on the other side of
+        # the same test (`if rank == 0: writer = ... else: writer = None`)
+        if real:
+            none_first = bool(nones) and min(a.order for a in nones) < min(a.order for a in real)
+            if not none_first and not all(any(_other_side(r, n) for n in nones) for r in real):
+                return False
         return all(self._main_side(choice, facts, path, function, depth) for choice in chosen) and all(
             not _is_bool_literal(a.value)
             and any(self.condition_kind(c, facts, path, a.function, depth - 1) in {MAIN, SINGLE} for c in a.conditions)
@@ -1057,3 +1061,11 @@ _FLIPPED = {
     cst.LessThanEqual: cst.GreaterThanEqual,
     cst.GreaterThanEqual: cst.LessThanEqual,
 }
+
+
+def _other_side(first: Assignment, second: Assignment) -> bool:
+    """The two bindings sit on the two sides of the same innermost test."""
+    if not first.conditions or not second.conditions:
+        return False
+    a, b = first.conditions[-1], second.conditions[-1]
+    return a.test is b.test and a.negated != b.negated
