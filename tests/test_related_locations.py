@@ -91,3 +91,31 @@ def test_a_call_that_is_no_dotted_name_is_named_by_its_shape(tmp_path):
     }
     text = run_cli("--no-cache", "train_twin.py", cwd=project).stdout
     assert "DDP302 super().__init__() writes to a file on every rank" in text
+
+
+def test_a_load_in_a_function_of_the_file_names_the_call_every_rank_makes(tmp_path):
+    """As for the writes: torch.load inside a method of the linted file points at the call of it
+    that every rank makes (the resume in `train()`), where the fix is decided."""
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import os\n"
+        "import torch\n"
+        "import torch.distributed as dist\n"
+        "\n"
+        "\n"
+        "class Trainer:\n"
+        "    def load_checkpoint(self, path):\n"
+        "        self.model.load_state_dict(torch.load(path))\n"
+        "\n"
+        "    def train(self):\n"
+        "        self.model = torch.nn.Linear(2, 2).cuda()\n"
+        "        self.load_checkpoint('last.pt')\n"
+        "\n"
+        "\n"
+        "if __name__ == '__main__':\n"
+        "    torch.cuda.set_device(int(os.environ['LOCAL_RANK']))\n"
+        "    dist.init_process_group('nccl')\n"
+        "    Trainer().train()\n"
+        "    dist.destroy_process_group()\n"
+    )
+    assert related_of(tmp_path, "--no-cache", "train.py")["DDP303"] == [("train.py", 12, 9)]

@@ -24,7 +24,7 @@ from ddplint.lint.names import (
 from ddplint.lint.paths import never_runs
 from ddplint.lint.rules.base import Finding, Inside, Remedy, Replace, Rule
 from ddplint.lint.vocabulary import WRAPPERS
-from ddplint.lint.writes import OUTSIDE_TRAINER
+from ddplint.lint.writes import OUTSIDE_TRAINER, called_from
 
 
 class LoadWithoutMapLocation(Rule):
@@ -72,6 +72,7 @@ class LoadWithoutMapLocation(Rule):
                     Replace(call, with_argument(call, "map_location", 1, cst.SimpleString('"cpu"'))),
                     safe=False,
                 ),
+                inside=called_from(ctx, site),  # in a function of this module: where every rank calls it
             )
 
 
