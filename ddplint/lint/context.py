@@ -90,14 +90,21 @@ class LintContext:
         if never_runs(facts, site):
             return True
         top = site.function.split(".")[0]
-        info = facts.functions.get(top)
-        if info is None or info.decorators or top in self.spawn_targets(facts):
+        key = ("dead function", top)
+        if key not in self.memo:
+            self.memo[key] = bool(top) and self._dead_function(top)
+        return self.memo[key]
+
+    def _dead_function(self, name: str) -> bool:
+        facts = self.facts
+        info = facts.functions.get(name)
+        if info is None or info.decorators or name in self.spawn_targets(facts):
             return False
-        calls = self.guards.callers(facts).get(top, [])
-        handed = any(reference(a.value) == top for c in facts.calls for a in c.node.args) or any(
-            reference(a.value) == top for a in facts.assignments
-        )
-        return bool(calls) and not handed and all(c is not site and never_runs(facts, c) for c in calls)
+        calls = self.guards.callers(facts).get(name, [])
+        if not calls or not all(c.function.split(".")[0] != name and never_runs(facts, c) for c in calls):
+            return False
+        handed = any(reference(a.value) == name for c in facts.calls for a in c.node.args)
+        return not handed and not any(reference(a.value) == name for a in facts.assignments)
 
     def resolve_function(
         self, facts: ModuleFacts, path: Path, name: str | None, hops: int = 2, constructors: bool | None = None
