@@ -185,6 +185,17 @@ def test_single_writer_names_log_races_ddp302_and_checkpoint_races_ddp301():
     assert (alone.status.value, alone.summary) == ("PASS", "1 path(s) opened for writing, each by one rank (inside the sandbox)")
 
 
+def test_single_writer_skips_the_workers_a_script_spawned_and_says_where_their_writes_went():
+    from ddplint.runtime.checks.writers import check_single_writer
+
+    spawned = rank_records({0: {"own_workers": 2}, 1: {"own_workers": 2}})
+    inside = check_single_writer(spawned, "/job", sandboxed=True)
+    assert inside.status.value == "SKIP" and "4 worker process(es)" in inside.summary
+    assert inside.summary.endswith("(io.sandbox lists what the job created)")
+    outside = check_single_writer(spawned, "/job", sandboxed=False)
+    assert outside.status.value == "SKIP" and outside.summary.endswith("went to the disk unseen")
+
+
 def test_a_stall_in_the_first_collective_is_told_apart_and_points_to_nccl_debug():
     from ddplint.runtime.checks.run import check_hang
     from ddplint.runtime.launcher import Hang, LaunchResult

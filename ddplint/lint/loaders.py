@@ -62,6 +62,19 @@ def helper_calls(ctx: LintContext, given_to_loaders: bool = False) -> Iterator[t
             yield site, resolved
 
 
+def returned_loader(facts: ModuleFacts, function: str, returned: cst.BaseExpression) -> CallSite | None:
+    """The DataLoader call of `function` that its `return` hands back as `returned`: the call
+    itself, or a name bound to it."""
+    return next(
+        (
+            c
+            for c in facts.calls_within(function)
+            if data_name(c.name) == LOADER and (c.node is returned or reference(returned) in bound_names(facts, c.node))
+        ),
+        None,
+    )
+
+
 def whole_loader_of_helper(ctx: LintContext, site: CallSite, resolved: Resolved) -> CallSite | None:
     """The DataLoader that the helper `site` calls builds and returns (its one `return`), when
     nothing in it splits the data by rank: its sampler is None on every path there
@@ -71,15 +84,7 @@ def whole_loader_of_helper(ctx: LintContext, site: CallSite, resolved: Resolved)
     returns = facts.functions[function].returns
     if len(returns) != 1 or len(bound_names(ctx.facts, site.node)) != 1:
         return None
-    returned = returns[0]
-    loader = next(
-        (
-            c
-            for c in facts.calls_within(function)
-            if data_name(c.name) == LOADER and (c.node is returned or reference(returned) in bound_names(facts, c.node))
-        ),
-        None,
-    )
+    loader = returned_loader(facts, function, returns[0])
     if loader is None or any(a.star for a in loader.node.args):
         return None
     chosen = arg(loader.node, 4, "batch_sampler") or arg(loader.node, 3, "sampler")

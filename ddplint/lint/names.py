@@ -228,6 +228,16 @@ def call_parameters(call: cst.Call, definition: cst.FunctionDef) -> list[cst.Par
     return params
 
 
+def parameter_for(call: cst.Call, definition: cst.FunctionDef, argument: cst.Arg) -> str | None:
+    """The parameter of the function it calls that one argument of a call fills (the reverse of
+    argument_for); None past the positional parameters."""
+    if argument.keyword is not None:
+        return argument.keyword.value
+    params = [p.name.value for p in call_parameters(call, definition)]
+    index = next(i for i, a in enumerate(call.args) if a is argument)  # positional arguments come first
+    return params[index] if index < len(params) else None
+
+
 def argument_for(call: cst.Call, definition: cst.FunctionDef, param: str) -> cst.BaseExpression | None:
     """What a call passes for one parameter of the function it calls (by keyword or position);
     None where it passes nothing for it, or passes `*args`/`**kwargs` that may hold it."""

@@ -22,6 +22,7 @@ from ddplint.lint.guards import NOT_MAIN_WORLD
 from ddplint.lint.names import (
     arg,
     call_parameters,
+    callee_text,
     dotted,
     has_keyword,
     has_star_kwargs,
@@ -291,7 +292,7 @@ def called_from(ctx: LintContext, site: CallSite) -> tuple[Inside, ...]:
     if not callers:
         return ()
     first = min([c for c in callers if c.function != site.function] or callers, key=lambda c: c.order)  # not its own recursion
-    return (Inside(ctx.path, first.node, f"{dotted(first.node.func)}() called here, on every rank"),)
+    return (Inside(ctx.path, first.node, f"{callee_text(first.node)}() called here, on every rank"),)
 
 
 def _helper_writes(
@@ -321,7 +322,7 @@ def _helper_writes(
                 and not constants.dark(inner.conditions, bindings)
                 and not any(not c.negated and dotted(c.test) in off for c in inner.conditions)
                 and (
-                    found := (Inside(inner_path, inner.node, f"{dotted(inner.node.func) or 'the write'}() here, on every rank"),)
+                    found := (Inside(inner_path, inner.node, f"{callee_text(inner.node)}() here, on every rank"),)
                     if effect_of(inner, inner_facts, bindings) == kind
                     else _onward(ctx, inner, kind, inner_facts, inner_path)
                 )
@@ -344,7 +345,7 @@ def _through(call: CallSite, path: Path, chain: tuple[Inside, ...] | None) -> tu
     """A helper's call that leads on to a write: its place first, then the rest of the chain."""
     if chain is None:
         return None
-    return (Inside(path, call.node, f"{dotted(call.node.func) or 'a helper'}() called here"), *chain)
+    return (Inside(path, call.node, f"{callee_text(call.node)}() called here"), *chain)
 
 
 def _undecided(ctx: LintContext, site: CallSite, facts: ModuleFacts, path: Path) -> bool:

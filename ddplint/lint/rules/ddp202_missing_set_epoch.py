@@ -24,6 +24,7 @@ from ddplint.lint.loaders import (
     loaders,
     loaders_given,
     over_range,
+    returned_loader,
     samplers,
 )
 from ddplint.lint.names import arg, call_parameters, data_name, dotted, int_value, names_in, reference
@@ -194,14 +195,7 @@ def _shuffling_sampler_of(facts: ModuleFacts, function: str, returned: cst.BaseE
     """The shuffling DistributedSampler of the DataLoader the function returns as `returned`
     (the loader itself, or a name bound to it), given inline or through a name."""
     calls = facts.calls_within(function)
-    loader = next(
-        (
-            c
-            for c in calls
-            if data_name(c.name) == LOADER and (c.node is returned or reference(returned) in bound_names(facts, c.node))
-        ),
-        None,
-    )
+    loader = returned_loader(facts, function, returned)
     given = arg(loader.node, 3, "sampler") if loader is not None else None
     if given is None:
         return None

@@ -17,7 +17,7 @@ from ddplint.diagnostics import Severity
 from ddplint.lint.context import LintContext
 from ddplint.lint.facts import Assignment, CallSite, ModuleFacts
 from ddplint.lint.guards import MAIN, NOTMAIN, OPPOSITE, SINGLE, Kind
-from ddplint.lint.names import call_parameters, callee_text, dotted
+from ddplint.lint.names import call_parameters, callee_text, dotted, parameter_for
 from ddplint.lint.paths import never_runs
 from ddplint.lint.rules.base import Finding, Rule
 from ddplint.lint.summaries import Effect, direct_effects
@@ -100,19 +100,10 @@ def _forwarded_model(ctx: LintContext, site: CallSite, models: dict[str, tuple[s
         return None
     inner_facts, inner_path, function = resolved
     for argument in handed:
-        param = _parameter_of(site.node, argument, inner_facts, function)
+        param = parameter_for(site.node, inner_facts.functions[function].node, argument)
         if param is not None and _runs_forward(ctx, inner_facts, inner_path, function, param, HAND_ON_HOPS):
             return dotted(argument.value)
     return None
-
-
-def _parameter_of(call: cst.Call, argument: cst.Arg, facts: ModuleFacts, function: str) -> str | None:
-    """The parameter of `function` that `argument` of `call` fills."""
-    if argument.keyword is not None:
-        return argument.keyword.value
-    params = [p.name.value for p in call_parameters(call, facts.functions[function].node)]
-    index = next(i for i, a in enumerate(call.args) if a is argument)
-    return params[index] if index < len(params) else None
 
 
 def _unmoved(value: cst.BaseExpression) -> cst.BaseExpression:
@@ -145,7 +136,7 @@ def _runs_forward(ctx: LintContext, facts: ModuleFacts, path: Path, function: st
             continue
         inner_facts, inner_path, inner = resolved
         for argument in passed:
-            name = _parameter_of(c.node, argument, inner_facts, inner)
+            name = parameter_for(c.node, inner_facts.functions[inner].node, argument)
             if name is not None and _runs_forward(ctx, inner_facts, inner_path, inner, name, hops - 1):
                 return True
     return False

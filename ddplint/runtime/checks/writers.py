@@ -60,7 +60,12 @@ def check_single_writer(records: dict[int, RankRecord], base: str, sandboxed: bo
                 IO_SINGLE_WRITER,
                 Status.SKIP,
                 f"the ranks wrote no files; the {workers} worker process(es) the script started itself "
-                f"(mp.spawn) are not followed ({IO_SANDBOX} lists what the job created)",
+                "(mp.spawn) are not followed"
+                + (
+                    f" ({IO_SANDBOX} lists what the job created)"
+                    if sandboxed
+                    else ": what they wrote, if anything, went to the disk unseen"
+                ),
                 data=data,
             )
         if not paths:
