@@ -71,24 +71,39 @@ def test_device_cuda_does_not_map(runs):
     assert c["status"] == "FAIL" and c["data"]["ranks"][0]["site"]["line"] == 25  # .to(device): no CUDA in this torch
 
 
-def test_workers_the_script_spawns_itself_run_on_the_cpu_stop_and_are_named(runs):
+def test_workers_the_script_spawns_itself_are_audited_as_the_ranks(runs):
     """imagenet's --multiprocessing-distributed shape: the mapping, gloo and the step limit follow
     the script's own workers (which would otherwise fail on nccl, or train for 1000 epochs), and
-    the report says the training ran where the data checks did not look: nothing audited."""
+    rank 0's workers are audited in the ranks' place: their data, writes, binding and group."""
     run = runs("spawns_own_workers.py")  # each of the 2 ranks sees 2 GPUs and spawns 2 workers
     assert_report_shape_without_progress(run)
     reached = run.check("run.reached")
-    assert reached["status"] == "FAIL", reached
-    assert "trained in 4 worker process(es) it started itself (mp.spawn)" in reached["summary"]
-    assert reached["data"]["own_workers"] == 4
+    assert reached["status"] == "PASS", reached
+    assert reached["data"]["audited_workers"] == 2
+    assert "2 worker process(es) rank 0's script started itself (mp.spawn)" in reached["summary"]
+    for name in ("data.disjoint", "data.set_epoch", "io.single_writer", "bind.distinct", "comm.allreduce"):
+        assert run.check(name)["status"] == "PASS", run.check(name)
+    assert "worker0.pt" in " ".join(run.check("io.single_writer")["evidence"])
     assert run.check("run.failure")["status"] == "PASS", run.check("run.failure")
     assert run.check("run.hang")["status"] == "PASS"  # stopped by the audit's limit, not the timeout
+    assert run.proc.returncode == 0, run.proc.stderr[-2000:]
+
+
+def test_mistakes_inside_the_scripts_own_workers_are_found(runs):
+    """The twin: every worker binds cuda:0, reads the whole dataset and saves to one path."""
+    run = runs("spawns_own_workers_twin.py")
+    assert run.check("bind.distinct")["status"] == "FAIL", run.check("bind.distinct")
+    assert run.check("data.disjoint")["status"] == "FAIL", run.check("data.disjoint")
     writer = run.check("io.single_writer")
-    assert writer["status"] == "SKIP" and "not followed" in writer["summary"], writer
+    assert writer["status"] == "FAIL" and "model.pt" in writer["summary"], writer
+    assert run.check("run.failure")["status"] == "PASS", run.check("run.failure")
     assert run.proc.returncode == 1
 
 
-def test_workers_the_script_spawns_itself_with_allow_no_data(runs):
-    run = runs("spawns_own_workers.py", "--allow-no-data")
-    assert run.check("run.reached")["status"] == "INFO"
-    assert run.proc.returncode == 0, run.proc.stderr[-2000:]
+def test_a_failing_worker_of_the_script_is_named_as_the_root_cause(runs):
+    run = runs("spawned_worker_raises.py", "--nproc-per-node", "1")  # one rank: it spawns 2 workers
+    failure = run.check("run.failure")
+    assert failure["status"] == "FAIL", failure
+    assert failure["summary"].startswith("worker 1 of rank 0's script (mp.spawn) raised ValueError: worker 1 cannot")
+    assert failure["data"]["workers"][0]["site"]["line"] == 16
+    assert run.proc.returncode == 1

@@ -389,20 +389,24 @@ def _merge(options, script, host, shape: JobShape, jobs: Jobs, elapsed, containm
     base = os.getcwd()
     result = jobs.main
     records = result.records
+    # the processes the data, write and step checks follow: torchrun's, or the workers rank 0's
+    # script started itself (mp.spawn), which trained in its place
+    audited = result.workers or records
+    world = max((r.world_size for r in audited.values()), default=1) if result.workers else shape.world
     checks = list(host)
     checks += _checks_of(
-        RANK_CHECKS, rank_checks, [records[r] for r in sorted(records)], result.log_tail
+        RANK_CHECKS, rank_checks, [records[r] for r in sorted(records)], result.log_tail, [audited[r] for r in sorted(audited)]
     )  # a failed all_reduce quotes NCCL's last line
     if preflight:
         pass  # no training script: the machine checks, communication, failure and hang only
     elif records:
-        checks += data_checks(records, shape.world, str(script.parent), options.steps)
-        checks.append(check_single_writer(records, base, containment.sandboxed))
+        checks += data_checks(audited, world, str(script.parent), options.steps)
+        checks.append(check_single_writer(audited, base, containment.sandboxed))
         checks += [
-            check_resume(records, base),
+            check_resume(audited, base),
             check_restart(records, jobs.restart, base),
-            check_steps(records, base, jobs.gpus),
-            check_scaling(records, jobs.single, shape.nproc, shape.on_cpu),
+            check_steps(audited, base, jobs.gpus),
+            check_scaling(audited, jobs.single, shape.nproc, shape.on_cpu),
         ]
     else:
         why = f"no rank reported (see {RUN_FAILURE} and {RUN_HANG})"
@@ -411,9 +415,11 @@ def _merge(options, script, host, shape: JobShape, jobs: Jobs, elapsed, containm
     hang = check_hang(result, shape.world, base, options.timeout)
     if not preflight:
         own_workers = sum(record.own_workers for record in records.values())
-        checks.insert(0, check_reached(loaders_of(records), failure, hang, options.allow_no_data, own_workers))
+        checks.insert(
+            0, check_reached(loaders_of(audited), failure, hang, options.allow_no_data, own_workers, len(result.workers))
+        )
     checks += [failure, hang]
-    writes = writes_report(changes, records)
+    writes = writes_report(changes, audited)
     if result.sandbox is not None:
         containment = _contained_by(containment, result.sandbox)
     if not preflight:
@@ -448,7 +454,7 @@ def _merge(options, script, host, shape: JobShape, jobs: Jobs, elapsed, containm
                 **_output_fields(result.outputs.get(rank)),
             }
         )
-    loaders = [] if preflight else [loader.summary() for loader in loaders_of(records)]  # (ddplint's own)
+    loaders = [] if preflight else [loader.summary() for loader in loaders_of(audited)]  # (ddplint's own)
     return rpt.build(
         checks,
         script=None if preflight else str(script),

@@ -40,7 +40,7 @@ from ddplint.runtime import sandbox as sbx
 from ddplint.runtime.exits import Exit, killed_on_their_own
 from ddplint.runtime.nodes import Nodes, RecordExchange
 from ddplint.runtime.rankoutput import OutputReader, RankOutput
-from ddplint.runtime.rundir import LAUNCHER_PID_ENV, RunDir
+from ddplint.runtime.rundir import LAUNCHER_PID_ENV, WORKER, RunDir
 
 if TYPE_CHECKING:
     from ddplint.runtime.records import RankRecord
@@ -80,6 +80,7 @@ class LaunchResult:
     sandbox: sbx.Outcome | None = None  # what the sandbox's init saw, when there was one
     outputs: dict[int, RankOutput] = field(default_factory=dict)  # each rank's stdout and stderr
     killed: list[Exit] = field(default_factory=list)  # ranks dead of a signal torchrun did not send
+    workers: dict[int, RankRecord] = field(default_factory=dict)  # rank 0's own workers (mp.spawn), by rank
 
 
 def torchrun_command(
@@ -235,6 +236,7 @@ class Launch:
         return LaunchResult(
             returncode=None if hang else self.proc.returncode,
             records={rank: RankRecord.from_plain(plain) for rank, plain in records.items()},
+            workers={r: RankRecord.from_plain(plain) for r, plain in self.rundir.read_records(WORKER).items()},
             phases=self.rundir.read_phases(),
             hang=hang,
             elapsed_s=time.monotonic() - start,

@@ -1,13 +1,16 @@
 """Worker processes that a rank starts itself (`mp.spawn`, `torch.multiprocessing.start_processes`).
 
 The probe runs in the processes torchrun starts. A script that starts its own workers
-(pytorch/examples' imagenet with --multiprocessing-distributed) trains in them, and the data,
-write and step checks do not follow it there. What a worker needs to run as it would on the
-machine it was written for does follow: the CUDA-to-CPU mapping and the forced backend, so that
-no failure of the audit's own making is reported; and the audit's step limit, so that the
-workers stop after as many epochs as the ranks would instead of training until the timeout.
-The rank records how many workers it started, so that the report can say where the training
-ran unaudited.
+(pytorch/examples' imagenet with --multiprocessing-distributed) trains in them. What a worker
+needs to run as it would on the machine it was written for follows it there: the CUDA-to-CPU
+mapping and the forced backend, so that no failure of the audit's own making is reported; and
+the audit's step limit, so that the workers stop after as many epochs as the ranks would
+instead of training until the timeout.
+
+The workers of rank 0 are audited as the ranks of the job they form (probe.WorkerProbe: data,
+writes, steps, checkpoints), each writing its record beside torchrun's. Other ranks' workers
+(the script started under torchrun with several processes per node, each spawning a job of its
+own) only run within the limits. Every rank records how many workers it started.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ class WorkerSettings:
     backend: str | None  # the backend every init_process_group gets; None: the script's own
     steps: int
     epochs: int
+    rundir: str | None  # where an audited worker writes its record; None: not audited
 
 
 def force_backend(args: list, kwargs: dict, backend: str) -> None:
@@ -69,6 +73,12 @@ def _worker(settings: WorkerSettings, fn, index: int, *args) -> None:
         from ddplint.runtime import cpucuda
 
         cpucuda.install(settings.local_world)
+    if settings.rundir is not None:
+        from ddplint.runtime.probe import WorkerProbe
+        from ddplint.runtime.rundir import RunDir
+
+        WorkerProbe(RunDir(settings.rundir), index, settings.backend).run_function(fn, index, args)
+        return
     if settings.backend is not None:
         original = dist.init_process_group
 

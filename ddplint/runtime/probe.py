@@ -38,10 +38,12 @@ from dataclasses import asdict
 from typing import Any
 
 from ddplint.runtime import ownworkers
-from ddplint.runtime.rundir import LAUNCHER_PID_ENV, RunDir
+from ddplint.runtime.rundir import LAUNCHER_PID_ENV, RANK, WORKER, RunDir
 
 
 class Probe:
+    kind = RANK  # whose files in the run directory: a process torchrun started
+
     def __init__(self, rundir: RunDir, script: str, args: list[str]):
         self.rundir = rundir
         self.script = os.path.abspath(script)
@@ -144,10 +146,6 @@ class Probe:
     def run(self) -> int:
         import runpy
 
-        from ddplint.runtime.dataprobe import AuditStop, LoaderTracker
-        from ddplint.runtime.perfprobe import StepClock, TrainingObjects
-        from ddplint.runtime.writeprobe import WriteRedirector
-
         self._hook("collect_rank_info", "info")
         self._patch_process_group()
         local_world = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
@@ -157,8 +155,37 @@ class Probe:
             cpucuda.install(local_world)
             self.record["cuda_on_cpu"] = True
         mapped = local_world if self.config.get("cuda_on_cpu") else None
-        settings = ownworkers.WorkerSettings(mapped, self._forced_backend(), self.config["steps"], self.config["epochs"])
+        settings = ownworkers.WorkerSettings(
+            mapped,
+            self._forced_backend(),
+            self.config["steps"],
+            self.config["epochs"],
+            str(self.rundir.path) if self.rank == 0 else None,  # one job's workers are audited
+        )
         ownworkers.follow(settings, self._started_workers)
+        _frameworks_on_cpu(self.record["world_size"])
+        sys.argv = [self.script, *self.args]
+        sys.path[0] = os.path.dirname(self.script)
+        sys.dont_write_bytecode = True  # no __pycache__ in the user's tree
+        self.audit(lambda: runpy.run_path(self.script, run_name="__main__"))
+        if self.record["status"] == "raised":
+            self.phase("raised")
+            sys.stderr.write(self.record["error"]["text"])
+            return 1
+        if self.record["status"] == "terminated":
+            self.phase("terminated")
+            return 1
+        self.phase("finished")
+        self._exit_barrier()
+        return 0
+
+    def audit(self, body) -> BaseException | None:
+        """Run `body` (the script, or a worker's function) with the recording patches installed,
+        and write this process's record. Returns what the script raised, if anything."""
+        from ddplint.runtime.dataprobe import AuditStop, LoaderTracker
+        from ddplint.runtime.perfprobe import StepClock, TrainingObjects
+        from ddplint.runtime.writeprobe import WriteRedirector
+
         keep = bool(self.config.get("keep_checkpoints"))  # --resume-args: a restart follows this run
         compared = bool(self.config.get("step_weights"))  # --resume-args: the run or its restart
         clock, objects = StepClock(weights=compared), TrainingObjects(note_loads=compared)
@@ -172,24 +199,20 @@ class Probe:
         tracker = LoaderTracker(self.config["steps"], self.config["epochs"], self.skip_dirs, self.phase, first_batch, clock)
         tracker.install()
         writes = WriteRedirector(
-            self.rundir.scratch(self.rank),
+            self.rundir.scratch(self.rank, self.kind),
             redirect=not self.config.get("sandbox"),
             on_torch_save=objects.saved,
             position=tracker.position,
-            keep_dir=self.rundir.kept(self.rank) if keep else None,
+            keep_dir=self.rundir.kept(self.rank, self.kind) if keep else None,
         )
-
-        _frameworks_on_cpu(self.record["world_size"])
-        sys.argv = [self.script, *self.args]
-        sys.path[0] = os.path.dirname(self.script)
-        sys.dont_write_bytecode = True  # no __pycache__ in the user's tree
         writes.install()
         stderr = sys.stderr = _StderrTail(sys.stderr)
         sigterm = _Sigterm()
         previous = signal.signal(signal.SIGTERM, sigterm)
+        raised: BaseException | None = None
         try:
             try:
-                runpy.run_path(self.script, run_name="__main__")
+                body()
             finally:
                 sigterm.armed = False  # from here a SIGTERM waits until the record is written
             self.record["status"] = "completed"
@@ -201,10 +224,12 @@ class Probe:
             if exc.code in (None, 0):
                 self.record["status"] = "completed"
             else:
+                raised = exc
                 self.record["status"] = "raised"
                 self.record["error"] = self._error(exc, f"SystemExit: {exc.code}")
                 self.record["error"]["stderr_tail"] = stderr.tail(3)  # e.g. argparse's complaint
         except BaseException as exc:  # noqa: BLE001 - whatever the script raised is the finding
+            raised = exc
             self.record["status"] = "raised"
             self.record["error"] = self._error(exc)
         finally:
@@ -221,20 +246,11 @@ class Probe:
         self.record["writes"] = writes.writes
         self.record["kept"] = writes.kept
         self.record["elapsed_s"] = round(time.time() - self.started, 3)
-        self.rundir.write_record(self.rank, self.record)
+        self.rundir.write_record(self.rank, self.record, self.kind)
         signal.signal(signal.SIGTERM, previous)
         if sigterm.received and self.record["status"] in ("completed", "stopped"):
             self.record["status"] = "terminated"
-        if self.record["status"] == "raised":
-            self.phase("raised")
-            sys.stderr.write(self.record["error"]["text"])
-            return 1
-        if self.record["status"] == "terminated":
-            self.phase("terminated")
-            return 1
-        self.phase("finished")
-        self._exit_barrier()
-        return 0
+        return raised
 
     def _started_workers(self, count: int) -> None:
         self.record["own_workers"] = self.record.get("own_workers", 0) + count
@@ -297,6 +313,67 @@ class Probe:
                 store.wait(["ddplint/all-finished"], datetime.timedelta(seconds=self.config["timeout"]))
         except Exception:  # noqa: BLE001, S110
             pass  # a peer failed; torchrun and the launcher deal with it
+
+
+class WorkerProbe(Probe):
+    """A worker process rank 0's script started itself (mp.spawn): audited as a rank of the job
+    the workers form, as if torchrun had started them. Its rank is the one its
+    init_process_group gives it (its spawn index until then). The machine checks, the progress
+    and the hang report stay with torchrun's processes."""
+
+    kind = WORKER
+
+    def __init__(self, rundir: RunDir, index: int, backend: str | None):
+        super().__init__(rundir, sys.argv[0], sys.argv[1:])
+        self.rank = index
+        self.record.update(rank=index, local_rank=index, world_size=1, pid=os.getpid())  # until its init
+        self.record["cuda_on_cpu"] = bool(self.config.get("cuda_on_cpu"))
+        node = os.environ.get("GROUP_RANK")  # the node of the rank that started it
+        self.record["info"] = {"hostname": self.record["node"], "pid": os.getpid(), "env": {"GROUP_RANK": node} if node else {}}
+        self._rank_hooks.pop("collect_rank_info")  # the environment is torchrun's process's
+        self._backend = backend
+
+    def phase(self, name: str, **extra) -> None:
+        """A worker publishes no phase of its own: the launcher follows torchrun's processes."""
+
+    def run_function(self, fn, index: int, args: tuple) -> None:
+        import torch.distributed as dist
+
+        self._patch_worker_group()
+        raised = self.audit(lambda: fn(index, *args))
+        if self.record["status"] == "stopped" and dist.is_available() and dist.is_initialized():
+            dist.barrier()  # every worker stops at the same batch; none leaves a peer waiting
+            dist.destroy_process_group()
+        if raised is not None:
+            raise raised  # torch.multiprocessing reports it to the script's own process, as before
+        if self.record["status"] == "terminated":
+            raise SystemExit(1)
+
+    def _patch_worker_group(self) -> None:
+        import torch.distributed as dist
+
+        original = dist.init_process_group
+        probe = self
+
+        def init_process_group(*call_args, **kwargs):
+            args = list(call_args)
+            requested = args[0] if args else kwargs.get("backend")
+            if probe._backend is not None:
+                ownworkers.force_backend(args, kwargs, probe._backend)
+            probe.record["init_called"] = True
+            probe.record["backend"] = {"requested": requested, "forced": probe._backend}
+            result = original(*args, **kwargs)
+            probe.record["backend"]["used"] = dist.get_backend()
+            probe.rank = probe.record["rank"] = dist.get_rank()
+            probe.record["world_size"] = dist.get_world_size()
+            probe._hook("after_init_process_group", "comm", probe.phase)  # the smoke test, the sweep
+            if probe.record["comm"].get("stalled"):
+                from ddplint.runtime.dataprobe import AuditStop
+
+                raise AuditStop
+            return result
+
+        dist.init_process_group = init_process_group
 
 
 class _StderrTail:

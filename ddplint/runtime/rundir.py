@@ -5,7 +5,8 @@ configuration (written by the launcher), and per rank a pid file (first thing th
 does, so the launcher can signal and kill it), a phase file (rewritten at each phase change,
 read for live progress and for the hang report), a faulthandler stack file (filled on
 SIGUSR1 when the audit times out), the final record (pickled, written atomically), and the
-scratch tree where the script's writes are redirected. Records are pickled because they
+scratch tree where the script's writes are redirected; and the record and scratch tree of each
+worker process rank 0's script starts itself (ownworkers). Records are pickled because they
 carry index arrays of whole epochs; only ddplint itself writes them.
 """
 
@@ -25,6 +26,8 @@ LOCK = "owner.lock"  # held by the ddplint process that owns the run directory, 
 UNLOCKED_STALE_S = 24 * 3600  # a run directory without a lock file (the moment it is made) is left a day
 LAUNCHER_PID_ENV = "DDPLINT_LAUNCHER_PID"  # ranks exit when this process is gone
 SCRATCH = "scratch"
+RANK = "rank"  # the files of a process torchrun started
+WORKER = "worker"  # the record and scratch of a worker rank 0's script started itself (mp.spawn)
 
 
 class RunDir:
@@ -67,15 +70,15 @@ class RunDir:
     def stack_path(self, rank: int) -> Path:
         return self.path / f"rank-{rank}.stack"
 
-    def record_path(self, rank: int) -> Path:
-        return self.path / f"rank-{rank}.record"
+    def record_path(self, rank: int, kind: str = RANK) -> Path:
+        return self.path / f"{kind}-{rank}.record"
 
-    def scratch(self, rank: int) -> Path:
-        return self.path / SCRATCH / f"rank-{rank}"
+    def scratch(self, rank: int, kind: str = RANK) -> Path:
+        return self.path / SCRATCH / f"{kind}-{rank}"
 
-    def kept(self, rank: int) -> Path:
+    def kept(self, rank: int, kind: str = RANK) -> Path:
         """Where the rank keeps the first version of each checkpoint it saves (--resume-args)."""
-        return self.path / "kept" / f"rank-{rank}"
+        return self.path / "kept" / f"{kind}-{rank}"
 
     def log_path(self) -> Path:
         return self.path / "torchrun.log"
@@ -89,8 +92,9 @@ class RunDir:
         (a restart, under the same copy-on-write layers) reports afresh."""
         from ddplint.runtime.sandbox import OUTCOME, remove_tree
 
-        for p in self.path.glob("rank-*.*"):
-            p.unlink(missing_ok=True)
+        for kind in (RANK, WORKER):
+            for p in self.path.glob(f"{kind}-*.*"):
+                p.unlink(missing_ok=True)
         for p in (self.log_path(), self.path / OUTCOME):
             p.unlink(missing_ok=True)
         remove_tree(self.logs_path())
@@ -103,8 +107,8 @@ class RunDir:
             f.write(text)
         os.replace(tmp, path)
 
-    def write_record(self, rank: int, record: dict) -> None:
-        path = self.record_path(rank)
+    def write_record(self, rank: int, record: dict, kind: str = RANK) -> None:
+        path = self.record_path(rank, kind)
         tmp = path.with_name(path.name + ".tmp")
         with _real_open(tmp, "wb") as f:
             pickle.dump(record, f, protocol=pickle.HIGHEST_PROTOCOL)
@@ -112,11 +116,11 @@ class RunDir:
 
     # -- read by the launcher --
 
-    def ranks_with(self, suffix: str) -> dict[int, Path]:
+    def ranks_with(self, suffix: str, kind: str = RANK) -> dict[int, Path]:
         found = {}
-        for p in self.path.glob(f"rank-*.{suffix}"):
+        for p in self.path.glob(f"{kind}-*.{suffix}"):
             try:
-                found[int(p.name[len("rank-") : -len(suffix) - 1])] = p
+                found[int(p.name[len(kind) + 1 : -len(suffix) - 1])] = p
             except ValueError:
                 continue
         return found
@@ -139,9 +143,9 @@ class RunDir:
                 continue
         return phases
 
-    def read_records(self) -> dict[int, dict]:
+    def read_records(self, kind: str = RANK) -> dict[int, dict]:
         records = {}
-        for rank, p in self.ranks_with("record").items():
+        for rank, p in self.ranks_with("record", kind).items():
             try:
                 with open(p, "rb") as f:
                     records[rank] = pickle.load(f)

@@ -162,9 +162,7 @@ def rank_table(records: list[RankRecord]) -> list[str]:
             where = "? (no batch reached)"
         else:
             where = "cpu"
-        lines.append(
-            f"{rec.rank:>4}  {rec.host:<20} {rec.env.get('GROUP_RANK', '?'):>4} {rec.env.get('LOCAL_RANK', '?'):>5}  {where}"
-        )
+        lines.append(f"{rec.rank:>4}  {rec.host:<20} {rec.env.get('GROUP_RANK', '?'):>4} {rec.local_rank:>5}  {where}")
     return lines
 
 

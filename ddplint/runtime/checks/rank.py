@@ -127,15 +127,20 @@ def at_first_batch() -> dict:
     return out
 
 
-def rank_checks(records: list[RankRecord], log_tail: str | None = None) -> list[CheckResult]:
-    """Every rank-side verdict; `log_tail` (torchrun's output) lets a stall quote NCCL's last line."""
+def rank_checks(
+    records: list[RankRecord], log_tail: str | None = None, trained: list[RankRecord] | None = None
+) -> list[CheckResult]:
+    """Every rank-side verdict; `log_tail` (torchrun's output) lets a stall quote NCCL's last line.
+    The environment is torchrun's processes'; the process group, devices and memory are those
+    of the processes that trained, `trained` when the script started workers of its own."""
+    trained = trained or records
     return [
         versions_check(records),
         consistent_check(records),
         ranks_check(records),
-        distinct_check(records),
-        allreduce_check(records, log_tail),
-        bandwidth_check(records),
-        fit_check(records),
-        peak_check(records),
+        distinct_check(trained),
+        allreduce_check(trained, log_tail),
+        bandwidth_check(trained),
+        fit_check(trained),
+        peak_check(trained),
     ]

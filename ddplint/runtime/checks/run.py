@@ -86,18 +86,28 @@ def blocked_at(frames: list[Frame]) -> tuple[Frame | None, Frame | None]:
 
 
 def check_reached(
-    loaders: list[Loader], failure: CheckResult, hang: CheckResult, allowed: bool, own_workers: int = 0
+    loaders: list[Loader],
+    failure: CheckResult,
+    hang: CheckResult,
+    allowed: bool,
+    own_workers: int = 0,
+    audited_workers: int = 0,
 ) -> CheckResult:
     """A run whose ranks never reached a DataLoader batch audited nothing of the data: not a PASS.
-    `own_workers`: processes the ranks' scripts started themselves (mp.spawn), where the
-    training may have run unaudited."""
+    `own_workers`: processes the ranks' scripts started themselves (mp.spawn); `audited_workers`:
+    how many of them (rank 0's) the data checks followed in the ranks' place."""
     batches = sum(e.yielded for loader in loaders for rec in loader.per_rank.values() for e in rec.epochs)
     if batches:
+        who = (
+            f"the {audited_workers} worker process(es) rank 0's script started itself (mp.spawn), audited as the job's ranks,"
+            if audited_workers
+            else "the ranks"
+        )
         return CheckResult(
             RUN_REACHED,
             Status.PASS,
-            f"the ranks read {batches} batch(es) from {len(loaders)} DataLoader(s)",
-            data={"loaders": len(loaders)},
+            f"{who} read {batches} batch(es) from {len(loaders)} DataLoader(s)",
+            data={"loaders": len(loaders), "audited_workers": audited_workers},
         )
     if Status.FAIL in (failure.status, hang.status):
         return CheckResult(
@@ -111,7 +121,7 @@ def check_reached(
         "pass the arguments that make the script train (everything after the script path "
         "is the script's), or --allow-no-data for a script without a DataLoader"
     )
-    if own_workers:
+    if own_workers and not audited_workers:
         summary = (
             f"no rank reached a DataLoader batch: the script trained in {own_workers} worker process(es) "
             "it started itself (mp.spawn), which the data, write and step checks do not follow"
@@ -140,14 +150,19 @@ def check_failure(result: LaunchResult, world: int, base: str) -> CheckResult:
     if killed:
         return _killed(killed, raised, result)
     if raised:
-        first = raised[0]
+        # a worker of the script's own (mp.spawn) that raised is why its spawning rank raised
+        workers = sorted((w for w in result.workers.values() if w.status == "raised" and w.error), key=_raised_at)
+        first = (workers or raised)[0]
+        who = f"worker {first.rank} of rank 0's script (mp.spawn)" if workers else f"rank {first.rank}"
         err = _error(first)
         site = err.site
         where = f" at {short(site.file, base)}:{site.line} in {site.function}" if site else ""
         evidence = [f"    {site.code}"] if site and site.code else []
         evidence += [f"    {line}" for line in err.stderr_tail]
-        for other in raised[1:]:
-            evidence.append(f"rank {other.rank} then failed: {_error(other).message}")
+        for other in (workers or raised)[1:]:
+            evidence.append(f"{'worker' if workers else 'rank'} {other.rank} then failed: {_error(other).message}")
+        if workers:
+            evidence += [f"rank {r.rank} then failed: {_error(r).message.strip() or _error(r).type}" for r in raised]
         stopped = sorted([r.rank for r in records.values() if r.status == "terminated"] + missing)
         if stopped:
             evidence.append(f"rank(s) {', '.join(map(str, stopped))} stopped by torchrun after the failure")
@@ -157,10 +172,10 @@ def check_failure(result: LaunchResult, world: int, base: str) -> CheckResult:
         return CheckResult(
             RUN_FAILURE,
             Status.FAIL,
-            f"rank {first.rank} raised {err.message}{where}",
+            f"{who} raised {err.message}{where}",
             evidence,
             fix=cause.fix if cause else None,
-            data={"ranks": [_raised_json(r) for r in raised]},
+            data={"ranks": [_raised_json(r) for r in raised], "workers": [_raised_json(w) for w in workers]},
         )
     if result.hang is not None:
         return CheckResult(RUN_FAILURE, Status.SKIP, f"no rank raised before the audit timed out (see {RUN_HANG})")
