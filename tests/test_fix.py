@@ -356,8 +356,11 @@ NO_SET_EPOCH_FIX = {
         sampler = DistributedSampler(ds)
         loader = DataLoader(ds, sampler=sampler)
         batches = iter(loader)
-        for step in range(3):
-            next(batches)
+        for step in range(300):
+            try:
+                next(batches)
+            except StopIteration:
+                batches = iter(loader)
         """,
     "an epoch name that is not an int": """\
         sampler = DistributedSampler(ds)

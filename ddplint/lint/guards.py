@@ -252,7 +252,8 @@ class Guards:
         "distributed". A flag that only implies it (`args.distributed = args.world_size > 1 or
         args.multiprocessing_distributed`) is true only when distributed, but false says
         nothing: a multi-node run of one process per node has it False on every rank. Without
-        such evidence the conventional flag names are taken at their word.
+        such evidence the conventional flag names are taken at their word, unless the module
+        computes the flag from other tests: then its value says what it means.
         """
         group = self.group_flags(facts, path)
         copies = facts.assigned(name)
@@ -260,8 +261,8 @@ class Guards:
             return _atom(DIST)  # the flag, or a name every binding of which copies it (`cfg.DISTRIBUTED = args.distributed`)
         if any(name in _disjuncts(a.value) for flag in group for a in facts.assigned(flag)):
             return DIST_WORLDS, ALL
-        if last_part(name) in DIST_FLAGS:
-            return _atom(DIST)
+        if last_part(name) in DIST_FLAGS and not (copies and all(_computed_test(a.value) for a in copies)):
+            return _atom(DIST)  # (a flag computed here, `use_ddp = ddp and batch >= n`, is read by its value)
         return None
 
     def group_flags(self, facts: ModuleFacts, path: Path) -> frozenset[str]:
@@ -957,6 +958,13 @@ def _enclosing_function(facts: ModuleFacts, scope: str):
 
 
 DIST_WORLDS = frozenset({MAIN_WORLD, NOT_MAIN_WORLD})
+
+
+def _computed_test(value: cst.BaseExpression) -> bool:
+    """`ddp and batch >= n`, `world > 1`, `not single`: a value that is itself a test."""
+    return type(value) in (cst.BooleanOperation, cst.Comparison) or (
+        type(value) is cst.UnaryOperation and type(value.operator) is cst.Not
+    )
 
 
 def _disjuncts(expr: cst.BaseExpression) -> set[str]:

@@ -84,9 +84,9 @@ class MissingSetEpoch(Rule):
 
     def check(self, ctx: LintContext) -> Iterator[Finding]:
         facts = ctx.facts
-        inside = _samplers_from_helpers(ctx)
+        samplers_inside = _samplers_from_helpers(ctx)
         loaders_inside = _loaders_from_helpers(ctx)
-        inside.update({site: built for site, (built, _) in loaders_inside.items()})
+        inside = {site: built for site, (built, _) in [*samplers_inside.items(), *loaders_inside.items()]}
         shuffling = [s for s in samplers(facts) if not is_false(arg(s.node, 3, "shuffle"))] + list(inside)
         if not shuffling:
             return
@@ -111,7 +111,8 @@ class MissingSetEpoch(Rule):
         lasts = {r.rsplit(".", 1)[-1] for r in receivers}
         for site in shuffling:
             loader = loaders_inside.get(site)
-            names = [loader[1]] if loader is not None else bound_names(facts, site.node)
+            named = samplers_inside[site][1] if site in samplers_inside else None
+            names = [loader[1]] if loader is not None else [named] if named else bound_names(facts, site.node)
             if id(site.node) in by_loader or by_loader & {id(b.value) for b in facts.bindings_of(site.node)}:
                 continue  # loader.sampler.set_epoch(epoch) for the loader it was given to
             dataset = arg(site.node, 0, "dataset")
@@ -123,7 +124,7 @@ class MissingSetEpoch(Rule):
                 continue
             if any(_escapes(ctx, n, loader is not None) or _set_by_receiver(ctx, n) for n in names):
                 continue  # handed to a function this linter cannot see into, or to one that sets the epoch
-            if _single_pass(facts, site, names) or _never_read(facts, site, names):
+            if _single_pass(facts, site, names) or _never_read(facts, site, names) or _iterated_once(facts, site, names):
                 continue  # one pass over the data, or none: there is no next epoch to reshuffle
             if receivers and any(_returned(facts, site.function, n) for n in names):
                 continue  # returned to a caller that keeps it under its own name (`self._sampler, ... = ...`)
@@ -143,18 +144,23 @@ class MissingSetEpoch(Rule):
             )
 
 
-def _samplers_from_helpers(ctx: LintContext) -> dict[CallSite, Inside]:
+def _samplers_from_helpers(ctx: LintContext) -> dict[CallSite, tuple[Inside, str | None]]:
     """Calls of a function of another project module that returns a shuffling DistributedSampler
     it builds (`sampler = dist.data_sampler(dataset, shuffle=True, distributed=...)`), with where
-    it builds it; a `shuffle` parameter is read from the call's constant arguments."""
-    found = {}
+    it builds it and, when the function returns a tuple (`train_ds, val_ds, train_sampler,
+    val_sampler = load_data(args)`), the caller's name for the sampler; a `shuffle` parameter is
+    read from the call's constant arguments."""
+    facts, found = ctx.facts, {}
     for site, resolved in helper_calls(ctx, given_to_loaders=True):
         inner_facts, inner_path, function = resolved
-        returned = {id(value) for value in inner_facts.functions[function].returns}
+        returns = inner_facts.functions[function].returns
+        names = bound_names(facts, site.node)
+        parts = [e.value for e in returns[0].elements] if len(returns) == 1 and type(returns[0]) is cst.Tuple else []
+        by_position = len(parts) == len(names) > 1 and all(b.element for b in facts.bindings_of(site.node))
         bindings = constants.bind_call(site.node, inner_facts, function, {})
         for inner in inner_facts.calls_within(function):
             shuffle = arg(inner.node, 3, "shuffle")
-            if id(inner.node) not in returned or data_name(inner.name) != SAMPLER or is_false(shuffle):
+            if data_name(inner.name) != SAMPLER or is_false(shuffle):
                 continue
             if (
                 constants.dark(inner.conditions, bindings)
@@ -162,7 +168,16 @@ def _samplers_from_helpers(ctx: LintContext) -> dict[CallSite, Inside]:
                 and bindings.get(shuffle.value, True) is False
             ):
                 continue
-            found[site] = Inside(inner_path, inner.node, "the DistributedSampler is built here")
+            held = bound_names(inner_facts, inner.node)
+            position = next((i for i, part in enumerate(parts) if reference(part) in held), None) if by_position else None
+            if position is None and not any(value is inner.node for value in returns):
+                continue
+            if position is not None and EVAL_WORDS.search(names[position]):
+                continue  # the caller's evaluation sampler: look on for its training one
+            found[site] = (
+                Inside(inner_path, inner.node, "the DistributedSampler is built here"),
+                names[position] if position is not None else None,
+            )
             break
     return found
 
@@ -216,6 +231,30 @@ def _single_pass(facts: ModuleFacts, site: CallSite, names: list[str]) -> bool:
     return any(held & names_in(loop.node.iter) for loop in facts.loops if type(loop.node) is cst.For)
 
 
+def _iterated_once(facts: ModuleFacts, site: CallSite, names: list[str]) -> bool:
+    """The sampler's loader is read only through iterators made once, outside every loop of the
+    sampler's own function, that nothing makes again (`it = enumerate(loader)` before the step loop, `next(it)` in it): at
+    most one pass over the data, so there is no next epoch to reshuffle."""
+    held = loaders_given(facts, names, site.node)
+    if not held or any("." in name for name in held | set(names)):
+        return False
+    made = [
+        a
+        for a in facts.assignments
+        if type(a.value) is cst.Call
+        and dotted(a.value.func) in {"iter", "enumerate"}
+        and a.value.args
+        and reference(a.value.args[0].value) in held
+    ]
+    if not made or any(a.loops or a.element or a.function != site.function for a in made):
+        return False  # made in a loop, or in a function that may run again
+    iterators = {a.target for a in made}
+    if sum(a.target in iterators for a in facts.assignments) != len(made):
+        return False  # made again when one runs out: another pass, in the same order
+    making = {id(a.value) for a in made} | {id(loader.node) for loader in loaders(facts)} | {id(site.node)}
+    return not any((held | set(names)) & names_in(expr) for expr in _reads(facts, making))
+
+
 def _never_read(facts: ModuleFacts, site: CallSite, names: list[str]) -> bool:
     """The sampler's loader (and the sampler) are built and then never read: no loop iterates
     them, no call is given them, nothing is bound from them or returns them (a setup fragment)."""
@@ -223,13 +262,18 @@ def _never_read(facts: ModuleFacts, site: CallSite, names: list[str]) -> bool:
     if not held or any("." in name for name in held | set(names)):
         return False  # no named loader, or one kept on an object: read elsewhere
     built = {id(loader.node) for loader in loaders(facts)} | {id(site.node)}
-    read = (
+    return not any((held | set(names)) & names_in(expr) for expr in _reads(facts, built))
+
+
+def _reads(facts: ModuleFacts, skipped: set[int]) -> list[cst.BaseExpression]:
+    """What the module reads its names in: loop iterables, call arguments, bound values and
+    returns, but not the calls and values of `skipped` (by node id)."""
+    return (
         [loop.node.iter for loop in facts.loops if type(loop.node) is cst.For]
-        + [a.value for call in facts.calls if id(call.node) not in built for a in call.node.args]
-        + [a.value for a in facts.assignments if id(a.value) not in built]
+        + [a.value for call in facts.calls if id(call.node) not in skipped for a in call.node.args]
+        + [a.value for a in facts.assignments if id(a.value) not in skipped]
         + [value for info in facts.functions.values() for value in info.returns]
     )
-    return not any((held | set(names)) & names_in(expr) for expr in read)
 
 
 def _through_named_loaders(facts: ModuleFacts, receivers: set[str]) -> tuple[set[int], set[str]]:

@@ -256,6 +256,26 @@ def _call_site(ctx: LintContext, node: cst.BaseExpression) -> CallSite | None:
     return ctx.memo[key].get(id(node))
 
 
+def _met_by_the_others(ctx: LintContext, site: CallSite, communicating: list[tuple[CallSite, str]]) -> bool:
+    """The ranks that do not take the site's rank branch meet its collective elsewhere: the
+    same collective in the branch's `else`, or after it when the branch leaves (`if rank != 0:
+    barrier(); return`, then `barrier()` for the ranks that went on), with the same loops
+    around it and no other rank test."""
+    guards, facts = ctx.guards, ctx.facts
+
+    def rank_test(condition) -> bool:
+        return guards.condition_kind(condition, facts, ctx.path, site.function) in {MAIN, NOTMAIN}
+
+    tests = {id(c.test) for c in site.conditions if not c.negated and rank_test(c)}
+    for other, _ in communicating:
+        if other is site or other.name != site.name or other.function != site.function or other.loops != site.loops:
+            continue
+        complement = {id(c) for c in other.conditions if c.negated and id(c.test) in tests}
+        if complement and not any(rank_test(c) for c in other.conditions if id(c) not in complement):
+            return True
+    return False
+
+
 class CollectiveInRankBranch(Rule):
     """Finds a collective inside a branch that only some ranks take, which hangs the job."""
 
@@ -295,8 +315,8 @@ class CollectiveInRankBranch(Rule):
                 and sides[id(other)] == OPPOSITE[side]
                 for other, _ in communicating
             )
-            if paired:  # `if rank == 0: barrier()` matched by `if rank != 0: barrier()`
-                continue
+            if paired or _met_by_the_others(ctx, site, communicating):
+                continue  # `if rank == 0: barrier()` matched by `if rank != 0: barrier()`, or where the others go on
             if forward:  # DDP syncs buffers (and, in training, gradients) with the other ranks
                 model = site.name if what.startswith("forward pass") else what.rsplit("'", 2)[-2]
                 fix = f"evaluate on one rank with the unwrapped model ('{model}.module') or run it on every rank"
