@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 import libcst as cst
 
 from ddplint.lint.context import LintContext
-from ddplint.lint.facts import CallSite
+from ddplint.lint.facts import CallSite, ModuleFacts
 from ddplint.lint.guards import DIST
 from ddplint.lint.launch import complement_key, test_key
 from ddplint.lint.names import (
@@ -289,6 +289,37 @@ def _device_arguments(site: CallSite, binder: bool) -> Iterator[tuple[cst.BaseEx
         if keyword == "map_location" and string_value(target) == "cuda":
             continue  # map_location="cuda" maps onto the current device
         yield target, False, True
+
+
+def parameter_as_device(facts: ModuleFacts, function: str, param: str) -> CallSite | None:
+    """The first call of `function` that places or binds on its parameter `param` taken as a GPU
+    (`torch.cuda.set_device(rank)`, `.to(rank)`, `device_ids=[rank]`), itself or a name the
+    function copies it to (`device = rank`, `device = f"cuda:{rank}"`, `torch.device("cuda",
+    rank)`); None where the function rebinds the parameter (`rank = rank % n`)."""
+    if any(a.target == param for a in facts.assignments if a.function == function):
+        return None
+    names = {param}
+    for a in sorted((a for a in facts.assignments if a.function == function and not a.element), key=lambda a: a.order):
+        if _as_device(facts, a.value, names):
+            names.add(a.target)
+    for site in facts.calls_within(function):
+        for target, int_is_index, placement in _device_arguments(site, False):
+            if target is not None and placement and int_is_index and _as_device(facts, target, names):
+                return site
+    return None
+
+
+def _as_device(facts: ModuleFacts, expr: cst.BaseExpression, names: set[str]) -> bool:
+    """`rank`, `f"cuda:{rank}"` or `torch.device("cuda", rank)` for a name in `names`."""
+    if type(expr) is cst.Name:
+        return expr.value in names
+    if type(expr) is cst.FormattedString:
+        parts = [p for p in expr.parts if type(p) is cst.FormattedStringExpression]
+        return len(parts) == 1 and type(parts[0].expression) is cst.Name and parts[0].expression.value in names
+    if type(expr) is cst.Call and facts.callee(expr) == "torch.device":
+        index = arg(expr, 1, "index")
+        return type(index) is cst.Name and index.value in names
+    return False
 
 
 def _names_device(call: cst.Call) -> bool:

@@ -8,10 +8,10 @@ import libcst as cst
 
 from ddplint.diagnostics import Severity
 from ddplint.lint.context import LintContext
-from ddplint.lint.devices import DeviceUse, contains, device_uses
-from ddplint.lint.names import reference
+from ddplint.lint.devices import DeviceUse, contains, device_uses, parameter_as_device
+from ddplint.lint.names import callee_text, parameter_for, reference
 from ddplint.lint.roles import DeviceKind, Role
-from ddplint.lint.rules.base import Finding, Rule
+from ddplint.lint.rules.base import Finding, Inside, Rule
 
 
 class DeviceFromGlobalRank(Rule):
@@ -36,6 +36,33 @@ class DeviceFromGlobalRank(Rule):
                     "device chosen by the global rank: on every node but the first it names a GPU "
                     "that does not exist; use LOCAL_RANK (or rank % torch.cuda.device_count())",
                 )
+        yield from _handed_to_helpers(ctx)
+
+
+def _handed_to_helpers(ctx: LintContext) -> Iterator[Finding]:
+    """The global rank handed to a function of another project module that takes that
+    parameter as its GPU (`train(rank, world_size)` with `torch.cuda.set_device(rank)` inside),
+    reported at the argument with the line inside the helper."""
+    facts = ctx.facts
+    for site in facts.calls:
+        resolved = ctx.resolve_function(facts, ctx.path, ctx.method_target(facts, site))
+        if resolved is None or resolved.facts is facts or ctx.guards.one_process(site):
+            continue
+        definition = resolved.facts.functions[resolved.function].node
+        for argument in site.node.args:
+            if argument.star or facts.role_of(argument.value, site.function) is not Role.GLOBAL_RANK:
+                continue
+            param = parameter_for(site.node, definition, argument)
+            use = parameter_as_device(resolved.facts, resolved.function, param) if param else None
+            if use is not None:
+                yield Finding(
+                    argument.value,
+                    f"the global rank is handed to {callee_text(site.node)}(), which takes it as its GPU: on every "
+                    "node but the first it names a GPU that does not exist; pass LOCAL_RANK (or "
+                    "rank % torch.cuda.device_count())",
+                    inside=(Inside(resolved.path, use.node, "the parameter is used as the device here"),),
+                )
+                break
 
 
 def _global_binding_reaches(ctx: LintContext, use: DeviceUse) -> bool:
