@@ -21,7 +21,7 @@ from ddplint.lint.facts import (
     process_targets,
     spawn_targets,
     spawning_parameters,
-    starts_own_workers,
+    starts_workers,
     super_method,
 )
 from ddplint.lint.guards import Guards
@@ -77,9 +77,25 @@ class LintContext:
         if self.framework is not None:  # the framework (the HF Trainer, Lightning) starts it
             return True
         facts = self.facts
-        if any(group_call(site) and not self.runs_nowhere(site) for site in facts.calls) or starts_own_workers(facts):
+        if any((group_call(site) or starts_workers(facts, site)) and self._runs(site) for site in facts.calls):
             return True
-        return any(self.summaries.sites_with(effect) for effect in (Effect.STARTS_GROUP, Effect.COLLECTIVE, Effect.DATA_PARALLEL))
+        return any(
+            self._runs(site)
+            for effect in (Effect.STARTS_GROUP, Effect.COLLECTIVE, Effect.DATA_PARALLEL)
+            for site in self.summaries.sites_with(effect)
+        )
+
+    def _runs(self, site: CallSite) -> bool:
+        """The script's run can reach the site: not where value flow rules it out, nor in a
+        function or class of the script that nothing in it names (`def setup(rank, world):`
+        left from an earlier version, its call commented out)."""
+        if self.runs_nowhere(site):
+            return False
+        if not site.function:
+            return True
+        if "names used" not in self.memo:
+            self.memo["names used"] = _names_used(self.module)
+        return site.function.split(".")[0] in self.memo["names used"]
 
     def runs_nowhere(self, site: CallSite) -> bool:
         """The site of the linted module never runs: in a branch that value flow rules out
@@ -329,3 +345,30 @@ class LintContext:
                 if name in self.facts.functions:
                     found.add(name)
         return found
+
+
+def _names_used(module: cst.Module) -> frozenset[str]:
+    """Every name the module reads or binds, other than in the name of a `def` or `class`."""
+
+    class Names(cst.CSTVisitor):
+        def __init__(self) -> None:
+            self.found: set[str] = set()
+
+        def visit_Name(self, node: cst.Name) -> None:
+            self.found.add(node.value)
+
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            for part in (node.params, node.body, *node.decorators):
+                part.visit(self)
+            if node.returns is not None:
+                node.returns.visit(self)
+            return False
+
+        def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+            for part in (node.body, *node.bases, *node.keywords, *node.decorators):
+                part.visit(self)
+            return False
+
+    names = Names()
+    module.visit(names)
+    return frozenset(names.found)
