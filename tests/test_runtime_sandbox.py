@@ -171,7 +171,7 @@ def test_every_write_is_contained_listed_and_no_process_survives(base):
         "renamed_from.txt": ("deleted", "file", False),
         "renamed_to.txt": ("created", "file", True),
         "checkpoint.pt": ("created", "file", True),
-        "spawned.txt": ("created", "file", False),
+        "spawned.txt": ("created", "file", True),  # its worker ran the probe
         "~/home_file.txt": ("created", "file", True),
         "OUT/result.txt": ("created", "file", True),
     }, proc.stderr

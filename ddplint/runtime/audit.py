@@ -391,8 +391,9 @@ def _merge(options, script, host, shape: JobShape, jobs: Jobs, elapsed, containm
     records = result.records
     # the processes the data, write and step checks follow: torchrun's, or the workers rank 0's
     # script started itself (mp.spawn), which trained in its place
-    audited = result.workers or records
-    world = max((r.world_size for r in audited.values()), default=1) if result.workers else shape.world
+    job = {rank: w for rank, w in result.workers.items() if w.init_called}  # workers that formed a group
+    audited = job or records
+    world = max((r.world_size for r in audited.values()), default=1) if job else shape.world
     checks = list(host)
     checks += _checks_of(
         RANK_CHECKS, rank_checks, [records[r] for r in sorted(records)], result.log_tail, [audited[r] for r in sorted(audited)]
@@ -415,11 +416,9 @@ def _merge(options, script, host, shape: JobShape, jobs: Jobs, elapsed, containm
     hang = check_hang(result, shape.world, base, options.timeout)
     if not preflight:
         own_workers = sum(record.own_workers for record in records.values())
-        checks.insert(
-            0, check_reached(loaders_of(audited), failure, hang, options.allow_no_data, own_workers, len(result.workers))
-        )
+        checks.insert(0, check_reached(loaders_of(audited), failure, hang, options.allow_no_data, own_workers, len(job)))
     checks += [failure, hang]
-    writes = writes_report(changes, audited)
+    writes = writes_report(changes, records, result.workers)
     if result.sandbox is not None:
         containment = _contained_by(containment, result.sandbox)
     if not preflight:

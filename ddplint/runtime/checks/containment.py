@@ -51,11 +51,14 @@ class Containment:
         return not self.disabled and self.unavailable is None
 
 
-def probe_writes(records: dict[int, RankRecord], libraries: bool) -> dict[str, dict]:
-    """path -> {"ranks", "ops", "sites"} of every write the probes recorded, directories too;
-    with `libraries`, also a library's own writes to the temp directory or ~/.cache."""
+def probe_writes(
+    records: dict[int, RankRecord], libraries: bool, workers: dict[int, RankRecord] | None = None
+) -> dict[str, dict]:
+    """path -> {"ranks", "ops", "sites"} of every write the probes recorded, directories too
+    (the audited workers of rank 0's script by their own rank); with `libraries`, also a
+    library's own writes to the temp directory or ~/.cache."""
     seen: dict[str, dict] = {}
-    for rank, rec in sorted(records.items()):
+    for rank, rec in [*sorted(records.items()), *sorted((workers or {}).items())]:
         for w in rec.writes:
             if w.library and not libraries:
                 continue
@@ -66,12 +69,14 @@ def probe_writes(records: dict[int, RankRecord], libraries: bool) -> dict[str, d
     return seen
 
 
-def writes_report(changes: list[Change] | None, records: dict[int, RankRecord]) -> list[dict]:
+def writes_report(
+    changes: list[Change] | None, records: dict[int, RankRecord], workers: dict[int, RankRecord] | None = None
+) -> list[dict]:
     """The report's `writes`: every change of the layers with its ranks where the probe saw it,
     then what the probe saw that left no trace (a temporary file removed again). Without the
     sandbox (changes is None): what the probe saw. A library's temp-directory writes only name
     the ranks of a change; alone they are its plumbing (sockets, caches), not the script's."""
-    seen, libraries = probe_writes(records, libraries=False), probe_writes(records, libraries=True)
+    seen, libraries = probe_writes(records, False, workers), probe_writes(records, True, workers)
     out = []
     for c in changes or []:
         entry = seen.pop(c.path, None) or libraries.get(c.path)
