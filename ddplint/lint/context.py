@@ -91,11 +91,12 @@ class LintContext:
         left from an earlier version, its call commented out)."""
         if self.runs_nowhere(site):
             return False
-        if not site.function:
-            return True
+        top = site.function.split(".")[0]
+        if not site.function or self.guards.callers(self.facts).get(top):
+            return True  # (the walk below only for a function nothing here calls)
         if "names used" not in self.memo:
             self.memo["names used"] = _names_used(self.module)
-        return site.function.split(".")[0] in self.memo["names used"]
+        return top in self.memo["names used"]
 
     def runs_nowhere(self, site: CallSite) -> bool:
         """The site of the linted module never runs: in a branch that value flow rules out

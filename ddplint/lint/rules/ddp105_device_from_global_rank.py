@@ -45,13 +45,14 @@ def _handed_to_helpers(ctx: LintContext) -> Iterator[Finding]:
     reported at the argument with the line inside the helper."""
     facts = ctx.facts
     for site in facts.calls:
+        ranks = [a for a in site.node.args if not a.star and facts.role_of(a.value, site.function) is Role.GLOBAL_RANK]
+        if not ranks:
+            continue  # (asked first: resolving the callee and the guards are the costly questions)
         resolved = ctx.resolve_function(facts, ctx.path, ctx.method_target(facts, site))
         if resolved is None or resolved.facts is facts or ctx.guards.one_process(site):
             continue
         definition = resolved.facts.functions[resolved.function].node
-        for argument in site.node.args:
-            if argument.star or facts.role_of(argument.value, site.function) is not Role.GLOBAL_RANK:
-                continue
+        for argument in ranks:
             param = parameter_for(site.node, definition, argument)
             use = parameter_as_device(resolved.facts, resolved.function, param) if param else None
             if use is not None:
