@@ -115,6 +115,7 @@ class Guards:
         self._rank_params: dict[tuple[int, str], frozenset[str]] = {}
         self._spawns: dict[tuple[int, str], list[CallSite]] = {}  # per function: its calls that start the ranks
         self._own_group: dict[tuple[int, str], bool] = {}
+        self._masks: dict[tuple[int, str], bool] = {}
         self._callees: dict[int, dict[int, str]] = {}
         self._worlds: dict[tuple[int, int, str, int], tuple[frozenset[str], frozenset[str]]] = {}
         self._project_calls: dict[tuple[int, str], list[tuple[CallSite, ModuleFacts, Path]]] | None = None
@@ -651,8 +652,7 @@ class Guards:
             return True
         if self.after_single_process_assert(event, facts, path):
             return True
-        info = _enclosing_function(facts, event.function)
-        return info is not None and any(self._main_decorator(d) for d in info.decorators)
+        return self._main_decorated(event.function, facts, path)
 
     def one_process_branch(self, condition: Condition, facts: ModuleFacts, path: Path, function: str) -> bool:
         """Only the main process, or a single-process run, takes the branch. A branch that wraps
@@ -871,16 +871,42 @@ class Guards:
         for condition in site.conditions:
             if self.condition_kind(condition, facts, path, site.function) in {MAIN, NOTMAIN}:
                 return True
-        info = _enclosing_function(facts, site.function)
-        return info is not None and any(self._main_decorator(d) for d in info.decorators)
+        return self._main_decorated(site.function, facts, path)
 
     def safe_helper(self, site: CallSite) -> bool:
         """A call to a helper the user declared as main-process only (`extend-main-process-helpers`)."""
         return self._declared(dotted(site.node.func), self.ctx.facts, self._helpers)
 
-    def _main_decorator(self, name: str) -> bool:
+    def _main_decorated(self, scope: str, facts: ModuleFacts, path: Path) -> bool:
+        """The function around the scope carries a decorator that lets only the main process run it."""
+        info = _enclosing_function(facts, scope)
+        return info is not None and any(self._main_decorator(d, info.name, facts, path) for d in info.decorators)
+
+    def _main_decorator(self, name: str, function: str, facts: ModuleFacts, path: Path) -> bool:
         last = name.rsplit(".", 1)[-1]
-        return last in MAIN_DECORATORS or name in self._helpers or last in self._helpers
+        if last in MAIN_DECORATORS or name in self._helpers or last in self._helpers:
+            return True
+        # a project decorator, in the class body (`@_parallel_mask`), the module or another module
+        owner = function.rpartition(".")[0]
+        local = f"{owner}.{name}" if owner and f"{owner}.{name}" in facts.functions else name
+        resolved = self.ctx.resolve_function(facts, path, local)
+        return resolved is not None and self._masks_to_main(*resolved)
+
+    def _masks_to_main(self, facts: ModuleFacts, path: Path, decorator: str) -> bool:
+        """The decorator's wrapper calls the function it wraps only under a main-process test
+        (`if self.rank_id == 0: return func(self, *args)`)."""
+        key = (id(facts), decorator)
+        if key not in self._masks:
+            self._masks[key] = False  # a decorator that decorates itself
+            info = facts.functions[decorator]
+            wrapped = info.params[0] if info.params else None
+            calls = [
+                c for c in facts.calls_within(decorator) if wrapped is not None and c.name == wrapped and c.function != decorator
+            ]
+            self._masks[key] = bool(calls) and all(
+                any(self.condition_kind(c, facts, path, site.function) is MAIN for c in site.conditions) for site in calls
+            )
+        return self._masks[key]
 
     def _declared(self, raw: str | None, facts: ModuleFacts, declared: set[str]) -> bool:
         if not raw or not declared:
