@@ -10,6 +10,7 @@ from pathlib import Path
 import libcst as cst
 
 from ddplint.config import Config
+from ddplint.lint import constants
 from ddplint.lint.facts import (
     CallSite,
     ModuleFacts,
@@ -109,19 +110,30 @@ class LintContext:
         top = site.function.split(".")[0]
         key = ("dead function", top)
         if key not in self.memo:
-            self.memo[key] = bool(top) and self._dead_function(top)
-        return self.memo[key]
+            calls = self._only_calls(top)
+            self.memo[key] = bool(calls) and all(c.function.split(".")[0] != top and never_runs(facts, c) for c in calls)
+        if self.memo[key]:
+            return True
+        # every call passes constants that rule the branch out: `load_data(rank, kind="stream")`
+        # never reaches `if kind == "files":`
+        calls = self._only_calls(site.function) if site.conditions and site.function == top else []
+        return bool(calls) and all(
+            constants.dark(site.conditions, constants.bind_call(c.node, facts, top, {})) for c in calls
+        )
 
-    def _dead_function(self, name: str) -> bool:
+    def _only_calls(self, name: str) -> list[CallSite]:
+        """The calls in this module of one of its top-level functions, when nothing else can run
+        it: not decorated, not spawned, never handed on or bound to a name."""
         facts = self.facts
         info = facts.functions.get(name)
-        if info is None or info.decorators or name in self.spawn_targets(facts):
-            return False
-        calls = self.guards.callers(facts).get(name, [])
-        if not calls or not all(c.function.split(".")[0] != name and never_runs(facts, c) for c in calls):
-            return False
-        handed = any(reference(a.value) == name for c in facts.calls for a in c.node.args)
-        return not handed and not any(reference(a.value) == name for a in facts.assignments)
+        if not name or info is None or info.decorators or name in self.spawn_targets(facts):
+            return []
+        key = ("only calls", name)
+        if key not in self.memo:
+            handed = any(reference(a.value) == name for c in facts.calls for a in c.node.args)
+            bound = any(reference(a.value) == name for a in facts.assignments)
+            self.memo[key] = [] if handed or bound else self.guards.callers(facts).get(name, [])
+        return self.memo[key]
 
     def resolve_function(
         self, facts: ModuleFacts, path: Path, name: str | None, hops: int = 2, constructors: bool | None = None

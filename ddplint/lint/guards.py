@@ -495,7 +495,12 @@ class Guards:
             if (
                 int_value(other) is not None
                 or names
-                and all(last_part(n) in WORLD_NAMES or facts.role_of_name(n, function) is Role.WORLD_SIZE for n in names)
+                and all(
+                    last_part(n) in WORLD_NAMES
+                    or facts.role_of_name(n, function) is Role.WORLD_SIZE
+                    or _module_constant(n, facts)
+                    for n in names
+                )
             ):
                 return True
         return False
@@ -1024,6 +1029,12 @@ def _class_constant(expr: cst.BaseExpression, facts: ModuleFacts, function: str)
     values = facts.assigned(f"{function.split('.')[0]}.{name[5:]}")
     literal = values[0].value if len(values) == 1 else None
     return literal if literal is not None and int_value(literal) is not None else expr
+
+
+def _module_constant(name: str, facts: ModuleFacts) -> bool:
+    """A module global bound once, to an integer (`OFFSET = 1`): the same on every process."""
+    values = facts.assigned(name)
+    return len(values) == 1 and values[0].function == "" and int_value(values[0].value) is not None
 
 
 def _is_zero_set(expr: cst.BaseExpression) -> bool:
