@@ -70,6 +70,22 @@ def test_a_write_in_a_function_of_the_file_names_the_call_every_rank_makes(tmp_p
     assert related_of(tmp_path, "--no-cache", "train.py") == {"DDP301": [("train.py", 13, 5)]}
 
 
+def test_a_sampler_built_by_a_function_of_the_file_names_the_call_that_takes_it(tmp_path):
+    """DDP202 at a sampler that a helper of the script returns names the call giving it to the
+    loader: that is where the epoch loop reads it."""
+    (tmp_path / "train.py").write_text(
+        "import torch\nimport torch.distributed as dist\nfrom torch.utils.data import DataLoader\n"
+        "from torch.utils.data.distributed import DistributedSampler\n\n\n"
+        "def make_sampler(data):\n    return DistributedSampler(data, shuffle=True)\n\n\n"
+        "def main():\n    dist.init_process_group('gloo')\n    data = torch.randn(64, 4)\n"
+        "    loader = DataLoader(data, batch_size=8, sampler=make_sampler(data))\n"
+        "    model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(4, 1))\n"
+        "    for epoch in range(2):\n        for x in loader:\n            model(x).sum().backward()\n"
+        "    dist.destroy_process_group()\n\n\nif __name__ == '__main__':\n    main()\n"
+    )
+    assert related_of(tmp_path, "--no-cache", "train.py") == {"DDP202": [("train.py", 14, 53)]}
+
+
 def test_a_write_two_helpers_deep_names_every_call_on_the_way(tmp_path):
     (tmp_path / "logs.py").write_text('def open_log(path):\n    return open(path, "a")\n')
     (tmp_path / "runner.py").write_text(

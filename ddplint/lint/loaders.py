@@ -138,6 +138,13 @@ def dataset_shards(
     if expr is None:
         return True
     facts, path = facts or ctx.facts, path or ctx.path
+    return _shards(ctx, expr, site, facts, path, WRAPPERS_FOLLOWED) or _given_the_rank(facts, expr, site)
+
+
+WRAPPERS_FOLLOWED = 2  # `HFIterable(dataset)` after `dataset = split_dataset_by_node(...)`, wrapped once more
+
+
+def _shards(ctx: LintContext, expr: cst.BaseExpression, site: CallSite, facts: ModuleFacts, path: Path, depth: int) -> bool:
     exprs = [expr]
     name = dotted(expr)
     if name is not None:
@@ -147,7 +154,11 @@ def dataset_shards(
             return True
         if _built_by_rank_reading_class(ctx, e, facts, path):
             return True
-    return _given_the_rank(facts, expr, site)
+        # a wrapper (a project class, a transform) keeps the sharding of the dataset it is given
+        wrapped = arg(e, 0, "dataset") if type(e) is cst.Call and depth else None
+        if wrapped is not None and dotted(wrapped) is not None and _shards(ctx, wrapped, site, facts, path, depth - 1):
+            return True
+    return False
 
 
 def _given_the_rank(facts: ModuleFacts, expr: cst.BaseExpression, site: CallSite) -> bool:

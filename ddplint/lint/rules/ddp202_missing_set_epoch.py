@@ -142,7 +142,7 @@ class MissingSetEpoch(Rule):
                 f"order; call {label}.set_epoch(epoch) at the start of the epoch loop",
                 # a helper may return another sampler in other runs (RandomSampler): no fix
                 _set_epoch_fix(facts, site) if built is None else None,
-                inside=(built,) if built is not None else (),
+                inside=(built,) if built is not None else _returned_to(ctx, site),
             )
 
 
@@ -425,6 +425,17 @@ def _loader_names(facts: ModuleFacts, binding: Assignment) -> set[str]:
 
 
 CONTAINERS = (cst.Dict, cst.List, cst.Tuple)
+
+
+def _returned_to(ctx: LintContext, site: CallSite) -> tuple[Inside, ...]:
+    """A sampler that a function of the module builds and returns as it is (`return
+    DistributedSampler(dataset, shuffle=shuffle)`): the first call that takes it, to name beside it."""
+    info = ctx.facts.functions.get(site.function)
+    if info is None or not any(value is site.node for value in info.returns):
+        return ()
+    callers = ctx.guards.callers(ctx.facts).get(site.function, [])
+    first = min(callers, key=lambda c: c.order, default=None)
+    return (Inside(ctx.path, first.node, f"{site.function}() returns it here"),) if first is not None else ()
 
 
 def _returned(facts, function: str, name: str) -> bool:
