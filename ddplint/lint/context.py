@@ -31,7 +31,7 @@ from ddplint.lint.paths import never_runs
 from ddplint.lint.project import ProjectIndex
 from ddplint.lint.resolver import Resolved
 from ddplint.lint.summaries import Effect, Summaries
-from ddplint.lint.vocabulary import FRAMEWORK_RUNNERS, INIT_PG, TRAINER, WRAPPERS
+from ddplint.lint.vocabulary import ACCELERATE, FRAMEWORK_RUNNERS, INIT_PG, TRAINER, WRAPPERS
 
 REEXPORT_HOPS = 2  # a class found through at most this many re-exporting modules
 
@@ -72,6 +72,8 @@ class LintContext:
             )
         if self.facts.is_distributed:
             return self._touches_process_group()
+        if self.framework == ACCELERATE and any(site.name in FRAMEWORK_RUNNERS for site in self.facts.calls):
+            return True  # `accelerate launch` runs the script that builds an Accelerator on every process
         return any(site.name != INIT_PG for site in self.summaries.sites_with(Effect.STARTS_GROUP))
 
     def _touches_process_group(self) -> bool:

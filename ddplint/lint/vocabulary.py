@@ -74,11 +74,12 @@ COLLECTIVES = frozenset(
 # Frameworks that own process groups, samplers and device placement, by the package (or, for a
 # library whose training loop is one thing and its distribution another, the subpackage) that
 # does it: Ignite's Engine is a loop; ignite.distributed starts the group and places the model.
+ACCELERATE = "accelerate"
 FRAMEWORK_IMPORTS = {
     "lightning": "lightning",
     "pytorch_lightning": "lightning",
     "lightning_fabric": "lightning",
-    "accelerate": "accelerate",
+    "accelerate": ACCELERATE,
     "deepspeed": "deepspeed",
     "ignite.distributed": "ignite",
     "colossalai": "colossalai",

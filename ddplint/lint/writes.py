@@ -31,7 +31,7 @@ from ddplint.lint.names import (
 )
 from ddplint.lint.roles import RANK_CALLS, RANKS
 from ddplint.lint.rules.base import Inside
-from ddplint.lint.vocabulary import CHECKPOINT_WRITERS, LOG_WRITERS, OUTPUT_METHODS, OUTPUT_WRITERS, TRAINER, WRAPPERS
+from ddplint.lint.vocabulary import ACCELERATE, CHECKPOINT_WRITERS, LOG_WRITERS, OUTPUT_METHODS, OUTPUT_WRITERS, TRAINER, WRAPPERS
 
 
 class WriteKind(str, Enum):
@@ -111,7 +111,7 @@ def effect_of(site: CallSite, facts: ModuleFacts, bindings: constants.Bindings |
 
 # The Hugging Face Trainer saves its own checkpoints on the right rank; what the script writes
 # or loads around it runs on every rank torchrun started.
-OUTSIDE_TRAINER = frozenset({TRAINER})
+OUTSIDE_TRAINER = frozenset({TRAINER, ACCELERATE})
 
 
 # Values that differ between processes as a rank does: a fresh temporary name, the pid.
