@@ -31,7 +31,7 @@ from ddplint.lint.paths import never_runs
 from ddplint.lint.project import ProjectIndex
 from ddplint.lint.resolver import Resolved
 from ddplint.lint.summaries import Effect, Summaries
-from ddplint.lint.vocabulary import ACCELERATE, FRAMEWORK_RUNNERS, INIT_PG, TRAINER, WRAPPERS
+from ddplint.lint.vocabulary import ACCELERATE, FRAMEWORK_RUNNERS, INIT_PG, MODULE_RETURNS_ITSELF, TRAINER, WRAPPERS
 
 REEXPORT_HOPS = 2  # a class found through at most this many re-exporting modules
 
@@ -194,6 +194,9 @@ class LintContext:
         classes = set()
         for binding in facts.assigned(name):
             value = binding.value
+            # `Trainer(cfg).cuda()`: a module's `.cuda()`, `.to(...)`, `.train()` return the module
+            while (receiver := _module_returned(value)) is not None:
+                value = receiver
             if type(value) is not cst.Call or (callee := dotted(value.func)) is None:
                 return None
             if facts.qualify(callee) in WRAPPERS and value.args and dotted(value.args[0].value) == name:
@@ -387,3 +390,10 @@ def _names_used(module: cst.Module) -> frozenset[str]:
     names = Names()
     module.visit(names)
     return frozenset(names.found)
+
+
+def _module_returned(value: cst.BaseExpression) -> cst.BaseExpression | None:
+    """`x` of `x.cuda()`, `x.to(device)`, `x.train()`: a module's methods that return it."""
+    if type(value) is cst.Call and type(value.func) is cst.Attribute and value.func.attr.value in MODULE_RETURNS_ITSELF:
+        return value.func.value
+    return None
