@@ -27,8 +27,9 @@ from ddplint.lint.loaders import (
     returned_loader,
     samplers,
 )
-from ddplint.lint.names import arg, call_parameters, data_name, dotted, int_value, names_in, reference
+from ddplint.lint.names import arg, call_parameters, data_name, dotted, int_value, names_in, parameter_for, reference
 from ddplint.lint.paths import dominates
+from ddplint.lint.resolver import Resolved
 from ddplint.lint.rules.base import Finding, InsertBefore, Inside, Remedy, Rule
 from ddplint.lint.vocabulary import LOADER
 
@@ -497,8 +498,33 @@ def _escapes(ctx: LintContext, name: str, loader: bool = False) -> bool:
         resolved = ctx.resolve_function(ctx.facts, ctx.path, ctx.method_target(ctx.facts, site))
         if resolved is None and not (loader and _iterated_here(ctx.facts, site)):
             return True
-        if loader and resolved is not None and resolved.facts is not ctx.facts:
+        if loader and resolved is not None and resolved.facts is not ctx.facts and _may_set_epoch(ctx, resolved, site, name):
             return True
+    return False
+
+
+def _may_set_epoch(ctx: LintContext, resolved: Resolved, call: CallSite, name: str, depth: int = 2) -> bool:
+    """The function of another module that a loader is handed to (`call`, with `name` in its
+    arguments) may set its sampler's epoch: it, or its class (which may keep the loader for
+    another method), calls `set_epoch`, or it hands the parameter that got the loader on to a
+    call this analysis cannot follow. One that only iterates it (`for batch in
+    enumerate(train_loader):`) sets nothing."""
+    facts, path, function = resolved
+    owner = function.rpartition(".")[0]
+    if any(c.method == "set_epoch" for c in facts.calls_within(owner if owner and facts.has_members(owner) else function)):
+        return True
+    definition = facts.functions[function].node
+    received = {
+        p for a in call.node.args if name in names_in(a.value) and (p := parameter_for(call.node, definition, a)) is not None
+    }
+    for inner in facts.calls_within(function):
+        if inner.name is None or inner.name.startswith("torch.") or inner.name in BUILTINS or _iterated_here(facts, inner):
+            continue
+        for param in received:
+            if any((reference(a.value) or "").split(".")[0] == param for a in inner.node.args):  # it, or `loader.sampler`
+                onward = ctx.resolve_function(facts, path, ctx.method_target(facts, inner))
+                if onward is None or depth == 0 or _may_set_epoch(ctx, onward, inner, param, depth - 1):
+                    return True
     return False
 
 
