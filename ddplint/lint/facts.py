@@ -1052,18 +1052,20 @@ def _infer_roles(facts: ModuleFacts) -> None:
 
 def _returned_role(facts: ModuleFacts, a: Assignment) -> Role | None:
     """`rank, world_size = setup_ddp()`: the role of what every `return (rank, world_size)` of
-    the module's function holds at that place, when they agree."""
+    the module's function holds at that place, when they agree; a literal number there (the
+    single-process `return 0, 1`) agrees with any of them."""
     if a.position is None or type(a.value) is not cst.Call:
         return None
     info = facts.functions.get(facts.callee(a.value) or "")
     if info is None or not info.returns:
         return None
-    roles = {
-        facts.role_of(r.elements[a.position].value, info.name)
+    held = [
+        r.elements[a.position].value
         if type(r) is cst.Tuple and len(r.elements) > a.position and type(r.elements[a.position]) is cst.Element
         else None
         for r in info.returns
-    }
+    ]
+    roles = {facts.role_of(value, info.name) for value in held if value is None or int_value(value) is None}
     return roles.pop() if len(roles) == 1 else None
 
 
