@@ -77,9 +77,9 @@ def returned_loader(facts: ModuleFacts, function: str, returned: cst.BaseExpress
 
 def whole_loader_of_helper(ctx: LintContext, site: CallSite, resolved: Resolved) -> CallSite | None:
     """The DataLoader that the helper `site` calls builds and returns (its one `return`), when
-    nothing in it splits the data by rank: its sampler is None on every path there
-    (`sampler = None`, a DistributedSampler left commented out), and its dataset does not
-    shard itself. None when the helper may return anything else."""
+    nothing in it splits the data by rank: it is given no sampler, or one that is None on every
+    path there (`sampler = None`, a DistributedSampler left commented out), and its dataset
+    does not shard itself. None when the helper may return anything else."""
     facts, path, function = resolved
     returns = facts.functions[function].returns
     if len(returns) != 1 or len(bound_names(ctx.facts, site.node)) != 1:
@@ -88,7 +88,7 @@ def whole_loader_of_helper(ctx: LintContext, site: CallSite, resolved: Resolved)
     if loader is None or any(a.star for a in loader.node.args):
         return None
     chosen = arg(loader.node, 4, "batch_sampler") or arg(loader.node, 3, "sampler")
-    if chosen is None or sharding(chosen, facts, loader) != NO:
+    if chosen is not None and sharding(chosen, facts, loader) != NO:
         return None
     if dataset_shards(ctx, arg(loader.node, 0, "dataset"), loader, facts, path):
         return None
