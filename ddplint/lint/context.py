@@ -119,9 +119,7 @@ class LintContext:
         # every call passes constants that rule the branch out: `load_data(rank, kind="stream")`
         # never reaches `if kind == "files":`
         calls = self._only_calls(site.function) if site.conditions and site.function == top else []
-        return bool(calls) and all(
-            constants.dark(site.conditions, constants.bind_call(c.node, facts, top, {})) for c in calls
-        )
+        return bool(calls) and all(constants.dark(site.conditions, constants.bind_call(c.node, facts, top, {})) for c in calls)
 
     def _only_calls(self, name: str) -> list[CallSite]:
         """The calls in this module of one of its top-level functions, when nothing else can run

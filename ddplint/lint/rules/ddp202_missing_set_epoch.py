@@ -88,9 +88,9 @@ class MissingSetEpoch(Rule):
         samplers_inside = _samplers_from_helpers(ctx)
         loaders_inside = _loaders_from_helpers(ctx)
         inside = {site: built for site, (built, _) in [*samplers_inside.items(), *loaders_inside.items()]}
-        shuffling = [
-            s for s in samplers(facts) if not is_false(arg(s.node, 3, "shuffle")) and not ctx.runs_nowhere(s)
-        ] + list(inside)
+        shuffling = [s for s in samplers(facts) if not is_false(arg(s.node, 3, "shuffle")) and not ctx.runs_nowhere(s)] + list(
+            inside
+        )
         if not shuffling:
             return
         if not facts.is_script:
