@@ -54,9 +54,14 @@ class LintContext:
         accelerate import init_empty_weights`), with none of its runners built (FRAMEWORK_RUNNERS),
         leaves the script its own."""
         framework = self.facts.framework
-        if framework in (None, TRAINER) or any(site.name in FRAMEWORK_RUNNERS for site in self.facts.calls):
+        if framework in (None, TRAINER) or self._builds_runner:
             return framework
         return None if self.summaries.sites_with(Effect.STARTS_GROUP) else framework
+
+    @cached_property
+    def _builds_runner(self) -> bool:
+        """The module builds a framework's runner (an `Accelerator`, a Lightning `Trainer`)."""
+        return any(site.name in FRAMEWORK_RUNNERS for site in self.facts.calls)
 
     @cached_property
     def is_distributed(self) -> bool:
@@ -72,7 +77,7 @@ class LintContext:
             )
         if self.facts.is_distributed:
             return self._touches_process_group()
-        if self.framework == ACCELERATE and any(site.name in FRAMEWORK_RUNNERS for site in self.facts.calls):
+        if self.framework == ACCELERATE and self._builds_runner:
             return True  # `accelerate launch` runs the script that builds an Accelerator on every process
         return any(site.name != INIT_PG for site in self.summaries.sites_with(Effect.STARTS_GROUP))
 

@@ -648,7 +648,19 @@ class Guards:
         """Only the main process (or a run without distribution) gets past the site's own guards,
         or the site is the launcher's, which runs once."""
         facts, path = facts or self.ctx.facts, path or self.ctx.path
-        return self.own_guards(site, facts, path) or self.in_launcher(site, facts, path)
+        return (
+            self.own_guards(site, facts, path)
+            or self.in_launcher(site, facts, path)
+            or self._gated_by_argument(site, facts, path)
+        )
+
+    def _gated_by_argument(self, site: CallSite, facts: ModuleFacts, path: Path) -> bool:
+        """The call is handed a flag that holds only on the main process, for the callee to gate
+        its own writing on (`save_pretrained(out, is_main_process=accelerator.is_main_process)`)."""
+        return any(
+            a.keyword is not None and _kind_of_worlds(self.worlds(a.value, facts, path, site.function)[0]) is MAIN
+            for a in site.node.args
+        )
 
     def own_guards(self, event: CallSite | Assignment, facts: ModuleFacts, path: Path) -> bool:
         """The event's tests, an earlier single-process assert or its function's decorator let
