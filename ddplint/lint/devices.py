@@ -85,23 +85,31 @@ def classify(ctx: LintContext, expr: cst.BaseExpression | None, site: Event, int
     if role in PER_NODE:
         return Device(DeviceKind.LOCAL)
     if role is Role.GLOBAL_RANK:
-        return Device(DeviceKind.GLOBAL, origin=_device_built(ctx, expr, site))
+        return Device(DeviceKind.GLOBAL, origin=_device_built(ctx, expr, site, depth))
     name = reference(expr) if type(expr) in (cst.Name, cst.Attribute, cst.Subscript) else None
     if name is None or depth == 0:
         return Device(DeviceKind.OTHER)
     return _classify_name(ctx, name, site, int_is_index, depth - 1)
 
 
-def _device_built(ctx: LintContext, expr: cst.BaseExpression, site: Event) -> cst.BaseExpression | None:
+def _device_built(ctx: LintContext, expr: cst.BaseExpression, site: Event, depth: int) -> cst.BaseExpression | None:
     """The device expression built from the global rank that a variable holds at `site`
     (`device = f"cuda:{rank}"`, `torch.device("cuda", rank)`), where one such binding reaches it
-    (beside others: `else: device = "cuda"`); not the rank itself."""
+    (beside others: `else: device = "cuda"`); not the rank itself. A parameter the function never
+    binds holds what its callers built, where they all hand it the same one (`train(model,
+    device)` after `device = f"cuda:{rank}"`): one device, reported once, where it is built."""
     name = reference(expr) if type(expr) in (cst.Name, cst.Attribute, cst.Subscript) else None
     if name is None:
         return None
+    reaching = ctx.facts.reaching(name, site.function, site.order, site.blocks)
+    info = ctx.facts.functions.get(site.function)
+    if not reaching and info is not None and name in parameter_names(info.node) and depth > 0:
+        callers = _arguments_for(ctx, info.node, site.function, name)
+        given = {id(b): b for b in (_device_built(ctx, argument, caller, depth - 1) for caller, argument in callers)}
+        return given.popitem()[1] if len(given) == 1 else None
     built = [
         b.value
-        for b in ctx.facts.reaching(name, site.function, site.order, site.blocks)
+        for b in reaching
         if not b.element
         and (type(b.value) is cst.FormattedString or (type(b.value) is cst.Call and ctx.facts.callee(b.value) == "torch.device"))
         and ctx.facts.role_of(b.value, b.function) is Role.GLOBAL_RANK

@@ -127,7 +127,7 @@ class MissingSetEpoch(Rule):
                 continue
             if any(_escapes(ctx, n, loader is not None) or _set_by_receiver(ctx, n) for n in names):
                 continue  # handed to a function this linter cannot see into, or to one that sets the epoch
-            if _single_pass(facts, site, names) or _never_read(facts, site, names) or _iterated_once(facts, site, names):
+            if _single_pass(ctx, site, names) or _never_read(facts, site, names) or _iterated_once(ctx, site, names):
                 continue  # one pass over the data, or none: there is no next epoch to reshuffle
             if receivers and any(_returned(facts, site.function, n) for n in names):
                 continue  # returned to a caller that keeps it under its own name (`self._sampler, ... = ...`)
@@ -225,37 +225,68 @@ def _shuffling_sampler_of(facts: ModuleFacts, function: str, returned: cst.BaseE
     return None
 
 
-def _single_pass(facts: ModuleFacts, site: CallSite, names: list[str]) -> bool:
-    """The module iterates the sampler's loader and has no loop that could run once per epoch
-    (`for step, batch in enumerate(loader):` up to a step limit, and nothing around it)."""
-    if any(epoch_loop(loop.node) for loop in facts.loops):
-        return False
+def _single_pass(ctx: LintContext, site: CallSite, names: list[str]) -> bool:
+    """The sampler's loader is iterated only by loops that nothing repeats (`for step, batch in
+    enumerate(loader):` with the steps inside, up to a limit): no loop around them in their
+    function, and that function runs once, at module level, as the process's entry (what
+    mp.spawn starts) or called from this module outside every loop."""
+    facts = ctx.facts
     held = loaders_given(facts, names, site.node)
-    return any(held & names_in(loop.node.iter) for loop in facts.loops if type(loop.node) is cst.For)
+    iterating = [loop for loop in facts.loops if type(loop.node) is cst.For and held & names_in(loop.node.iter)]
+    return bool(iterating) and all(
+        not any(other.node is not loop.node and contains(other.node, loop.node) for other in facts.loops)
+        and _runs_once(ctx, loop.function, set())
+        for loop in iterating
+    )
 
 
-def _iterated_once(facts: ModuleFacts, site: CallSite, names: list[str]) -> bool:
-    """The sampler's loader is read only through iterators made once, outside every loop of the
-    sampler's own function, that nothing makes again (`it = enumerate(loader)` before the step loop, `next(it)` in it): at
-    most one pass over the data, so there is no next epoch to reshuffle."""
+def _runs_once(ctx: LintContext, function: str, seen: set[str]) -> bool:
+    """`function` runs once per process: module-level code, an entry point, or a function whose
+    every call in the module runs once (none in a loop). Unknown callers may call it again."""
+    if function == "" or function in ctx.spawn_targets(ctx.facts):
+        return True
+    callers = ctx.guards.callers(ctx.facts).get(function, [])
+    seen.add(function)
+    return bool(callers) and all(not c.loops and c.function not in seen and _runs_once(ctx, c.function, seen) for c in callers)
+
+
+def _iterated_once(ctx: LintContext, site: CallSite, names: list[str]) -> bool:
+    """The sampler's loader is read only through iterators made once, outside every loop, that
+    nothing makes again (`it = enumerate(loader)` before the step loop, `next(it)` in it): at most
+    one pass over the data, so there is no next epoch to reshuffle. The iterators are made in the
+    sampler's own function, or, where that function returns the loader, in the functions that
+    call it once each (`loader = self.get_synth_loader()`, then `batches = iter(loader)`)."""
+    facts = ctx.facts
     held = loaders_given(facts, names, site.node)
     if not held or any("." in name for name in held | set(names)):
         return False
+    functions, passed = {site.function}, set()
+    info = facts.functions.get(site.function)
+    returned = [r for r in info.returns if reference(r) in held] if info is not None else []
+    if returned:
+        for caller in ctx.guards.callers(facts).get(site.function, []):
+            bound = bound_names(facts, caller.node)
+            if caller.loops or len(bound) != 1 or "." in bound[0]:
+                return False  # a new loader, at epoch 0 again, on every turn
+            functions.add(caller.function)
+            passed.add(bound[0])
+    loader_names = held | passed
     made = [
         a
         for a in facts.assignments
         if type(a.value) is cst.Call
         and dotted(a.value.func) in {"iter", "enumerate"}
         and a.value.args
-        and reference(a.value.args[0].value) in held
+        and reference(a.value.args[0].value) in loader_names
     ]
-    if not made or any(a.loops or a.element or a.function != site.function for a in made):
+    if not made or any(a.loops or a.element or a.function not in functions for a in made):
         return False  # made in a loop, or in a function that may run again
     iterators = {a.target for a in made}
     if sum(a.target in iterators for a in facts.assignments) != len(made):
         return False  # made again when one runs out: another pass, in the same order
     making = {id(a.value) for a in made} | {id(loader.node) for loader in loaders(facts)} | {id(site.node)}
-    return not any((held | set(names)) & names_in(expr) for expr in _reads(facts, making))
+    making |= {id(r) for r in returned}
+    return not any((loader_names | set(names)) & names_in(expr) for expr in _reads(facts, making))
 
 
 def _never_read(facts: ModuleFacts, site: CallSite, names: list[str]) -> bool:
@@ -275,7 +306,7 @@ def _reads(facts: ModuleFacts, skipped: set[int]) -> list[cst.BaseExpression]:
         [loop.node.iter for loop in facts.loops if type(loop.node) is cst.For]
         + [a.value for call in facts.calls if id(call.node) not in skipped for a in call.node.args]
         + [a.value for a in facts.assignments if id(a.value) not in skipped]
-        + [value for info in facts.functions.values() for value in info.returns]
+        + [value for info in facts.functions.values() for value in info.returns if id(value) not in skipped]
     )
 
 
