@@ -27,7 +27,7 @@ from ddplint.lint.loaders import (
     returned_loader,
     samplers,
 )
-from ddplint.lint.names import arg, call_parameters, data_name, dotted, int_value, names_in, parameter_for, reference
+from ddplint.lint.names import arg, data_name, dotted, int_value, names_in, parameter_for, reference
 from ddplint.lint.paths import dominates
 from ddplint.lint.resolver import Resolved
 from ddplint.lint.rules.base import Finding, InsertBefore, Inside, Remedy, Rule
@@ -488,15 +488,15 @@ def _set_by_receiver(ctx: LintContext, name: str) -> bool:
     parameter it receives or on the attribute its `__init__` keeps it in (`Trainer(model, loader,
     sampler)`, then `self.sampler.set_epoch(epoch)` in a method)."""
     for site in ctx.facts.calls:
+        given = [a for a in site.node.args if dotted(a.value) == name]
+        if not given or any(a.star for a in site.node.args):
+            continue  # (asked first: resolving the callee is the costly question)
         resolved = ctx.resolve_function(ctx.facts, ctx.path, ctx.method_target(ctx.facts, site))
-        if resolved is None or any(a.star for a in site.node.args):
+        if resolved is None:
             continue
         definition = resolved.facts.functions[resolved.function].node
-        params = [p.name.value for p in call_parameters(site.node, definition)]
-        for index, argument in enumerate(site.node.args):
-            if dotted(argument.value) != name:
-                continue
-            param = argument.keyword.value if argument.keyword is not None else (params[index] if index < len(params) else None)
+        for argument in given:
+            param = parameter_for(site.node, definition, argument)
             if param is None:
                 continue
             receivers = {param}
