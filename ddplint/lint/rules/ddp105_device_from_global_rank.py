@@ -22,15 +22,15 @@ class DeviceFromGlobalRank(Rule):
     data_parallel = True
 
     def check(self, ctx: LintContext) -> Iterator[Finding]:
-        # One finding per device built from the rank (`device = f"cuda:{rank}"`, `torch.device("cuda",
-        # rank)`), however often it is used, and one per function for the rank used directly as a
-        # device: the first place.
+        # One finding per device built from the rank and kept (`device = f"cuda:{rank}"`,
+        # `device = torch.device("cuda", rank)`), however often it is used, and one per function
+        # for the rank used directly as a device (`.to(rank)`, `.to(f"cuda:{rank}")`): the first place.
         reported: set[object] = set()
         for use in device_uses(ctx):
             if use.kind is not DeviceKind.GLOBAL or not _global_binding_reaches(ctx, use):
                 continue
-            direct = type(use.expr) in (cst.Name, cst.Attribute, cst.Subscript) and contains(use.site.node, use.expr)
-            key = use.site.function if direct else id(use.expr)
+            built = not contains(use.site.node, use.expr) or bool(ctx.facts.bindings_of(use.expr))
+            key = id(use.expr) if built else use.site.function
             if key not in reported:
                 reported.add(key)
                 yield Finding(
