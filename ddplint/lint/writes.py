@@ -9,7 +9,7 @@ reported at the call in the script when the helper itself does not guard it.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from enum import Enum
 from pathlib import Path
 
@@ -21,12 +21,15 @@ from ddplint.lint.facts import CallSite, ModuleFacts
 from ddplint.lint.guards import NOT_MAIN_WORLD
 from ddplint.lint.names import (
     arg,
+    argument_for,
     call_parameters,
     callee_text,
     dotted,
     has_keyword,
     has_star_kwargs,
     names_in,
+    parameter_for,
+    reference,
     string_value,
 )
 from ddplint.lint.roles import RANK_CALLS, RANKS
@@ -47,6 +50,8 @@ WRITE_MODES = set("wax")
 # Catching one of these around a makedirs call handles the race.
 EXISTS_HANDLED = {"FileExistsError", "OSError", "IOError", "EnvironmentError", "Exception", "BaseException"}
 MODE = re.compile(r"^[rwaxbt+]{1,3}$")
+# For a call of a function of another module: the argument it returns unchanged, if any.
+HandedBack = Callable[[cst.Call], cst.BaseExpression | None]
 
 
 def effect_of(site: CallSite, facts: ModuleFacts, bindings: constants.Bindings | None = None) -> WriteKind | None:
@@ -136,9 +141,12 @@ DEVICE_TEMPLATE = re.compile(r"[a-z]+:(?:\{[^}]*\}|%[a-z])")
 FOLLOW = 3  # how many variables deep a path is followed to a rank or a fresh temporary name
 
 
-def _per_rank(expr: cst.BaseExpression | None, facts: ModuleFacts, function: str, depth: int = FOLLOW) -> bool:
+def _per_rank(
+    expr: cst.BaseExpression | None, facts: ModuleFacts, function: str, depth: int = FOLLOW, handed_back: HandedBack | None = None
+) -> bool:
     """The path names the rank or a name unique to the process, itself or through the
-    variables it reads (`tmp = tempfile.mkdtemp()`, then `os.path.join(tmp, "ckpt.pt")`)."""
+    variables it reads (`tmp = tempfile.mkdtemp()`, then `os.path.join(tmp, "ckpt.pt")`).
+    `handed_back` answers, for a call of another module, the argument it returns unchanged."""
     if expr is None:
         return False
     for name in names_in(expr):
@@ -153,21 +161,28 @@ def _per_rank(expr: cst.BaseExpression | None, facts: ModuleFacts, function: str
         return False
     read = _read_names(expr)
     return any(
-        a.value is not expr and not _placed(a.value, facts) and _per_rank(_text_of(a.value, facts), facts, a.function, depth - 1)
+        a.value is not expr
+        and not _placed(a.value, facts)
+        and _per_rank(_text_of(a.value, facts, handed_back), facts, a.function, depth - 1, handed_back)
         for name in read
         for a in facts.visible(name, function)  # a local of another function is another variable
     ) or any(  # a function of the module that builds the path: `LOG_FILE = get_log_file()`
         facts.functions[name].returns
-        and all(_per_rank(_text_of(value, facts), facts, name, depth - 1) for value in facts.functions[name].returns)
+        and all(
+            _per_rank(_text_of(value, facts, handed_back), facts, name, depth - 1, handed_back)
+            for value in facts.functions[name].returns
+        )
         for name in read
         if name in facts.functions
     )
 
 
-def _text_of(value: cst.BaseExpression, facts: ModuleFacts) -> cst.BaseExpression:
+def _text_of(value: cst.BaseExpression, facts: ModuleFacts, handed_back: HandedBack | None = None) -> cst.BaseExpression:
     """What of a variable's value can end up in a path: all of a string or path being built
-    (`os.path.join(out, f"rank{rank}")`), only the callee of any other call. The result of
-    `evaluate(model, loader, gpu)` is no per-rank name because the rank was one argument."""
+    (`os.path.join(out, f"rank{rank}")`), the argument that a function hands back unchanged
+    (`make_dir(os.path.join(out, f"buffer{rank}"))` returning its `path`), only the callee of any
+    other call. The result of `evaluate(model, loader, gpu)` is no per-rank name because the
+    rank was one argument."""
     if type(value) is not cst.Call:
         return value
     if type(value.func) is cst.Attribute and value.func.attr.value in TEXT_METHODS:
@@ -175,7 +190,22 @@ def _text_of(value: cst.BaseExpression, facts: ModuleFacts) -> cst.BaseExpressio
     callee = facts.callee(value) or ""
     if callee in TEXT_BUILDERS or callee.startswith(("os.path.", "pathlib.")):
         return value
-    return value.func
+    info = facts.functions.get(callee)
+    given = returned_argument(value, facts, callee) if info is not None else handed_back(value) if handed_back else None
+    return given if given is not None else value.func
+
+
+def returned_argument(call: cst.Call, facts: ModuleFacts, function: str) -> cst.BaseExpression | None:
+    """What `call` passes for the parameter that `function` (of `facts`) returns unchanged on
+    every path and never rebinds (`def make_dir(path): os.makedirs(path, exist_ok=True); return
+    path`)."""
+    info = facts.functions.get(function)
+    returned = {reference(r) for r in info.returns} if info is not None else set()
+    if len(returned) != 1 or (param := returned.pop()) is None or "." in param:
+        return None
+    if any(a.target == param for a in facts.assignments if a.function == function):
+        return None
+    return argument_for(call, info.node, param) if info is not None else None
 
 
 def _placed(value: cst.BaseExpression, facts: ModuleFacts) -> bool:
@@ -390,7 +420,7 @@ def _per_rank_path_argument(
             for name in names_in(binding.value) - used:
                 used.add(name)
                 pending.append(name)
-    if _per_rank_for(facts, site, site.node, definition, used):
+    if _per_rank_for(ctx, facts, path, site, site.node, definition, used):
         return True
     # `logger.log(...)` where `logger = CSVLogger(f"log_{rank}.csv")`: the constructor stored it
     receiver = site.name.rpartition(".")[0] if site.name else ""
@@ -399,18 +429,24 @@ def _per_rank_path_argument(
         return False
     constructions = [b.value for b in facts.reaching(receiver, site.function, site.order, site.blocks)]
     return bool(constructions) and all(
-        type(call) is cst.Call and _per_rank_for(facts, site, call, inner_facts.functions[init].node, used)
+        type(call) is cst.Call and _per_rank_for(ctx, facts, path, site, call, inner_facts.functions[init].node, used)
         for call in constructions
     )
 
 
-def _per_rank_for(facts: ModuleFacts, site: CallSite, call: cst.Call, definition: cst.FunctionDef, used: set[str]) -> bool:
+def _per_rank_for(
+    ctx: LintContext, facts: ModuleFacts, path: Path, site: CallSite, call: cst.Call, definition: cst.FunctionDef, used: set[str]
+) -> bool:
     """`call` (of `site`, in `facts`) gives a parameter of `definition` that the write's path uses a per-rank value."""
-    params = [p.name.value for p in call_parameters(call, definition)]
-    for index, argument in enumerate(a for a in call.args if a.keyword is None):
-        if index < len(params) and params[index] in used and _per_rank(argument.value, facts, site.function):
-            return True
-    return any(a.keyword is not None and a.keyword.value in used and _per_rank(a.value, facts, site.function) for a in call.args)
+
+    def handed_back(inner: cst.Call) -> cst.BaseExpression | None:
+        resolved = ctx.resolve_function(facts, path, facts.callee(inner))
+        return returned_argument(inner, resolved.facts, resolved.function) if resolved is not None else None
+
+    if any(a.star for a in call.args):
+        return False
+    given = [(p, a.value) for a in call.args if (p := parameter_for(call, definition, a)) is not None]
+    return any(param in used and _per_rank(value, facts, site.function, handed_back=handed_back) for param, value in given)
 
 
 def write_path(site: CallSite, facts: ModuleFacts) -> cst.BaseExpression | None:

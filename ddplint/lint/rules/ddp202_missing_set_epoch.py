@@ -14,6 +14,7 @@ from ddplint.lint.devices import contains
 from ddplint.lint.facts import Assignment, CallSite, Loop, ModuleFacts
 from ddplint.lint.loaders import (
     EVAL_WORDS,
+    INSPECTING_BUILTINS,
     SAMPLER,
     bound_names,
     calls_in_loop,
@@ -34,6 +35,7 @@ from ddplint.lint.rules.base import Finding, InsertBefore, Inside, Remedy, Rule
 from ddplint.lint.vocabulary import LOADER
 
 BUILTINS = frozenset(vars(builtins))
+GRADIENTS_OFF = frozenset({"torch.no_grad", "torch.inference_mode"})
 
 
 def _set_epoch_receivers(ctx: LintContext) -> tuple[set[str], bool]:
@@ -121,12 +123,14 @@ class MissingSetEpoch(Rule):
             dataset = arg(site.node, 0, "dataset")
             held = None if names else _holder(facts, site)  # given inline to a named loader
             words = [*names, *(names_in(dataset) if dataset is not None else ()), (reference(dataset) or "") if dataset else ""]
-            if EVAL_WORDS.search(" ".join([*words, held[1] if held is not None else ""])):
+            if EVAL_WORDS.search(" ".join([*words, held[1] if held is not None else ""])) or _evaluates_only(ctx, site, names):
                 continue  # an evaluation sampler (or the sampler of an evaluation loader): its order does not matter
             if names and {n.rsplit(".", 1)[-1] for n in names} & lasts:
                 continue
-            if any(_escapes(ctx, n, loader is not None) or _set_by_receiver(ctx, n) for n in names):
-                continue  # handed to a function this linter cannot see into, or to one that sets the epoch
+            if any(_escapes(ctx, n, loader is not None) or _set_by_receiver(ctx, n) for n in names) or any(
+                _escapes(ctx, n, True) for n in loaders_given(facts, names, site.node)
+            ):
+                continue  # it or its loader handed to a function this linter cannot see into, or to one that sets the epoch
             if _single_pass(ctx, site, names) or _never_read(facts, site, names) or _iterated_once(ctx, site, names):
                 continue  # one pass over the data, or none: there is no next epoch to reshuffle
             if receivers and any(_returned(facts, site.function, n) for n in names):
@@ -287,6 +291,81 @@ def _iterated_once(ctx: LintContext, site: CallSite, names: list[str]) -> bool:
     making = {id(a.value) for a in made} | {id(loader.node) for loader in loaders(facts)} | {id(site.node)}
     making |= {id(r) for r in returned}
     return not any((loader_names | set(names)) & names_in(expr) for expr in _reads(facts, making))
+
+
+def _evaluates_only(ctx: LintContext, site: CallSite, names: list[str]) -> bool:
+    """Every loop over the sampler's loader runs with gradients off (`with torch.no_grad():` around
+    `for batch in dev_loader:`, or a function decorated with it): an evaluation, whose order does
+    not matter. The loader is followed through aliases and into the functions of the module it is
+    handed to (`trainer.train(train_loader, dev_loader)`, then `self.dev(dev_loader)`); handed
+    anywhere else, or kept, it may train."""
+    facts = ctx.facts
+    held = loaders_given(facts, names, site.node)
+    if not held or any("." in name for name in held):
+        return False
+    callee_of = {id(c.node): function for function, sites in ctx.guards.callers(facts).items() for c in sites}
+    pending = [(loader.function, name) for loader in loaders(facts) for name in bound_names(facts, loader.node) if name in held]
+    seen: set[tuple[str, str]] = set()
+    iterating: list[Loop] = []
+    while pending:
+        function, name = pending.pop()
+        if (function, name) in seen:
+            continue
+        seen.add((function, name))
+        here = [(loop, loop.node.iter) for loop in facts.loops if loop.function == function and type(loop.node) is cst.For]
+        iterating += [loop for loop, iterated in here if name in names_in(iterated)]
+        info = facts.functions.get(function)
+        if info is not None and any(name in names_in(r) for r in info.returns):
+            return False
+        for a in facts.assignments:
+            if a.function != function or type(a.value) is cst.Call or name not in names_in(a.value):
+                continue  # (a call's result is judged with the calls below)
+            if any(a.value is iterated for _, iterated in here):
+                continue  # the batches a loop over it binds
+            if reference(a.value) != name or "." in a.target:
+                return False  # kept in a container or on an object
+            pending.append((function, a.target))
+        for call in facts.calls_in(function):
+            given = [a for a in call.node.args if name in names_in(a.value)]
+            if not given or call.name in INSPECTING_BUILTINS:
+                continue
+            if any(call.node is iterated or id(iterated) in call.within_calls for _, iterated in here):
+                continue  # `tqdm(enumerate(loader))` of a loop over it
+            callee = callee_of.get(id(call.node))
+            if callee is None or any(a.star for a in call.node.args):
+                return False
+            definition = facts.functions[callee].node
+            for argument in given:
+                param = parameter_for(call.node, definition, argument)
+                if param is None or reference(argument.value) != name:
+                    return False
+                pending.append((callee, param))
+    return bool(iterating) and all(_without_gradients(facts, loop) for loop in iterating)
+
+
+def _without_gradients(facts: ModuleFacts, loop: Loop) -> bool:
+    """The loop runs with gradients off: in a `with torch.no_grad():` (or `inference_mode()`)
+    of its function, or its function is decorated with one."""
+    info = facts.functions.get(loop.function)
+    if info is None:
+        return False
+    if GRADIENTS_OFF & set(info.decorators):
+        return True
+    return any(
+        any(type(item.item) is cst.Call and facts.callee(item.item) in GRADIENTS_OFF for item in block.items)
+        and contains(block.body, loop.node)
+        for block in _with_blocks(info.node.body)
+    )
+
+
+def _with_blocks(node: cst.CSTNode) -> Iterator[cst.With]:
+    """The `with` statements in a function body, not those of functions nested in it."""
+    for child in node.children:
+        if type(child) in (cst.FunctionDef, cst.ClassDef, cst.Lambda):
+            continue
+        if type(child) is cst.With:
+            yield child
+        yield from _with_blocks(child)
 
 
 def _never_read(facts: ModuleFacts, site: CallSite, names: list[str]) -> bool:
