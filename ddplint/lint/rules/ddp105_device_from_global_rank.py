@@ -8,7 +8,7 @@ import libcst as cst
 
 from ddplint.diagnostics import Severity
 from ddplint.lint.context import LintContext
-from ddplint.lint.devices import DeviceUse, contains, device_uses, parameter_as_device
+from ddplint.lint.devices import DeviceUse, classify, contains, device_uses, parameter_as_device
 from ddplint.lint.names import callee_text, parameter_for, reference
 from ddplint.lint.roles import DeviceKind, Role
 from ddplint.lint.rules.base import Finding, Inside, Rule
@@ -38,16 +38,18 @@ class DeviceFromGlobalRank(Rule):
                     "device chosen by the global rank: on every node but the first it names a GPU "
                     "that does not exist; use LOCAL_RANK (or rank % torch.cuda.device_count())",
                 )
-        yield from _handed_to_helpers(ctx)
+        yield from _handed_to_helpers(ctx, reported)
 
 
-def _handed_to_helpers(ctx: LintContext) -> Iterator[Finding]:
+def _handed_to_helpers(ctx: LintContext, reported: set[object]) -> Iterator[Finding]:
     """The global rank handed to a function of another project module that takes that
     parameter as its GPU (`train(rank, world_size)` with `torch.cuda.set_device(rank)` inside),
-    reported at the argument with the line inside the helper."""
+    reported at the argument with the line inside the helper; a device built from the rank and
+    already reported where it was built (`device = torch.device(rank)`) is not reported again."""
     facts = ctx.facts
     for site in facts.calls:
         ranks = [a for a in site.node.args if not a.star and facts.role_of(a.value, site.function) is Role.GLOBAL_RANK]
+        ranks = [a for a in ranks if id(classify(ctx, a.value, site, True).origin) not in reported]
         if not ranks:
             continue  # (asked first: resolving the callee and the guards are the costly questions)
         resolved = ctx.resolve_function(facts, ctx.path, ctx.method_target(facts, site))

@@ -226,7 +226,17 @@ def _shuffling_sampler_of(facts: ModuleFacts, function: str, returned: cst.BaseE
             continue
         if given is sampler.node or reference(given) in bound_names(facts, sampler.node):
             return sampler
-    return None
+    # `sampler = build_sampler(data_set, world_size, rank)`: a function of the same module that
+    # builds it and returns it
+    made = [a.value for a in facts.assignments if a.function == function and a.target == reference(given) and not a.element]
+    builder = facts.callee(made[0]) if len(made) == 1 and type(made[0]) is cst.Call else None
+    returns = facts.functions[builder].returns if builder is not None and builder in facts.functions else []
+    if builder is None or len(returns) != 1:
+        return None
+    built = next((c for c in facts.calls_within(builder) if data_name(c.name) == SAMPLER), None)
+    if built is None or is_false(arg(built.node, 3, "shuffle")):
+        return None
+    return built if returns[0] is built.node or reference(returns[0]) in bound_names(facts, built.node) else None
 
 
 def _single_pass(ctx: LintContext, site: CallSite, names: list[str]) -> bool:
