@@ -1221,7 +1221,8 @@ def _rpc_only(facts: ModuleFacts) -> bool:
 def collect(module: cst.Module, star_names: dict[str, str] | None = None) -> ModuleFacts:
     """The facts of a module; `star_names` are the names its `from m import *` lines bring in
     from the project (name -> qualified name), read before its own imports, which override them."""
-    facts = ModuleFacts(imports=dict(star_names or {}))
+    defined = _defined_at_top(module)
+    facts = ModuleFacts(imports={name: qualified for name, qualified in (star_names or {}).items() if name not in defined})
     collector = _Collector(facts)
     collector.walk(module)
     _drop_shadowed(facts, collector.definitions)
@@ -1234,6 +1235,13 @@ def collect(module: cst.Module, star_names: dict[str, str] | None = None) -> Mod
     facts.is_script = facts.is_script or _starts_at_import(facts)
     facts._import_heads = frozenset(name.partition(".")[0] for name in (*facts.imports.values(), *facts.aliases.values()))
     return facts
+
+
+def _defined_at_top(module: cst.Module) -> set[str]:
+    """The functions and classes a module defines at its top level: a name that a `from models
+    import *` also brings in (`def test(epoch):` beside a model file's own `test()`) is the
+    module's own."""
+    return {statement.name.value for statement in module.body if isinstance(statement, (cst.FunctionDef, cst.ClassDef))}
 
 
 def _drop_shadowed(facts: ModuleFacts, definitions: list[tuple[str, tuple, int, int]]) -> None:

@@ -127,8 +127,17 @@ class ProjectIndex:
                 if found is None or found.attr:
                     continue
                 star = found.facts
-                names.update({k: v for k, v in star.imports.items() if not k.startswith("_") and not v.startswith(".")})
                 sep = "" if prefix.endswith(".") else "."
+                # what a package's __init__ brings in from its own modules (`from .dataset import *`)
+                # is named from the importer: `src.dataset.make_loader`
+                package = prefix if found.path.name == "__init__.py" else None
+                names.update(
+                    {
+                        k: v if not v.startswith(".") else f"{package}{sep}{v[1:]}"
+                        for k, v in star.imports.items()
+                        if not k.startswith("_") and (not v.startswith(".") or package is not None and not v.startswith(".."))
+                    }
+                )
                 defined = {name.split(".")[0] for name in star.functions}
                 names.update({name: f"{prefix}{sep}{name}" for name in defined if not name.startswith("_")})
         return names

@@ -613,7 +613,7 @@ def _escapes(ctx: LintContext, name: str, loader: bool = False) -> bool:
     for site in ctx.facts.calls:
         if (site.name or "").startswith("torch.") or site.name is None or site.name in BUILTINS:
             continue
-        if not any(name in names_in(a.value) for a in site.node.args):
+        if not any(_hands(a.value, name) for a in site.node.args):
             continue
         resolved = ctx.resolve_function(ctx.facts, ctx.path, ctx.method_target(ctx.facts, site))
         if resolved is None and not (loader and _iterated_here(ctx.facts, site)):
@@ -621,6 +621,14 @@ def _escapes(ctx: LintContext, name: str, loader: bool = False) -> bool:
         if loader and resolved is not None and resolved.facts is not ctx.facts and _may_set_epoch(ctx, resolved, site, name):
             return True
     return False
+
+
+def _hands(argument: cst.BaseExpression, name: str) -> bool:
+    """The argument gives the callee the object `name` (or something holding it), not only a
+    number Python's builtins read from it (`len(train_loader)`)."""
+    if type(argument) is cst.Call and dotted(argument.func) in INSPECTING_BUILTINS:
+        return False
+    return name in names_in(argument)
 
 
 def _may_set_epoch(ctx: LintContext, resolved: Resolved, call: CallSite, name: str, depth: int = 2) -> bool:
@@ -634,9 +642,7 @@ def _may_set_epoch(ctx: LintContext, resolved: Resolved, call: CallSite, name: s
     if any(c.method == "set_epoch" for c in facts.calls_within(owner if owner and facts.has_members(owner) else function)):
         return True
     definition = facts.functions[function].node
-    received = {
-        p for a in call.node.args if name in names_in(a.value) and (p := parameter_for(call.node, definition, a)) is not None
-    }
+    received = {p for a in call.node.args if _hands(a.value, name) and (p := parameter_for(call.node, definition, a)) is not None}
     for inner in facts.calls_within(function):
         if inner.name is None or inner.name.startswith("torch.") or inner.name in BUILTINS or _iterated_here(facts, inner):
             continue
