@@ -56,6 +56,9 @@ CALL_ROLES = {
     "torch.distributed.get_global_rank": Role.GLOBAL_RANK,
     "torch.distributed.get_node_local_rank": Role.LOCAL_RANK,
     "torch.distributed.get_world_size": Role.WORLD_SIZE,
+    # MPI's rank and size, for jobs launched with mpiexec/srun that start the group from them
+    "mpi4py.MPI.COMM_WORLD.Get_rank": Role.GLOBAL_RANK,
+    "mpi4py.MPI.COMM_WORLD.Get_size": Role.WORLD_SIZE,
 }
 # Names whose meaning is unambiguous in training code (torchrun's variables spelled in lower
 # case, nanoGPT's, accelerate's and Lightning's attributes).
