@@ -77,6 +77,8 @@ def never_runs(facts: ModuleFacts, site: CallSite) -> bool:
         test = condition.test
         if not condition.negated and _always_false(facts, test, site):
             return True
+        if condition.negated and _always_true(facts, test, site):
+            return True  # the `else:` of `if multi_gpu:` after `multi_gpu = True`
         if type(test) is not cst.Comparison or len(test.comparisons) != 1:
             continue
         target = test.comparisons[0]
@@ -140,6 +142,23 @@ def _always_false(facts: ModuleFacts, test: cst.BaseExpression, site: CallSite) 
         name = test.expression.value
         return name in facts.functions and not facts.assigned(name)
     return False
+
+
+def _always_true(facts: ModuleFacts, test: cst.BaseExpression, site: CallSite) -> bool:
+    """A true constant (`True`, a non-zero number), or a name whose every binding that reaches the
+    site is one, one of them on every path to it (`multi_gpu = True`, then `if multi_gpu:`)."""
+    if _true_constant(test):
+        return True
+    name = reference(test) if type(test) in (cst.Name, cst.Attribute) else None
+    if name is None or name in facts.functions:
+        return False
+    reaching = facts.reaching(name, site.function, site.order, site.blocks)
+    return any(dominates(a, site) for a in reaching) and all(not a.element and _true_constant(a.value) for a in reaching)
+
+
+def _true_constant(expr: cst.BaseExpression) -> bool:
+    number = int_value(expr) if type(expr) is cst.Integer else None
+    return type(expr) is cst.Name and expr.value == "True" or number is not None and number != 0
 
 
 def _false_constant(expr: cst.BaseExpression) -> bool:

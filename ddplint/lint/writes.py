@@ -309,6 +309,8 @@ def unguarded_writes(ctx: LintContext, kind: WriteKind) -> Iterator[tuple[CallSi
         # rank 0 first, the others after it (a cache): not concurrent, but a second makedirs still raises
         if helper is not None and helper in reported:
             continue
+        if ctx.runs_nowhere(site):
+            continue  # a branch value flow rules out (the `else:` of `if multi_gpu:` after `multi_gpu = True`)
         if not guards.main_only(site, main_first=kind != MKDIR) and not _undecided(ctx, site, ctx.facts, ctx.path):
             if helper is not None:
                 reported.add(helper)
