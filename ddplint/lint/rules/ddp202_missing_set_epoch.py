@@ -246,6 +246,12 @@ def _single_pass(ctx: LintContext, site: CallSite, names: list[str]) -> bool:
     mp.spawn starts) or called from this module outside every loop."""
     facts = ctx.facts
     held = loaders_given(facts, names, site.node)
+    # `bar = tqdm(loader, total=len(loader))`, then `for i, batch in enumerate(bar):`
+    held |= {
+        a.target
+        for a in facts.assignments
+        if type(a.value) is cst.Call and a.value.args and reference(a.value.args[0].value) in held and not a.element
+    }
     iterating = [loop for loop in facts.loops if type(loop.node) is cst.For and held & names_in(loop.node.iter)]
     return bool(iterating) and all(
         not any(other.node is not loop.node and contains(other.node, loop.node) for other in facts.loops)
