@@ -88,10 +88,10 @@ def per_process_visible_devices(facts: ModuleFacts) -> list[Assignment]:
     return [
         w
         for w in facts.env_writes.get("CUDA_VISIBLE_DEVICES", [])
-        if facts.role_of(w.value, w.function) is not None
-        or string_value(w.value) is None
-        and w.function != ""
-        and not any(c.name in SPAWN for c in facts.calls_in(w.function))
+        # the launcher's write, before mp.spawn, is inherited alike by every process it starts,
+        # whatever it reads (`str(args.gpu)`, an option the workers later set from their index)
+        if not any(c.name in SPAWN for c in facts.calls_in(w.function))
+        and (facts.role_of(w.value, w.function) is not None or string_value(w.value) is None and w.function != "")
     ]
 
 
