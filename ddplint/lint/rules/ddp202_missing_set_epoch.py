@@ -629,12 +629,16 @@ def _escapes(ctx: LintContext, name: str, loader: bool = False) -> bool:
     return False
 
 
-def _hands(argument: cst.BaseExpression, name: str) -> bool:
-    """The argument gives the callee the object `name` (or something holding it), not only a
-    number Python's builtins read from it (`len(train_loader)`)."""
-    if type(argument) is cst.Call and dotted(argument.func) in INSPECTING_BUILTINS:
+def _hands(node: cst.CSTNode, name: str) -> bool:
+    """The argument gives the callee the object `name` (or something holding it), not only what
+    Python's builtins read from it (`len(train_loader)`, also inside `{"epoch": i / len(loader)}`)."""
+    if type(node) is cst.Call and dotted(node.func) in INSPECTING_BUILTINS:
         return False
-    return name in names_in(argument)
+    if type(node) in (cst.Name, cst.Attribute):
+        return name in names_in(node)
+    if type(node) is cst.Arg:  # (not its keyword's name)
+        return _hands(node.value, name)
+    return any(_hands(child, name) for child in node.children)
 
 
 def _may_set_epoch(ctx: LintContext, resolved: Resolved, call: CallSite, name: str, depth: int = 2) -> bool:
