@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import libcst as cst
+
 from ddplint.diagnostics import Severity
 from ddplint.lint.context import LintContext
 from ddplint.lint.devices import (
     DeviceUse,
     binding_sites,
+    classify,
     device_uses,
     visible_devices_per_rank,
 )
@@ -29,7 +32,7 @@ class MissingSetDevice(Rule):
     def check(self, ctx: LintContext) -> Iterator[Finding]:
         if binding_sites(ctx):
             return
-        explicit = any(_names_its_device(use) for use in device_uses(ctx))
+        explicit = any(_names_its_device(use) for use in device_uses(ctx)) or _builds_rank_device(ctx)
         if explicit and not _on_current_device(ctx):
             return  # each rank picks its device (by the global rank: DDP105), or a hard-coded index is the problem (DDP101)
         library = not ctx.facts.is_script  # a helper module: its callers bind the device, or are reported
@@ -74,6 +77,18 @@ def _names_its_device(use: DeviceUse) -> bool:
     if use.kind in {DeviceKind.LOCAL, DeviceKind.GLOBAL, DeviceKind.INDEX}:
         return True
     return use.kind is DeviceKind.OTHER and use.site.name == DDP and string_value(use.expr) is None
+
+
+def _builds_rank_device(ctx: LintContext) -> bool:
+    """The script builds the rank's own device and keeps it (`device = torch.device(f"cuda:{rank}")`)
+    to hand to the helpers that place the model and data on it."""
+    facts = ctx.facts
+    return any(
+        (type(a.value) is cst.FormattedString or type(a.value) is cst.Call and facts.callee(a.value) == "torch.device")
+        and classify(ctx, a.value, a, True).kind in {DeviceKind.LOCAL, DeviceKind.GLOBAL}
+        for a in facts.assignments
+        if not a.element
+    )
 
 
 def _on_current_device(ctx: LintContext) -> bool:
