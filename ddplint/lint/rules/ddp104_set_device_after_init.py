@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from ddplint.diagnostics import Severity
 from ddplint.lint.context import LintContext
 from ddplint.lint.names import arg, string_value
+from ddplint.lint.paths import dominates
 from ddplint.lint.rules.base import Finding, Rule
 from ddplint.lint.summaries import Effect
 from ddplint.lint.vocabulary import INIT_PG, SET_DEVICE
@@ -37,7 +38,10 @@ class SetDeviceAfterInit(Rule):
                     for c in communicating
                     if c.function == site.function and init.order < c.order < site.order and not _exclusive(c, site)
                 ]
-                if between:
+                # a binding that dominates the collective already put it on the rank's GPU; this one
+                # only repeats it (`set_device(local_rank)` after init, and again before the trainer)
+                bound = [b for b in ctx.facts.calls_to(SET_DEVICE) if b is not site and b.function == site.function]
+                if between and not all(any(b.order < c.order and dominates(b, c) for b in bound) for c in between):
                     yield Finding(
                         site.node,
                         "torch.cuda.set_device after init_process_group and a collective: that collective "
