@@ -256,12 +256,41 @@ def device_uses(ctx: LintContext) -> Iterator[DeviceUse]:
         if site.in_default and not _default_used(ctx, site) or ctx.guards.one_process(site):
             continue  # one process alone (single-process run, main rank) uses its own GPU 0
         # only calls with a device= need to know whether they bind (it follows the call into helpers)
-        binder = has_keyword(site.node, "device") and Effect.BINDS_DEVICE in ctx.summaries.effects(site)
+        binder = has_keyword(site.node, "device") and (
+            Effect.BINDS_DEVICE in ctx.summaries.effects(site) or _takes_device_type(ctx, site)
+        )
         for target, int_is_index, placement in _device_arguments(site, binder):
             device = classify(ctx, target, site, int_is_index)
             followed = device.kind in {DeviceKind.INDEX, DeviceKind.GLOBAL} and device.origin is not None
             report = device.origin if followed else target
             yield DeviceUse(site, report if report is not None else site.node, device.kind, device.index, placement)
+
+
+def _takes_device_type(ctx: LintContext, site: CallSite) -> bool:
+    """The project function or class the call names reads its `device` parameter only as the type
+    of a device whose index it takes elsewhere (`torch.device(self.device, self.local_rank)`):
+    `NERModel(local_rank=local_rank, device="cuda")` names no GPU itself."""
+    resolved = ctx.resolve_function(ctx.facts, ctx.path, ctx.method_target(ctx.facts, site))
+    if resolved is None:
+        return False
+    facts, _, function = resolved
+    if "device" not in facts.functions[function].params:
+        return False
+    owner = function.rpartition(".")[0] if function.endswith(".__init__") else ""
+    held = {"device"} | {
+        a.target for a in facts.assignments_within(function) if reference(a.value) == "device" and a.target.startswith("self.")
+    }
+    scope = owner or function
+    reads = [call for call in facts.calls_within(scope) if any(reference(a.value) in held for a in call.node.args)]
+    typed = [
+        call
+        for call in reads
+        if call.name == "torch.device"
+        and (kind := arg(call.node, 0, "type")) is not None
+        and reference(kind) in held
+        and arg(call.node, 1, "index") is not None
+    ]
+    return bool(typed) and len(typed) == len(reads)
 
 
 def _device_arguments(site: CallSite, binder: bool) -> Iterator[tuple[cst.BaseExpression | None, bool, bool]]:
