@@ -654,6 +654,8 @@ def _may_set_epoch(ctx: LintContext, resolved: Resolved, call: CallSite, name: s
     definition = facts.functions[function].node
     received = {p for a in call.node.args if _hands(a.value, name) and (p := parameter_for(call.node, definition, a)) is not None}
     for inner in facts.calls_within(function):
+        if _to_base_class(inner) and any(_hands(a.value, param) for a in inner.node.args for param in received):
+            return True  # `super().__init__(net, None, loader)`: a base class (a training engine) not followed here
         if inner.name is None or inner.name.startswith("torch.") or inner.name in BUILTINS or _iterated_here(facts, inner):
             continue
         for param in received:
@@ -662,6 +664,12 @@ def _may_set_epoch(ctx: LintContext, resolved: Resolved, call: CallSite, name: s
                 if onward is None or depth == 0 or _may_set_epoch(ctx, onward, inner, param, depth - 1):
                     return True
     return False
+
+
+def _to_base_class(site: CallSite) -> bool:
+    """`super().__init__(...)`, `super().fit(...)`: a call of the base class's method."""
+    func = site.node.func
+    return type(func) is cst.Attribute and type(func.value) is cst.Call and dotted(func.value.func) == "super"
 
 
 def _iterated_here(facts: ModuleFacts, site: CallSite) -> bool:
