@@ -758,9 +758,13 @@ class Guards:
         if key not in self._main_functions:
             self._main_functions[key] = False  # recursion guard
             sites = [s for s in facts.calls if in_main_block(s)]
+            # module-level code outside the block (`if args.distributed: init_process_group(...)`)
+            # has run in every process before the block
+            top = [s for s in facts.calls if s.function == "" and not in_main_block(s)]
             self._main_functions[key] = (
                 bool(sites)
                 and facts.framework is None
+                and not any(group_call(s) or Effect.STARTS_GROUP in self.summaries.effects(s, facts, path) for s in top)
                 and not self.ctx.spawn_targets(facts)  # (workers, or a runner's callback: `fire.Fire(train)`)
                 and not starts_own_workers(facts)
                 and not any(group_call(s) or self.summaries.effects(s, facts, path) for s in sites)
