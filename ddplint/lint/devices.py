@@ -30,7 +30,7 @@ from ddplint.lint.names import (
     string_value,
 )
 from ddplint.lint.paths import Event, joined
-from ddplint.lint.roles import PER_NODE, DeviceKind, Role
+from ddplint.lint.roles import PER_NODE, RANK_CALLS, DeviceKind, Role
 from ddplint.lint.summaries import Effect, per_process_visible_devices
 from ddplint.lint.vocabulary import BINDING_METHODS, CURRENT_DEVICE_CALLS, DDP, DEVICE_CONTEXTS, INIT_PG, SET_DEVICE_CALLS
 
@@ -360,11 +360,12 @@ def _as_device(facts: ModuleFacts, expr: cst.BaseExpression, names: set[str]) ->
 
 
 def _names_device(call: cst.Call) -> bool:
-    """`torch.device(...)`, the current accelerator, or a device string formatted (`"cuda:{}".format(i)`)."""
+    """`torch.device(...)`, the current accelerator, a device string formatted (`"cuda:{}".format(i)`),
+    or a rank taken as the device index (`y.to(dist.get_rank())`)."""
     if format_call(call):
         return True
     name = reference(call.func)
-    return name is not None and name.rsplit(".", 1)[-1] in {"device", "current_accelerator"}
+    return name is not None and name.rsplit(".", 1)[-1] in {"device", "current_accelerator", *RANK_CALLS}
 
 
 def _default_used(ctx: LintContext, site: CallSite) -> bool:
