@@ -276,11 +276,10 @@ def _takes_device_type(ctx: LintContext, site: CallSite) -> bool:
     facts, _, function = resolved
     if "device" not in facts.functions[function].params:
         return False
-    owner = function.rpartition(".")[0] if function.endswith(".__init__") else ""
     held = {"device"} | {
         a.target for a in facts.assignments_within(function) if reference(a.value) == "device" and a.target.startswith("self.")
     }
-    scope = owner or function
+    scope = function.rpartition(".")[0] if function.endswith(".__init__") else function  # a class reads it in any method
     reads = [call for call in facts.calls_within(scope) if any(reference(a.value) in held for a in call.node.args)]
     typed = [
         call

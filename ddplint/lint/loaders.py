@@ -243,14 +243,13 @@ def evaluation_only(ctx: LintContext, site: CallSite) -> bool:
     step. An evaluation loader, however it shuffles. Followed through the functions of this
     module it is handed to, the callers it is returned to and the names it is wrapped under
     (`pbar = tqdm(loader)`); a use this cannot follow keeps it training."""
-    readers = _readers(ctx, [(name, site.function) for name in bound_names(ctx.facts, site.node)], 3)
-    return bool(readers) and all(_evaluates(ctx, loop.function) and not _loop_trains(ctx, loop) for loop in readers or ())
+    found = readers(ctx, site)
+    return bool(found) and all(_evaluates(ctx, loop.function) and not _loop_trains(ctx, loop) for loop in found or ())
 
 
 def trained_on(ctx: LintContext, site: CallSite) -> bool:
     """A loop that this analysis follows reads the loader and runs backward() or a step."""
-    readers = _readers(ctx, [(name, site.function) for name in bound_names(ctx.facts, site.node)], 3)
-    return any(_loop_trains(ctx, loop) for loop in readers or ())
+    return any(_loop_trains(ctx, loop) for loop in readers(ctx, site) or ())
 
 
 def beside_a_split_loader(site: CallSite, facts: ModuleFacts) -> bool:
@@ -261,6 +260,12 @@ def beside_a_split_loader(site: CallSite, facts: ModuleFacts) -> bool:
         if other is not site and other.function == site.function and chosen is not None and sharding(chosen, facts, other) != NO:
             return True
     return False
+
+
+def readers(ctx: LintContext, site: CallSite) -> list[Loop] | None:
+    """The loops that read the loader a DataLoader call builds, followed as `_readers` does; None
+    where it goes somewhere this cannot follow."""
+    return _readers(ctx, [(name, site.function) for name in bound_names(ctx.facts, site.node)], 3)
 
 
 def _evaluates(ctx: LintContext, function: str) -> bool:
@@ -321,7 +326,8 @@ def _readers(ctx: LintContext, held: list[tuple[str, str]], depth: int) -> list[
                 readers += wrapped
                 found = True
                 continue
-            info = facts.functions.get(ctx.method_target(facts, call) or "")
+            # (the call graph knows the methods of instances built here: `trainer.fit(loader)`)
+            info = facts.functions.get(ctx.guards.callee(call, facts) or ctx.method_target(facts, call) or "")
             if info is None or any(a.star for a in call.node.args):
                 return None
             params = [p.name.value for p in call_parameters(call.node, info.node)]

@@ -9,7 +9,7 @@ the later one's: it ran on every path that got there.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 import libcst as cst
@@ -77,7 +77,7 @@ def never_runs(facts: ModuleFacts, site: CallSite) -> bool:
         test = condition.test
         if not condition.negated and _always_false(facts, test, site):
             return True
-        if condition.negated and _always_true(facts, test, site):
+        if condition.negated and _held_constant(facts, test, site, _true_constant):
             return True  # the `else:` of `if multi_gpu:` after `multi_gpu = True`
         if type(test) is not cst.Comparison or len(test.comparisons) != 1:
             continue
@@ -130,30 +130,27 @@ def _always_false(facts: ModuleFacts, test: cst.BaseExpression, site: CallSite) 
     `and`."""
     if type(test) is cst.BooleanOperation and type(test.operator) is cst.And:
         return _always_false(facts, test.left, site) or _always_false(facts, test.right, site)
-    if _false_constant(test):
+    if _held_constant(facts, test, site, _false_constant):
         return True
-    name = reference(test) if type(test) in (cst.Name, cst.Attribute) else None
-    if name is not None and name not in facts.functions:
-        reaching = facts.reaching(name, site.function, site.order, site.blocks)
-        # one of them on every path to the site: nothing else (an option's parse) gets through
-        if any(dominates(a, site) for a in reaching) and all(_false_constant(a.value) for a in reaching):
-            return True
     if type(test) is cst.UnaryOperation and type(test.operator) is cst.Not and type(test.expression) is cst.Name:
         name = test.expression.value
         return name in facts.functions and not facts.assigned(name)
     return False
 
 
-def _always_true(facts: ModuleFacts, test: cst.BaseExpression, site: CallSite) -> bool:
-    """A true constant (`True`, a non-zero number), or a name whose every binding that reaches the
-    site is one, one of them on every path to it (`multi_gpu = True`, then `if multi_gpu:`)."""
-    if _true_constant(test):
+def _held_constant(
+    facts: ModuleFacts, test: cst.BaseExpression, site: CallSite, constant: Callable[[cst.BaseExpression], bool]
+) -> bool:
+    """The test is such a constant, or a name whose every binding that reaches the site is one, one
+    of them on every path to it: nothing else (an option's parse) gets through (`multi_gpu = True`,
+    then `if multi_gpu:`)."""
+    if constant(test):
         return True
     name = reference(test) if type(test) in (cst.Name, cst.Attribute) else None
     if name is None or name in facts.functions:
         return False
     reaching = facts.reaching(name, site.function, site.order, site.blocks)
-    return any(dominates(a, site) for a in reaching) and all(not a.element and _true_constant(a.value) for a in reaching)
+    return any(dominates(a, site) for a in reaching) and all(not a.element and constant(a.value) for a in reaching)
 
 
 def _true_constant(expr: cst.BaseExpression) -> bool:

@@ -128,16 +128,16 @@ class ProjectIndex:
                     continue
                 star = found.facts
                 sep = "" if prefix.endswith(".") else "."
-                # what a package's __init__ brings in from its own modules (`from .dataset import *`)
-                # is named from the importer: `src.dataset.make_loader`
-                package = prefix if found.path.name == "__init__.py" else None
-                names.update(
-                    {
-                        k: v if not v.startswith(".") else f"{package}{sep}{v[1:]}"
-                        for k, v in star.imports.items()
-                        if not k.startswith("_") and (not v.startswith(".") or package is not None and not v.startswith(".."))
-                    }
-                )
+                for name, qualified in star.imports.items():
+                    if name.startswith("_"):
+                        continue
+                    if qualified.startswith("."):
+                        # what a package's __init__ brings in from its own modules (`from .dataset
+                        # import *`), named from the importer: `src.dataset.make_loader`
+                        if found.path.name != "__init__.py" or qualified.startswith(".."):
+                            continue
+                        qualified = f"{prefix}{sep}{qualified[1:]}"
+                    names[name] = qualified
                 defined = {name.split(".")[0] for name in star.functions}
                 names.update({name: f"{prefix}{sep}{name}" for name in defined if not name.startswith("_")})
         return names

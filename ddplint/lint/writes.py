@@ -190,8 +190,7 @@ def _text_of(value: cst.BaseExpression, facts: ModuleFacts, handed_back: HandedB
     callee = facts.callee(value) or ""
     if callee in TEXT_BUILDERS or callee.startswith(("os.path.", "pathlib.")):
         return value
-    info = facts.functions.get(callee)
-    given = returned_argument(value, facts, callee) if info is not None else handed_back(value) if handed_back else None
+    given = returned_argument(value, facts, callee) if callee in facts.functions else handed_back(value) if handed_back else None
     return given if given is not None else value.func
 
 
@@ -201,11 +200,11 @@ def returned_argument(call: cst.Call, facts: ModuleFacts, function: str) -> cst.
     path`)."""
     info = facts.functions.get(function)
     returned = {reference(r) for r in info.returns} if info is not None else set()
-    if len(returned) != 1 or (param := returned.pop()) is None or "." in param:
+    if info is None or len(returned) != 1 or (param := returned.pop()) is None or "." in param:
         return None
     if any(a.target == param for a in facts.assignments if a.function == function):
         return None
-    return argument_for(call, info.node, param) if info is not None else None
+    return argument_for(call, info.node, param)
 
 
 def _placed(value: cst.BaseExpression, facts: ModuleFacts) -> bool:

@@ -30,6 +30,9 @@ class SetDeviceAfterInit(Rule):
             return
         communicating = ctx.summaries.sites_with(Effect.DEVICE_COLLECTIVE)
         for site in ctx.facts.calls_to(SET_DEVICE):
+            # a binding that dominates the collective already put it on the rank's GPU; this one
+            # only repeats it (`set_device(local_rank)` after init, and again before the trainer)
+            bound = [b for b in ctx.facts.calls_to(SET_DEVICE) if b is not site and b.function == site.function]
             for init in inits:
                 if init.function != site.function or init.order > site.order or _exclusive(init, site):
                     continue
@@ -38,10 +41,7 @@ class SetDeviceAfterInit(Rule):
                     for c in communicating
                     if c.function == site.function and init.order < c.order < site.order and not _exclusive(c, site)
                 ]
-                # a binding that dominates the collective already put it on the rank's GPU; this one
-                # only repeats it (`set_device(local_rank)` after init, and again before the trainer)
-                bound = [b for b in ctx.facts.calls_to(SET_DEVICE) if b is not site and b.function == site.function]
-                if between and not all(any(b.order < c.order and dominates(b, c) for b in bound) for c in between):
+                if between and not all(any(dominates(b, c) for b in bound) for c in between):
                     yield Finding(
                         site.node,
                         "torch.cuda.set_device after init_process_group and a collective: that collective "

@@ -20,11 +20,13 @@ from ddplint.lint.loaders import (
     calls_in_loop,
     epoch_loop,
     epoch_loops,
+    evaluation_only,
     helper_calls,
     is_false,
     loaders,
     loaders_given,
     over_range,
+    readers,
     returned_loader,
     samplers,
 )
@@ -35,7 +37,6 @@ from ddplint.lint.rules.base import Finding, InsertBefore, Inside, Remedy, Rule
 from ddplint.lint.vocabulary import LOADER
 
 BUILTINS = frozenset(vars(builtins))
-GRADIENTS_OFF = frozenset({"torch.no_grad", "torch.inference_mode"})
 
 
 def _set_epoch_receivers(ctx: LintContext) -> tuple[set[str], bool]:
@@ -240,24 +241,31 @@ def _shuffling_sampler_of(facts: ModuleFacts, function: str, returned: cst.BaseE
 
 
 def _single_pass(ctx: LintContext, site: CallSite, names: list[str]) -> bool:
-    """The sampler's loader is iterated only by loops that nothing repeats (`for step, batch in
-    enumerate(loader):` with the steps inside, up to a limit): no loop around them in their
+    """The loaders the sampler is given to are read only by loops that nothing repeats (`for
+    step, batch in enumerate(loader):` with the steps inside, up to a limit; also through `bar =
+    tqdm(loader)` or a function of the module it is handed to): no loop around them in their
     function, and that function runs once, at module level, as the process's entry (what
     mp.spawn starts) or called from this module outside every loop."""
-    facts = ctx.facts
-    held = loaders_given(facts, names, site.node)
-    # `bar = tqdm(loader, total=len(loader))`, then `for i, batch in enumerate(bar):`
-    held |= {
-        a.target
-        for a in facts.assignments
-        if type(a.value) is cst.Call and a.value.args and reference(a.value.args[0].value) in held and not a.element
-    }
-    iterating = [loop for loop in facts.loops if type(loop.node) is cst.For and held & names_in(loop.node.iter)]
-    return bool(iterating) and all(
-        not any(other.node is not loop.node and contains(other.node, loop.node) for other in facts.loops)
-        and _runs_once(ctx, loop.function, set())
-        for loop in iterating
+    found = [readers(ctx, loader) for loader in _given_to(ctx, site, names)]
+    loops = [loop for reading in found for loop in reading or ()]
+    return (
+        bool(loops)
+        and None not in found
+        and all(
+            not any(other.node is not loop.node and contains(other.node, loop.node) for other in ctx.facts.loops)
+            and _runs_once(ctx, loop.function, set())
+            for loop in loops
+        )
     )
+
+
+def _given_to(ctx: LintContext, site: CallSite, names: list[str]) -> list[CallSite]:
+    """The DataLoader calls of the module that are given the sampler (the call, or a name bound to it)."""
+    return [
+        loader
+        for loader in loaders(ctx.facts)
+        if (sampler := arg(loader.node, 3, "sampler")) is not None and (sampler is site.node or reference(sampler) in names)
+    ]
 
 
 def _runs_once(ctx: LintContext, function: str, seen: set[str]) -> bool:
@@ -310,78 +318,11 @@ def _iterated_once(ctx: LintContext, site: CallSite, names: list[str]) -> bool:
 
 
 def _evaluates_only(ctx: LintContext, site: CallSite, names: list[str]) -> bool:
-    """Every loop over the sampler's loader runs with gradients off (`with torch.no_grad():` around
-    `for batch in dev_loader:`, or a function decorated with it): an evaluation, whose order does
-    not matter. The loader is followed through aliases and into the functions of the module it is
-    handed to (`trainer.train(train_loader, dev_loader)`, then `self.dev(dev_loader)`); handed
-    anywhere else, or kept, it may train."""
-    facts = ctx.facts
-    held = loaders_given(facts, names, site.node)
-    if not held or any("." in name for name in held):
-        return False
-    callee_of = {id(c.node): function for function, sites in ctx.guards.callers(facts).items() for c in sites}
-    pending = [(loader.function, name) for loader in loaders(facts) for name in bound_names(facts, loader.node) if name in held]
-    seen: set[tuple[str, str]] = set()
-    iterating: list[Loop] = []
-    while pending:
-        function, name = pending.pop()
-        if (function, name) in seen:
-            continue
-        seen.add((function, name))
-        here = [(loop, loop.node.iter) for loop in facts.loops if loop.function == function and type(loop.node) is cst.For]
-        iterating += [loop for loop, iterated in here if name in names_in(iterated)]
-        info = facts.functions.get(function)
-        if info is not None and any(name in names_in(r) for r in info.returns):
-            return False
-        for a in facts.assignments:
-            if a.function != function or type(a.value) is cst.Call or name not in names_in(a.value):
-                continue  # (a call's result is judged with the calls below)
-            if any(a.value is iterated for _, iterated in here):
-                continue  # the batches a loop over it binds
-            if reference(a.value) != name or "." in a.target:
-                return False  # kept in a container or on an object
-            pending.append((function, a.target))
-        for call in facts.calls_in(function):
-            given = [a for a in call.node.args if name in names_in(a.value)]
-            if not given or call.name in INSPECTING_BUILTINS:
-                continue
-            if any(call.node is iterated or id(iterated) in call.within_calls for _, iterated in here):
-                continue  # `tqdm(enumerate(loader))` of a loop over it
-            callee = callee_of.get(id(call.node))
-            if callee is None or any(a.star for a in call.node.args):
-                return False
-            definition = facts.functions[callee].node
-            for argument in given:
-                param = parameter_for(call.node, definition, argument)
-                if param is None or reference(argument.value) != name:
-                    return False
-                pending.append((callee, param))
-    return bool(iterating) and all(_without_gradients(facts, loop) for loop in iterating)
-
-
-def _without_gradients(facts: ModuleFacts, loop: Loop) -> bool:
-    """The loop runs with gradients off: in a `with torch.no_grad():` (or `inference_mode()`)
-    of its function, or its function is decorated with one."""
-    info = facts.functions.get(loop.function)
-    if info is None:
-        return False
-    if GRADIENTS_OFF & set(info.decorators):
-        return True
-    return any(
-        any(type(item.item) is cst.Call and facts.callee(item.item) in GRADIENTS_OFF for item in block.items)
-        and contains(block.body, loop.node)
-        for block in _with_blocks(info.node.body)
-    )
-
-
-def _with_blocks(node: cst.CSTNode) -> Iterator[cst.With]:
-    """The `with` statements in a function body, not those of functions nested in it."""
-    for child in node.children:
-        if type(child) in (cst.FunctionDef, cst.ClassDef, cst.Lambda):
-            continue
-        if type(child) is cst.With:
-            yield child
-        yield from _with_blocks(child)
+    """Every loader the sampler is given to is read only by evaluation loops (loaders.evaluation_only:
+    gradients off or the model in eval mode, no backward or step; `trainer.fit(train_loader,
+    dev_loader)`, then `self.score(dev_loader)` under `torch.no_grad()`): its order does not matter."""
+    given_to = _given_to(ctx, site, names)
+    return bool(given_to) and all(evaluation_only(ctx, loader) for loader in given_to)
 
 
 def _never_read(facts: ModuleFacts, site: CallSite, names: list[str]) -> bool:
@@ -654,9 +595,10 @@ def _may_set_epoch(ctx: LintContext, resolved: Resolved, call: CallSite, name: s
     definition = facts.functions[function].node
     received = {p for a in call.node.args if _hands(a.value, name) and (p := parameter_for(call.node, definition, a)) is not None}
     for inner in facts.calls_within(function):
-        if _to_base_class(inner) and any(_hands(a.value, param) for a in inner.node.args for param in received):
-            return True  # `super().__init__(net, None, loader)`: a base class (a training engine) not followed here
-        if inner.name is None or inner.name.startswith("torch.") or inner.name in BUILTINS or _iterated_here(facts, inner):
+        # (`super().__init__(net, None, loader)` is followed into the base class, where the project has it)
+        if inner.name is None and not _to_base_class(inner):
+            continue
+        if (inner.name or "").startswith("torch.") or inner.name in BUILTINS or _iterated_here(facts, inner):
             continue
         for param in received:
             if any((reference(a.value) or "").split(".")[0] == param for a in inner.node.args):  # it, or `loader.sampler`
