@@ -83,16 +83,20 @@ def direct_effects(site: CallSite) -> frozenset[Effect]:
 
 def per_process_visible_devices(facts: ModuleFacts) -> list[Assignment]:
     """Writes of CUDA_VISIBLE_DEVICES that differ per process: a rank, or a value computed in a
-    function (a constant string, or an option written at module level or by the launcher before
-    mp.spawn, gives every process the same GPUs)."""
-    return [
-        w
-        for w in facts.env_writes.get("CUDA_VISIBLE_DEVICES", [])
-        # the launcher's write, before mp.spawn, is inherited alike by every process it starts,
-        # whatever it reads (`str(args.gpu)`, an option the workers later set from their index)
-        if not any(c.name in SPAWN for c in facts.calls_in(w.function))
-        and (facts.role_of(w.value, w.function) is not None or string_value(w.value) is None and w.function != "")
-    ]
+    function, or one written anew before each worker start in the loop around it. A constant
+    string, an option written at module level, or the launcher's write before mp.spawn (inherited
+    alike by every process it starts, whatever it reads: `str(args.gpu)`, an option the workers
+    later set from their index) gives every process the same GPUs."""
+    found = []
+    for w in facts.env_writes.get("CUDA_VISIBLE_DEVICES", []):
+        starts = [c for c in facts.calls_in(w.function) if c.name in SPAWN]
+        computed = string_value(w.value) is None
+        if any({id(loop) for loop in w.loops} & {id(loop) for loop in c.loops} for c in starts):
+            if computed:  # `for rank in ...: os.environ[...] = str(rank); mp.start_processes(...)`
+                found.append(w)
+        elif not starts and (facts.role_of(w.value, w.function) is not None or computed and w.function != ""):
+            found.append(w)
+    return found
 
 
 class Summaries:
