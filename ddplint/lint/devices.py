@@ -143,11 +143,27 @@ def _classify_name(ctx: LintContext, name: str, site: Event, int_is_index: bool,
                 values.append(classify(ctx, argument, caller, int_is_index, depth - 1))
             elif (outer := reference(argument)) is not None:
                 values.append(_classify_name(ctx, f"{outer}.{rest}", caller, int_is_index, depth - 1))
-    if not values and rest in facts.options and "." not in rest and parsed_arguments(ctx, head, site):
+    if not values and (default := _option_default(ctx, name, site)) is not None:
         if _joins_the_group_with(ctx, name):  # each process is given its own: its default is no device
             return Device(DeviceKind.OTHER)
-        values.append(classify(ctx, facts.options[rest], site, int_is_index, depth))
+        values.append(classify(ctx, default, site, int_is_index, depth))
     return min(values, key=lambda d: _WORST_FIRST.index(d.kind)) if values else Device(DeviceKind.OTHER)
+
+
+def option_default(ctx: LintContext, value: cst.BaseExpression, site: Event) -> cst.BaseExpression | None:
+    """The argparse default that `value` holds at `site` (`args.backend` of `add_argument(
+    "--backend", default="nccl")`), where nothing in the script assigns that option."""
+    name = reference(value)
+    if name is None or ctx.facts.reaching(name, site.function, site.order, site.blocks):
+        return None
+    return _option_default(ctx, name, site)
+
+
+def _option_default(ctx: LintContext, name: str, site: Event) -> cst.BaseExpression | None:
+    head, _, rest = name.partition(".")
+    if rest in ctx.facts.options and "." not in rest and parsed_arguments(ctx, head, site):
+        return ctx.facts.options[rest]
+    return None
 
 
 def _joins_the_group_with(ctx: LintContext, name: str) -> bool:
@@ -222,9 +238,16 @@ def holds_parsed_arguments(ctx: LintContext, value: cst.BaseExpression) -> bool:
 
 
 def _returns_parsed_arguments(ctx: LintContext, value: cst.BaseExpression) -> bool:
-    """`args = get_args()` where get_args, in this module, returns parser.parse_args()."""
-    info = ctx.facts.functions.get(dotted(value.func) or "") if type(value) is cst.Call else None
-    return info is not None and any(_parses_arguments(r) for r in info.returns)
+    """`args = get_args()` where get_args, in this module, returns parser.parse_args(), directly
+    or through a name it binds to it (`args = parser.parse_args(); return args`)."""
+    function = dotted(value.func) or "" if type(value) is cst.Call else ""
+    info = ctx.facts.functions.get(function)
+    if info is None:
+        return False
+    names = {r.value for r in info.returns if type(r) is cst.Name}
+    return any(_parses_arguments(r) for r in info.returns) or any(
+        a.target in names and _parses_arguments(a.value) for a in ctx.facts.assignments if a.function == function
+    )
 
 
 def _parses_arguments(expr: cst.BaseExpression) -> bool:

@@ -13,6 +13,7 @@ from ddplint.lint.devices import (
     binding_sites,
     classify,
     device_uses,
+    option_default,
     visible_devices_per_rank,
 )
 from ddplint.lint.names import arg, has_star_kwargs, string_value
@@ -67,7 +68,13 @@ class MissingSetDevice(Rule):
             resolved = ctx.resolve_function(ctx.facts, ctx.path, ctx.method_target(ctx.facts, site))
             if resolved is None or resolved.facts is ctx.facts:
                 return False  # a function of this module is reported at its own init call
-        return Effect.STARTS_NCCL in ctx.summaries.effects(site)
+        effects = ctx.summaries.effects(site)
+        if Effect.STARTS_NCCL in effects:
+            return True
+        # `init_process_group(backend=args.backend)` of an option whose default is "nccl"
+        backend = arg(site.node, 0, "backend") if site.name == INIT_PG and Effect.STARTS_GROUP in effects else None
+        default = option_default(ctx, backend, site) if backend is not None else None
+        return "nccl" in (string_value(default) or "")
 
 
 def _names_its_device(use: DeviceUse) -> bool:
