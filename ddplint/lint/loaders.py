@@ -37,13 +37,36 @@ def bound_names(facts: ModuleFacts, node: cst.CSTNode) -> list[str]:
     return [a.target for a in facts.bindings_of(node)]
 
 
+def loader_argument(facts: ModuleFacts, site: CallSite, position: int, keyword: str) -> cst.BaseExpression | None:
+    """A DataLoader's argument, given at its position or by keyword, or held under that key by a
+    `**kwargs` dict of the call (`kwargs = dict(shuffle=True)`; `kwargs["sampler"] = sampler`)."""
+    given = arg(site.node, position, keyword)
+    if given is not None:
+        return given
+    for argument in site.node.args:
+        name = reference(argument.value) if argument.star == "**" else None
+        for binding in facts.reaching(f"{name}.{keyword}", site.function, site.order, site.blocks) if name else ():
+            return binding.value
+    return None
+
+
+def given_sampler(facts: ModuleFacts, site: CallSite) -> cst.BaseExpression | None:
+    """The `sampler=` a DataLoader call is given."""
+    return loader_argument(facts, site, 3, "sampler")
+
+
+def chosen_sampler(facts: ModuleFacts, site: CallSite) -> cst.BaseExpression | None:
+    """What decides a DataLoader's order: its `batch_sampler=`, else its `sampler=`."""
+    return loader_argument(facts, site, 4, "batch_sampler") or given_sampler(facts, site)
+
+
 def loaders_given(facts: ModuleFacts, names: Collection[str], sampler: cst.CSTNode | None = None) -> set[str]:
     """The names of the loaders a sampler (the call `sampler`, or one of `names` bound to it) is
     given to: `loader = DataLoader(ds, 8, False, sampler)` -> {"loader"}."""
     return {
         name
         for loader in loaders(facts)
-        if (given := arg(loader.node, 3, "sampler")) is not None and (given is sampler or reference(given) in names)
+        if (given := given_sampler(facts, loader)) is not None and (given is sampler or reference(given) in names)
         for name in bound_names(facts, loader.node)
     }
 
@@ -53,7 +76,7 @@ def helper_calls(ctx: LintContext, given_to_loaders: bool = False) -> Iterator[t
     given as a DataLoader's sampler: `sampler=data_sampler(ds, shuffle=True)`), of a function of
     another project module (not torch's DataLoader or DistributedSampler themselves)."""
     facts = ctx.facts
-    samplers = {id(arg(s.node, 3, "sampler")) for s in loaders(facts)} if given_to_loaders else set()
+    samplers = {id(given_sampler(facts, s)) for s in loaders(facts)} if given_to_loaders else set()
     for site in facts.calls:
         if not (bound_names(facts, site.node) or id(site.node) in samplers) or data_name(site.name) in {LOADER, SAMPLER}:
             continue
@@ -87,7 +110,7 @@ def whole_loader_of_helper(ctx: LintContext, site: CallSite, resolved: Resolved)
     loader = returned_loader(facts, function, returns[0])
     if loader is None or any(a.star for a in loader.node.args):
         return None
-    chosen = arg(loader.node, 4, "batch_sampler") or arg(loader.node, 3, "sampler")
+    chosen = chosen_sampler(facts, loader)
     if chosen is not None and sharding(chosen, facts, loader) != NO:
         return None
     if dataset_shards(ctx, arg(loader.node, 0, "dataset"), loader, facts, path):
@@ -256,7 +279,7 @@ def beside_a_split_loader(site: CallSite, facts: ModuleFacts) -> bool:
     """Another loader built in the same function is given a sampler that splits (or may split)
     its data by rank: the script chose to leave this one whole."""
     for other in loaders(facts):
-        chosen = arg(other.node, 4, "batch_sampler") or arg(other.node, 3, "sampler")
+        chosen = chosen_sampler(facts, other)
         if other is not site and other.function == site.function and chosen is not None and sharding(chosen, facts, other) != NO:
             return True
     return False

@@ -10,6 +10,7 @@ from ddplint.lint.loaders import (
     NO,
     beside_a_split_loader,
     bound_names,
+    chosen_sampler,
     dataset_shards,
     evaluation_only,
     helper_calls,
@@ -39,7 +40,7 @@ class DataloaderWithoutDistributedSampler(Rule):
         for site in loaders(facts):
             call = site.node
             dataset = arg(call, 0, "dataset")
-            chosen = arg(call, 4, "batch_sampler") or arg(call, 3, "sampler")
+            chosen = chosen_sampler(facts, site)
             if chosen is not None:
                 if sharding(chosen, facts, site) != NO:
                     continue

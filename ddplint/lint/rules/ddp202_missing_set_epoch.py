@@ -21,6 +21,7 @@ from ddplint.lint.loaders import (
     epoch_loop,
     epoch_loops,
     evaluation_only,
+    given_sampler,
     helper_calls,
     is_false,
     loaders,
@@ -219,7 +220,7 @@ def _shuffling_sampler_of(facts: ModuleFacts, function: str, returned: cst.BaseE
     (the loader itself, or a name bound to it), given inline or through a name."""
     calls = facts.calls_within(function)
     loader = returned_loader(facts, function, returned)
-    given = arg(loader.node, 3, "sampler") if loader is not None else None
+    given = given_sampler(facts, loader) if loader is not None else None
     if given is None:
         return None
     for sampler in calls:
@@ -264,7 +265,7 @@ def _given_to(ctx: LintContext, site: CallSite, names: list[str]) -> list[CallSi
     return [
         loader
         for loader in loaders(ctx.facts)
-        if (sampler := arg(loader.node, 3, "sampler")) is not None and (sampler is site.node or reference(sampler) in names)
+        if (sampler := given_sampler(ctx.facts, loader)) is not None and (sampler is site.node or reference(sampler) in names)
     ]
 
 
@@ -353,7 +354,7 @@ def _through_named_loaders(facts: ModuleFacts, receivers: set[str]) -> tuple[set
     reached: set[int] = set()
     used: set[str] = set()
     for loader in loaders(facts):
-        given = arg(loader.node, 3, "sampler")
+        given = given_sampler(facts, loader)
         for name in bound_names(facts, loader.node):
             if f"{name}.sampler" in receivers and given is not None:
                 used.add(f"{name}.sampler")
@@ -422,7 +423,7 @@ def _holder(facts: ModuleFacts, site: CallSite) -> tuple[Assignment, str, bool] 
         other = choice.orelse if choice.body is site.node else choice.body
         return (binding, binding.target, True) if type(other) is cst.Name and other.value == "None" else None
     for loader in loaders(facts):  # DataLoader(ds, sampler=DistributedSampler(ds)): loader.sampler
-        if arg(loader.node, 3, "sampler") is site.node:
+        if given_sampler(facts, loader) is site.node:
             held = facts.bindings_of(loader.node)
             if len(held) == 1 and held[0].value is loader.node:
                 return held[0], f"{held[0].target}.sampler", False
@@ -486,7 +487,7 @@ def _loader_names(facts: ModuleFacts, binding: Assignment) -> set[str]:
         return {binding.target}
     out: set[str] = set()
     for loader in loaders(facts):
-        given = arg(loader.node, 3, "sampler")
+        given = given_sampler(facts, loader)
         if given is not None and binding.target in names_in(given):
             out.update(bound_names(facts, loader.node))
     return out

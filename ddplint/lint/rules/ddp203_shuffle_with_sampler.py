@@ -8,9 +8,8 @@ import libcst as cst
 
 from ddplint.diagnostics import Severity
 from ddplint.lint.context import LintContext
-from ddplint.lint.facts import CallSite
-from ddplint.lint.loaders import loaders
-from ddplint.lint.names import arg, reference
+from ddplint.lint.loaders import loader_argument, loaders
+from ddplint.lint.names import arg
 from ddplint.lint.rules.base import Finding, Remedy, Replace, Rule
 
 
@@ -25,11 +24,11 @@ class ShuffleWithSampler(Rule):
             shuffle = arg(site.node, 2, "shuffle")
             spread = shuffle is None  # `**loader_kwargs` may hold it (no fix: the dict may serve other loaders)
             if spread:
-                shuffle = _from_keyword_dicts(ctx, site, "shuffle")
+                shuffle = loader_argument(ctx.facts, site, 2, "shuffle")
             if not (type(shuffle) is cst.Name and shuffle.value == "True"):
                 continue
             for keyword, position in (("sampler", 3), ("batch_sampler", 4)):
-                given = arg(site.node, position, keyword) or _from_keyword_dicts(ctx, site, keyword)
+                given = loader_argument(ctx.facts, site, position, keyword)
                 if given is not None and not (type(given) is cst.Name and given.value == "None"):
                     yield Finding(
                         site.node if spread else shuffle,
@@ -40,14 +39,3 @@ class ShuffleWithSampler(Rule):
                         else Remedy("set shuffle=False: the sampler decides the order", Replace(shuffle, cst.Name("False"))),
                     )
                     break
-
-
-def _from_keyword_dicts(ctx: LintContext, site: CallSite, key: str) -> cst.BaseExpression | None:
-    """The value a `**kwargs` dict of the call gives `key` (`LOADER_KW = dict(shuffle=True)`)."""
-    for argument in site.node.args:
-        name = reference(argument.value) if argument.star == "**" else None
-        if name is None:
-            continue
-        for binding in ctx.facts.reaching(f"{name}.{key}", site.function, site.order, site.blocks):
-            return binding.value
-    return None
