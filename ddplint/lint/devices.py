@@ -35,7 +35,7 @@ from ddplint.lint.summaries import Effect, per_process_visible_devices
 from ddplint.lint.vocabulary import BINDING_METHODS, CURRENT_DEVICE_CALLS, DDP, DEVICE_CONTEXTS, INIT_PG, SET_DEVICE_CALLS
 
 CUDA_INDEX = re.compile(r"^cuda:(\d+)$")
-FOLLOW = 4  # how many variables deep a device value is followed
+FOLLOW = 6  # how many variables deep a device value is followed
 # When the two sides of `a if cond else b` differ, the one to report.
 _WORST_FIRST = (DeviceKind.INDEX, DeviceKind.GLOBAL, DeviceKind.BARE, DeviceKind.LOCAL, DeviceKind.OTHER)
 
@@ -81,15 +81,76 @@ def classify(ctx: LintContext, expr: cst.BaseExpression | None, site: Event, int
             return _torch_device(ctx, expr, site, depth)
         if callee in CURRENT_DEVICE_CALLS:
             return Device(DeviceKind.BARE)
+        if depth > 0 and (through := _through_helper(ctx, expr, site, int_is_index, depth - 1)) is not None:
+            return through
     role = facts.role_of(expr, function)
     if role in PER_NODE:
         return Device(DeviceKind.LOCAL)
     if role is Role.GLOBAL_RANK:
         return Device(DeviceKind.GLOBAL, origin=_device_built(ctx, expr, site, depth))
+    if type(expr) is cst.FormattedString and depth > 0:
+        return _formatted_index(ctx, expr, site, depth - 1)
     name = reference(expr) if type(expr) in (cst.Name, cst.Attribute, cst.Subscript) else None
     if name is None or depth == 0:
         return Device(DeviceKind.OTHER)
     return _classify_name(ctx, name, site, int_is_index, depth - 1)
+
+
+def _formatted_index(ctx: LintContext, expr: cst.FormattedString, site: Event, depth: int) -> Device:
+    """`f"cuda:{config.rank}"` whose index is a parameter or a name the value flow follows to a
+    rank (`train(cfg)` after `cfg.rank = int(os.environ["RANK"])`): that rank's device."""
+    values = [p.expression for p in expr.parts if type(p) is cst.FormattedStringExpression]
+    text = "".join(p.value for p in expr.parts if type(p) is cst.FormattedStringText)
+    if len(values) != 1 or text != "cuda:":
+        return Device(DeviceKind.OTHER)
+    index = classify(ctx, values[0], site, True, depth)
+    if index.kind is DeviceKind.GLOBAL:
+        return Device(DeviceKind.GLOBAL, origin=expr)
+    return Device(DeviceKind.LOCAL) if index.kind is DeviceKind.LOCAL else Device(DeviceKind.OTHER)
+
+
+def _through_helper(ctx: LintContext, call: cst.Call, site: Event, int_is_index: bool, depth: int) -> Device | None:
+    """`select_device(f"cuda:{rank}")`, where the project's helper makes a device of one of its
+    parameters and returns it (`return torch.device(device)`; other returns naming the CPU or
+    MPS): the device is the one the call hands it, reported where the call builds it."""
+    resolved = ctx.resolve_function(ctx.facts, ctx.path, ctx.facts.callee(call))
+    if resolved is None:
+        return None
+    helper, function = resolved.facts, resolved.function
+    info = helper.functions[function]
+    passed = {_returned_parameter(helper, function, r, parameter_names(info.node)) for r in info.returns}
+    passed.discard("")
+    if len(passed) != 1 or None in passed:
+        return None
+    argument = argument_for(call, info.node, passed.pop() or "")
+    if argument is None:
+        return None
+    device = classify(ctx, argument, site, int_is_index, depth)
+    if device.kind is DeviceKind.GLOBAL and device.origin is None:
+        return replace(device, origin=argument)
+    return device
+
+
+def _returned_parameter(
+    helper: ModuleFacts, function: str, value: cst.BaseExpression, params: set[str], seen: frozenset[str] = frozenset()
+) -> str | None:
+    """The parameter a helper's returned value makes its device of (`device`, or
+    `torch.device(device)`, or a name bound to either in the helper: in `device =
+    torch.device(device)` the right side is the parameter); "" for a device that is no GPU
+    (`torch.device("cpu")`, `"mps"`), None for anything else."""
+    if type(value) is cst.Call and helper.callee(value) == "torch.device" and len(value.args) == 1:
+        value = value.args[0].value
+    text = string_value(value)
+    if text is not None:
+        return None if text.startswith("cuda") else ""
+    if type(value) is not cst.Name:
+        return None
+    bound = [a.value for a in helper.assignments if a.function == function and a.target == value.value]
+    if not bound or value.value in seen:
+        return value.value if value.value in params else None
+    found = {_returned_parameter(helper, function, b, params, seen | {value.value}) for b in bound}
+    found.discard("")
+    return found.pop() if len(found) == 1 else None if found else ""
 
 
 def _device_built(ctx: LintContext, expr: cst.BaseExpression, site: Event, depth: int) -> cst.BaseExpression | None:
