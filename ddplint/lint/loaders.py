@@ -288,7 +288,7 @@ def beside_a_split_loader(site: CallSite, facts: ModuleFacts) -> bool:
 def readers(ctx: LintContext, site: CallSite) -> list[Loop] | None:
     """The loops that read the loader a DataLoader call builds, followed as `_readers` does; None
     where it goes somewhere this cannot follow."""
-    return _readers(ctx, [(name, site.function) for name in bound_names(ctx.facts, site.node)], 3)
+    return _readers(ctx, [(name, site.function) for name in bound_names(ctx.facts, site.node)], 4)
 
 
 def _evaluates(ctx: LintContext, function: str) -> bool:
