@@ -168,6 +168,9 @@ class Guards:
             ot, of = self.worlds(expr.orelse, facts, path, function, depth)
             return bt | ot, bf | of
         if type(expr) is cst.Comparison:
+            if (same := _against_bool(expr)) is not None:  # `is_main == True`, `flag is False`
+                true, false = self.worlds(expr.left, facts, path, function, depth)
+                return (true, false) if same else (false, true)
             return _atom(self._comparison(expr, facts, path, function, depth))
         if type(expr) in (cst.Name, cst.Attribute, cst.Subscript):
             return self._name(expr, facts, path, function, depth)
@@ -1130,3 +1133,15 @@ def _other_side(first: Assignment, second: Assignment) -> bool:
         return False
     a, b = first.conditions[-1], second.conditions[-1]
     return a.test is b.test and a.negated != b.negated
+
+
+def _against_bool(test: cst.Comparison) -> bool | None:
+    """`x == True` / `x is True` / `x != False`: True (the test is `x`); `x == False`, `x is not
+    True`: False (the test is `not x`); None for any other comparison."""
+    if len(test.comparisons) != 1 or type(test.comparisons[0].comparator) is not cst.Name:
+        return None
+    value = cst.ensure_type(test.comparisons[0].comparator, cst.Name).value
+    operator = type(test.comparisons[0].operator)
+    if value not in {"True", "False"} or operator not in {cst.Equal, cst.Is, cst.NotEqual, cst.IsNot}:
+        return None
+    return (value == "True") == (operator in {cst.Equal, cst.Is})

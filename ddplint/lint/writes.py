@@ -17,7 +17,7 @@ import libcst as cst
 
 from ddplint.lint import constants
 from ddplint.lint.context import LintContext
-from ddplint.lint.facts import CallSite, ModuleFacts
+from ddplint.lint.facts import CallSite, Condition, ModuleFacts
 from ddplint.lint.guards import NOT_MAIN_WORLD
 from ddplint.lint.names import (
     arg,
@@ -351,7 +351,7 @@ def _helper_writes(
                 if not ctx.guards.guarded_here(inner, inner_facts, inner_path)
                 and not (inner.locked and kind != MKDIR)
                 and not constants.dark(inner.conditions, bindings)
-                and not any(not c.negated and dotted(c.test) in off for c in inner.conditions)
+                and not any(_given(c) in off for c in inner.conditions)
                 and (
                     found := (Inside(inner_path, inner.node, f"{callee_text(inner.node)}() here, on every rank"),)
                     if effect_of(inner, inner_facts, bindings) == kind
@@ -487,7 +487,21 @@ def _main_only_arguments(
         if param and name and ctx.guards.set_on_main_only(name, facts, path, site.function, 2):
             off.add(param)
         elif param:  # `parse(print_options=(rank == 0))`, `setup(is_master)`: true on the main process only
-            true, _ = ctx.guards.worlds(a.value, facts, path, site.function)
+            # `Logger(log_dir if is_main else None)`: a value on the main process, None elsewhere
+            choice = a.value if type(a.value) is cst.IfExp and dotted(a.value.orelse) == "None" else None
+            true, _ = ctx.guards.worlds(choice.test if choice is not None else a.value, facts, path, site.function)
             if true and NOT_MAIN_WORLD not in true:
                 off.add(param)
     return frozenset(off)
+
+
+def _given(condition: Condition) -> str | None:
+    """The name a branch needs to hold a value: `if log_dir:`, `if log_dir is not None:`, the
+    `else:` of `if log_dir is None:`."""
+    test = condition.test
+    if type(test) is cst.Comparison and len(test.comparisons) == 1 and dotted(test.comparisons[0].comparator) == "None":
+        operator = type(test.comparisons[0].operator)
+        if operator in (cst.IsNot, cst.NotEqual) and not condition.negated or operator in (cst.Is, cst.Equal) and condition.negated:
+            return dotted(test.left)
+        return None
+    return None if condition.negated else dotted(test)
