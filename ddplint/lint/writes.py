@@ -500,8 +500,6 @@ def _given(condition: Condition) -> str | None:
     `else:` of `if log_dir is None:`."""
     test = condition.test
     if type(test) is cst.Comparison and len(test.comparisons) == 1 and dotted(test.comparisons[0].comparator) == "None":
-        operator = type(test.comparisons[0].operator)
-        if operator in (cst.IsNot, cst.NotEqual) and not condition.negated or operator in (cst.Is, cst.Equal) and condition.negated:
-            return dotted(test.left)
-        return None
+        present = type(test.comparisons[0].operator) in (cst.IsNot, cst.NotEqual)
+        return dotted(test.left) if present != condition.negated else None
     return None if condition.negated else dotted(test)
