@@ -394,8 +394,8 @@ class Guards:
             true: frozenset[str] = frozenset()
             false: frozenset[str] = frozenset()
             for value, conditions in zip(returns, info.return_conditions, strict=True):
-                if type(value) is cst.Name and _is_bool_literal(value):
-                    if value.value == "True":
+                if (truth := _literal_truth(value)) is not None:  # `return True`, `return 0`
+                    if truth:
                         where = self._where(conditions, inner_facts, inner_path, function)
                         true |= where if where != ALL else {SINGLE_WORLD}
                     else:
@@ -1113,6 +1113,15 @@ def _same_object(name: str, assigned_in: str, read_in: str) -> bool:
 
 def _is_bool_literal(expr: cst.BaseExpression) -> bool:
     return type(expr) is cst.Name and expr.value in {"True", "False"}
+
+
+def _literal_truth(expr: cst.BaseExpression) -> bool | None:
+    """The truth of a literal a predicate returns: `True`/`False`, or an integer (`return 0`
+    where no process group runs)."""
+    if _is_bool_literal(expr):
+        return cst.ensure_type(expr, cst.Name).value == "True"
+    number = int_value(expr)
+    return None if number is None else number != 0
 
 
 def _minus_one(expr: cst.BaseExpression) -> bool:

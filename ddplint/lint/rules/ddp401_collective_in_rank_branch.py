@@ -17,11 +17,12 @@ from ddplint.diagnostics import Severity
 from ddplint.lint.context import LintContext
 from ddplint.lint.facts import Assignment, CallSite, ModuleFacts
 from ddplint.lint.guards import MAIN, NOTMAIN, OPPOSITE, SINGLE, Kind
-from ddplint.lint.names import call_parameters, callee_text, dotted, parameter_for
+from ddplint.lint.loaders import is_false
+from ddplint.lint.names import arg, call_parameters, callee_text, dotted, parameter_for
 from ddplint.lint.paths import never_runs
 from ddplint.lint.rules.base import Finding, Rule
 from ddplint.lint.summaries import Effect, direct_effects
-from ddplint.lint.vocabulary import MODULE_RETURNS_ITSELF, WRAPPERS
+from ddplint.lint.vocabulary import DDP, MODULE_RETURNS_ITSELF, WRAPPERS
 
 HAND_ON_HOPS = 2  # how many functions deep a model handed on as it is is followed
 
@@ -48,8 +49,8 @@ def _wraps(facts: ModuleFacts, value: cst.BaseExpression, through: int = 1) -> b
     if type(value) is not cst.Call:
         return False
     callee = facts.callee(value)
-    if callee in WRAPPERS:
-        return True
+    if callee in WRAPPERS:  # DDP(net, broadcast_buffers=False): its forward pass sends nothing
+        return not (callee == DDP and is_false(arg(value, None, "broadcast_buffers")))
     info = facts.functions.get(callee) if callee and through > 0 else None
     return info is not None and any(
         _wraps(facts, r, through - 1)
