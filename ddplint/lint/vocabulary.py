@@ -225,6 +225,8 @@ BINDING = SET_DEVICE_CALLS | frozenset(
 BINDING_METHODS = frozenset({"set_device", "set_device_index"})
 
 LOADER = "torch.utils.data.DataLoader"
+# The base classes of a dataset (under their public names, as data_name gives them).
+DATASETS = {"torch.utils.data.Dataset", "torch.utils.data.IterableDataset"}
 
 PLAIN_SAMPLERS = {
     "torch.utils.data.RandomSampler",

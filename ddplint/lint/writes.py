@@ -24,6 +24,7 @@ from ddplint.lint.names import (
     argument_for,
     call_parameters,
     callee_text,
+    data_name,
     dotted,
     has_keyword,
     has_star_kwargs,
@@ -34,7 +35,16 @@ from ddplint.lint.names import (
 )
 from ddplint.lint.roles import RANK_CALLS, RANKS
 from ddplint.lint.rules.base import Inside
-from ddplint.lint.vocabulary import ACCELERATE, CHECKPOINT_WRITERS, LOG_WRITERS, OUTPUT_METHODS, OUTPUT_WRITERS, TRAINER, WRAPPERS
+from ddplint.lint.vocabulary import (
+    ACCELERATE,
+    CHECKPOINT_WRITERS,
+    DATASETS,
+    LOG_WRITERS,
+    OUTPUT_METHODS,
+    OUTPUT_WRITERS,
+    TRAINER,
+    WRAPPERS,
+)
 
 
 class WriteKind(str, Enum):
@@ -293,7 +303,7 @@ def unguarded_writes(ctx: LintContext, kind: WriteKind) -> Iterator[tuple[CallSi
     guards = ctx.guards
     reported: set[object] = set()  # the helpers (or their writes) already reported
     for site in ctx.facts.calls:
-        if guards.safe_helper(site):
+        if guards.safe_helper(site) or kind != MKDIR and prepares_data(ctx.facts, site.function):
             continue
         inside: tuple[Inside, ...] | None = ()
         helper = None
@@ -314,6 +324,21 @@ def unguarded_writes(ctx: LintContext, kind: WriteKind) -> Iterator[tuple[CallSi
             if helper is not None:
                 reported.add(helper)
             yield site, inside or ()
+
+
+def prepares_data(facts: ModuleFacts, function: str) -> bool:
+    """A method of a dataset class (a subclass of torch's Dataset, or of such a class of the same
+    module): what it writes is its own cache of prepared data, the same on every rank, neither a
+    checkpoint nor a log of the run. Its directories still race (DDP304)."""
+    cls = function.rpartition(".")[0]
+    seen: set[str] = set()
+    while cls and cls not in seen:
+        seen.add(cls)
+        bases = [data_name(b) or b for b in facts.bases.get(cls, ())]
+        if DATASETS & set(bases):
+            return True
+        cls = next((b for b in bases if b in facts.bases), "")
+    return False
 
 
 def called_from(ctx: LintContext, site: CallSite) -> tuple[Inside, ...]:
@@ -350,6 +375,7 @@ def _helper_writes(
                 for inner in inner_facts.calls_within(function)
                 if not ctx.guards.guarded_here(inner, inner_facts, inner_path)
                 and not (inner.locked and kind != MKDIR)
+                and not (kind != MKDIR and prepares_data(inner_facts, inner.function))
                 and not constants.dark(inner.conditions, bindings)
                 and not any(_given(c) in off for c in inner.conditions)
                 and (
