@@ -840,13 +840,21 @@ class Guards:
         return not self._starts_own_group(site.function, facts, path)
 
     def _launches(self, site: CallSite, facts: ModuleFacts, path: Path) -> bool:
-        """The call starts the ranks: mp.spawn or a worker Process, or a function of the module that does so in its
-        own process (`launcher.run()` where `def run(self): mp.spawn(self.worker, ...)`), so
-        that its caller is the launcher too (`run = wandb.init(); launcher.run(run)`)."""
+        """The call starts the ranks: mp.spawn or a worker Process, or a function of the project that
+        does so in its own process (`launcher.run()` where `def run(self): mp.spawn(self.worker,
+        ...)`), so that its caller is the launcher too (`run = wandb.init(); launcher.run(run)`)."""
         if starts_workers(facts, site):
             return True
         callee = self.callee(site, facts)
-        return callee is not None and self._is_launcher(callee, facts, path)
+        if callee is not None:
+            return self._is_launcher(callee, facts, path)
+        # `train_distributed(...)` of another project module, which spawns the workers there
+        resolved = self.ctx.resolve_function(facts, path, self.ctx.method_target(facts, site))
+        return (
+            resolved is not None
+            and resolved.facts is not facts
+            and self._is_launcher(resolved.function, resolved.facts, resolved.path)
+        )
 
     def _is_launcher(self, function: str, facts: ModuleFacts, path: Path) -> bool:
         key = (id(facts), function)

@@ -16,7 +16,8 @@ from ddplint.lint.devices import (
     option_default,
     visible_devices_per_rank,
 )
-from ddplint.lint.names import arg, has_star_kwargs, string_value
+from ddplint.lint.facts import starts_workers
+from ddplint.lint.names import arg, has_star_kwargs, reference, string_value
 from ddplint.lint.roles import DeviceKind
 from ddplint.lint.rules.base import Finding, Rule
 from ddplint.lint.summaries import Effect
@@ -51,15 +52,18 @@ class MissingSetDevice(Rule):
 
     @staticmethod
     def _helper_names_devices(ctx: LintContext, site) -> bool:
-        """The group starts inside a function of another project module that places its model on
-        a device it names (`train_fn(rank, ...)`: `DDP(model.to(rank), device_ids=[rank])`)."""
+        """The group starts through a function of another project module, and that module places
+        the model on a device each rank names (`train_fn(rank, ...)`: `DDP(model.to(rank),
+        device_ids=[rank])`, also in the worker it spawns or a function that worker calls), as
+        the script itself would be judged."""
         resolved = ctx.resolve_function(ctx.facts, ctx.path, ctx.method_target(ctx.facts, site))
         if resolved is None or resolved.facts is ctx.facts:
             return False
         helper = ctx.of_module(resolved.path, resolved.facts)
-        return helper is not None and any(
-            _names_its_device(use) and use.site.function == resolved.function for use in device_uses(helper)
-        )
+        if helper is None:
+            return False
+        reached = _reached(helper, resolved.function)
+        return any(_names_its_device(use) and use.site.function in reached for use in device_uses(helper))
 
     @staticmethod
     def _starts_nccl(ctx: LintContext, site) -> bool:
@@ -75,6 +79,22 @@ class MissingSetDevice(Rule):
         backend = arg(site.node, 0, "backend") if site.name == INIT_PG and Effect.STARTS_GROUP in effects else None
         default = option_default(ctx, backend, site) if backend is not None else None
         return "nccl" in (string_value(default) or "")
+
+
+def _reached(ctx: LintContext, function: str) -> set[str]:
+    """The functions of the module that `function` runs: itself, what it calls, and the workers
+    it spawns (`mp.spawn(_worker, ...)`), followed through the module's call graph."""
+    facts, reached, pending = ctx.facts, {function}, [function]
+    while pending:
+        for call in facts.calls_within(pending.pop()):
+            callee = ctx.guards.callee(call, facts)
+            started = arg(call.node, None, "target") or arg(call.node, 0, "fn") if starts_workers(facts, call) else None
+            spawned = reference(started) if started is not None else None
+            for name in (callee, spawned):
+                if name in facts.functions and name not in reached:
+                    reached.add(name)
+                    pending.append(name)
+    return reached
 
 
 def _names_its_device(use: DeviceUse) -> bool:
