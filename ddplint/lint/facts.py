@@ -985,9 +985,12 @@ def process_targets(facts: ModuleFacts) -> set[str]:
     and the functions handed to them that they call (`fn(rank, size)` for `run`): the PyTorch
     tutorial's way of starting ranks without a launcher."""
     found: set[str] = set()
+    spawning = {site.function for site in facts.calls if site.name in SPAWN}
     for site in facts.calls:
         if not process_class(facts, site) or (target := dotted(arg(site.node, None, "target"))) not in facts.functions:
             continue
+        if not site.loops and not site.inner_names and site.function in spawning:
+            continue  # one Process beside the ranks that mp.spawn starts: a helper process (a log listener)
         found.add(target)
         given = arg(site.node, None, "args")
         if type(given) is not cst.Tuple:
