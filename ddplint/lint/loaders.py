@@ -12,7 +12,7 @@ import libcst as cst
 
 from ddplint.lint.context import LintContext
 from ddplint.lint.facts import CallSite, Loop, ModuleFacts
-from ddplint.lint.names import arg, call_parameters, data_name, dotted, has_keyword, names_in, reference
+from ddplint.lint.names import arg, call_parameters, data_name, dotted, has_keyword, names_in, reference, string_value
 from ddplint.lint.resolver import Resolved
 from ddplint.lint.roles import RANK_CALLS, RANKS
 from ddplint.lint.vocabulary import BATCH_SAMPLER, LOADER, NO_GRAD, PLAIN_SAMPLERS, SAMPLER
@@ -48,6 +48,31 @@ def loader_argument(facts: ModuleFacts, site: CallSite, position: int, keyword: 
         for binding in facts.reaching(f"{name}.{keyword}", site.function, site.order, site.blocks) if name else ():
             return binding.value
     return None
+
+
+def options_known(facts: ModuleFacts, site: CallSite) -> bool:
+    """Every `**options` of the call is a dict whose keys are all known where the call reads it:
+    one literal (`{"batch_size": 8, "shuffle": True}`) with constant keys reaches it, and nothing
+    else touches the dict (no `.update()`, no key computed at run time, not handed to a call).
+    Its constant keys assigned later (`options["sampler"] = s`) are read by loader_argument."""
+    for argument in site.node.args:
+        if argument.star == "*":
+            return False
+        if argument.star != "**":
+            continue
+        name = reference(argument.value)
+        bound = facts.reaching(name, site.function, site.order, site.blocks) if name else []
+        literal = bound[0].value if len(bound) == 1 else None
+        if type(literal) is not cst.Dict or any(
+            type(e) is not cst.DictElement or string_value(e.key) is None for e in literal.elements
+        ):
+            return False
+        if any(s.container == name for s in facts.item_stores) or any(
+            c is not site and name in {reference(a.value) for a in c.node.args} | {(c.name or "").rpartition(".")[0]}
+            for c in facts.calls
+        ):
+            return False
+    return True
 
 
 def given_sampler(facts: ModuleFacts, site: CallSite) -> cst.BaseExpression | None:

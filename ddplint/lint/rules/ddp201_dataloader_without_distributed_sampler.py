@@ -16,6 +16,7 @@ from ddplint.lint.loaders import (
     helper_calls,
     is_training,
     loaders,
+    options_known,
     sharding,
     trained_on,
     whole_loader_of_helper,
@@ -44,7 +45,7 @@ class DataloaderWithoutDistributedSampler(Rule):
             if chosen is not None:
                 if sharding(chosen, facts, site) != NO:
                     continue
-            elif dataset_shards(ctx, dataset, site) or any(a.star for a in call.args):
+            elif dataset_shards(ctx, dataset, site) or not options_known(facts, site):
                 continue
             if not is_training(facts, site, dataset, backward) or ctx.guards.main_only(site):
                 continue
