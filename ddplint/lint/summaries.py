@@ -121,11 +121,14 @@ class Summaries:
         facts, path = facts or self.ctx.facts, path or self.ctx.path
         found = direct_effects(site)
         resolved = self.ctx.resolve_function(facts, path, self.ctx.method_target(facts, site))
-        if site.name in SPAWN and facts is not self.ctx.facts:
-            # a helper that spawns the workers does what they do (`dist.launch(main, n_gpu)`);
-            # the linted module's own workers are judged where they act
+        if site.name in SPAWN:
+            # a helper that spawns the workers does what they do (`dist.launch(main, n_gpu)`), and
+            # so does a spawn of another module's function; the linted module's own workers are
+            # judged where they act
             target = arg(site.node, 0, "fn")
-            resolved = self.ctx.resolve_function(facts, path, dotted(target)) if target is not None else None
+            worker = self.ctx.resolve_function(facts, path, facts.qualify(dotted(target))) if target is not None else None
+            if facts is not self.ctx.facts or worker is not None and worker.facts is not facts:
+                resolved = worker
         if resolved is not None:
             inner_facts, inner_path, function = resolved
             inner_bindings = constants.bind_call(site.node, inner_facts, function, bindings or {})
