@@ -291,7 +291,16 @@ def evaluation_only(ctx: LintContext, site: CallSite) -> bool:
     step. An evaluation loader, however it shuffles. Followed through the functions of this
     module it is handed to, the callers it is returned to and the names it is wrapped under
     (`pbar = tqdm(loader)`); a use this cannot follow keeps it training."""
-    found = readers(ctx, site)
+    return _evaluation_loops(ctx, readers(ctx, site))
+
+
+def read_for_evaluation(ctx: LintContext, name: str, function: str) -> bool:
+    """The loader held under `name` in `function` (`loader, _, sampler = build(cfg, "test")`) is
+    read only by evaluation loops, followed as evaluation_only follows a DataLoader's names."""
+    return _evaluation_loops(ctx, _readers(ctx, [(name, function)], 4))
+
+
+def _evaluation_loops(ctx: LintContext, found: list[Loop] | None) -> bool:
     return bool(found) and all(_evaluates(ctx, loop.function) and not _loop_trains(ctx, loop) for loop in found or ())
 
 

@@ -14,10 +14,12 @@ from ddplint.lint.devices import (
     classify,
     device_uses,
     option_default,
+    parameter_as_device,
     visible_devices_per_rank,
 )
 from ddplint.lint.facts import starts_workers
-from ddplint.lint.names import arg, has_star_kwargs, reference, string_value
+from ddplint.lint.names import arg, has_star_kwargs, parameter_for, reference, string_value
+from ddplint.lint.resolver import Resolved
 from ddplint.lint.roles import DeviceKind
 from ddplint.lint.rules.base import Finding, Rule
 from ddplint.lint.summaries import Effect
@@ -34,7 +36,7 @@ class MissingSetDevice(Rule):
     def check(self, ctx: LintContext) -> Iterator[Finding]:
         if binding_sites(ctx):
             return
-        explicit = any(_names_its_device(use) for use in device_uses(ctx)) or _builds_rank_device(ctx)
+        explicit = any(_names_its_device(use) for use in device_uses(ctx)) or _builds_rank_device(ctx) or _hands_device(ctx)
         if explicit and not _on_current_device(ctx):
             return  # each rank picks its device (by the global rank: DDP105), or a hard-coded index is the problem (DDP101)
         library = not ctx.facts.is_script  # a helper module: its callers bind the device, or are reported
@@ -97,11 +99,15 @@ def _reached(ctx: LintContext, function: str) -> set[str]:
     return reached
 
 
+# A device each process names for itself: by its local or global rank, or a literal index.
+PER_PROCESS = {DeviceKind.LOCAL, DeviceKind.GLOBAL, DeviceKind.INDEX}
+
+
 def _names_its_device(use: DeviceUse) -> bool:
     """The rank's own device (by the local or global rank), a hard-coded index, or a device the
     script computed and hands to DDP's device_ids (`device_ids=[device]` with `device` from a
     config list or a helper): each process names one, whatever it is."""
-    if use.kind in {DeviceKind.LOCAL, DeviceKind.GLOBAL, DeviceKind.INDEX}:
+    if use.kind in PER_PROCESS:
         return True
     return use.kind is DeviceKind.OTHER and use.site.name == DDP and string_value(use.expr) is None
 
@@ -116,6 +122,38 @@ def _builds_rank_device(ctx: LintContext) -> bool:
         for a in facts.assignments
         if not a.element
     )
+
+
+def _hands_device(ctx: LintContext) -> bool:
+    """The script hands a computed value to a function of another project module that places or
+    wraps the model on that parameter as its GPU (`build_model(cfg, gpu)` with `.cuda(gpu_id)` and
+    `device_ids=[gpu_id]` inside): each process names its device there."""
+    facts = ctx.facts
+    for site in facts.calls:
+        named = [a for a in site.node.args if not a.star and classify(ctx, a.value, site, True).kind in PER_PROCESS]
+        resolved = ctx.resolve_function(facts, ctx.path, ctx.method_target(facts, site)) if named else None
+        if resolved is not None and resolved.facts is not facts and _takes_as_device(ctx, site, named, resolved, 1):
+            return True
+    return False
+
+
+def _takes_as_device(ctx: LintContext, site, given: list[cst.Arg], resolved: Resolved, hops: int) -> bool:
+    """One of the arguments `given` fills a parameter that the function places on as its GPU,
+    itself or in the project function it hands that parameter on to (`hops` deep)."""
+    inner_facts, inner_path, function = resolved
+    definition = inner_facts.functions[function].node
+    for argument in given:
+        param = parameter_for(site.node, definition, argument)
+        if not param:
+            continue
+        if parameter_as_device(inner_facts, function, param) is not None:
+            return True
+        for inner in inner_facts.calls_within(function) if hops > 0 else ():
+            handed = [a for a in inner.node.args if not a.star and reference(a.value) == param]
+            onward = ctx.resolve_function(inner_facts, inner_path, ctx.method_target(inner_facts, inner)) if handed else None
+            if onward is not None and _takes_as_device(ctx, inner, handed, onward, hops - 1):
+                return True
+    return False
 
 
 def _on_current_device(ctx: LintContext) -> bool:

@@ -27,6 +27,7 @@ from ddplint.lint.loaders import (
     loaders,
     loaders_given,
     over_range,
+    read_for_evaluation,
     readers,
     returned_loader,
     samplers,
@@ -183,12 +184,30 @@ def _samplers_from_helpers(ctx: LintContext) -> dict[CallSite, tuple[Inside, str
                 continue
             if position is not None and EVAL_WORDS.search(names[position]):
                 continue  # the caller's evaluation sampler: look on for its training one
+            if position is not None and any(
+                read_for_evaluation(ctx, names[i], site.function)
+                for i in _loaders_given_it(inner_facts, function, parts, inner, held)
+            ):
+                continue  # returned beside the loader it is given to, which the caller only evaluates with
             found[site] = (
                 Inside(inner_path, inner.node, "the DistributedSampler is built here"),
                 names[position] if position is not None else None,
             )
             break
     return found
+
+
+def _loaders_given_it(
+    facts: ModuleFacts, function: str, parts: list[cst.BaseExpression], sampler: CallSite, held: list[str]
+) -> list[int]:
+    """The positions of the returned tuple that hold a DataLoader given this sampler."""
+    return [
+        i
+        for i, part in enumerate(parts)
+        if (loader := returned_loader(facts, function, part)) is not None
+        and (given := given_sampler(facts, loader)) is not None
+        and (given is sampler.node or reference(given) in held)
+    ]
 
 
 def _loaders_from_helpers(ctx: LintContext) -> dict[CallSite, tuple[Inside, str]]:
