@@ -659,9 +659,15 @@ class Guards:
 
     def _gated_by_argument(self, site: CallSite, facts: ModuleFacts, path: Path) -> bool:
         """The call is handed a flag that holds only on the main process, for the callee to gate
-        its own writing on (`save_pretrained(out, is_main_process=accelerator.is_main_process)`)."""
+        its own writing on (`save_pretrained(out, is_main_process=accelerator.is_main_process)`).
+        A project function that only tests that parameter in its own branches is read instead:
+        what the flag gates there is known (`train(..., verbose=(rank == 0))` with `if verbose:
+        print(...)` gates no save); one that keeps or hands it on gates what it may."""
+        resolved = self.ctx.resolve_function(facts, path, self.ctx.method_target(facts, site))
         return any(
-            a.keyword is not None and _kind_of_worlds(self.worlds(a.value, facts, path, site.function)[0]) is MAIN
+            a.keyword is not None
+            and _kind_of_worlds(self.worlds(a.value, facts, path, site.function)[0]) is MAIN
+            and (resolved is None or not _only_tested(resolved.facts, resolved.function, a.keyword.value))
             for a in site.node.args
         )
 
@@ -1162,3 +1168,12 @@ def _against_bool(test: cst.Comparison) -> bool | None:
     if value not in {"True", "False"} or operator not in {cst.Equal, cst.Is, cst.NotEqual, cst.IsNot}:
         return None
     return (value == "True") == (operator in {cst.Equal, cst.Is})
+
+
+def _only_tested(facts: ModuleFacts, function: str, param: str) -> bool:
+    """The function reads its parameter only as the test of its own branches (`if verbose:`):
+    nothing keeps it, hands it on or returns it."""
+    info = facts.functions[function]
+    kept = [a.value for a in facts.assignments if a.function == function]
+    handed = [a.value for c in facts.calls_within(function) for a in c.node.args]
+    return not any(param in names_in(value) for value in [*kept, *handed, *info.returns])

@@ -52,8 +52,9 @@ def loader_argument(facts: ModuleFacts, site: CallSite, position: int, keyword: 
 
 def options_known(facts: ModuleFacts, site: CallSite) -> bool:
     """Every `**options` of the call is a dict whose keys are all known where the call reads it:
-    one literal (`{"batch_size": 8, "shuffle": True}`) with constant keys reaches it, and nothing
-    else touches the dict (no `.update()`, no key computed at run time, not handed to a call).
+    one literal (`{"batch_size": 8, "shuffle": True}`, `dict(batch_size=8)`) reaches it, and nothing
+    else touches the dict (no `.update()`, no key computed at run time, not handed to a call but
+    spread into one, which copies it).
     Its constant keys assigned later (`options["sampler"] = s`) are read by loader_argument."""
     for argument in site.node.args:
         if argument.star == "*":
@@ -62,17 +63,25 @@ def options_known(facts: ModuleFacts, site: CallSite) -> bool:
             continue
         name = reference(argument.value)
         bound = facts.reaching(name, site.function, site.order, site.blocks) if name else []
-        literal = bound[0].value if len(bound) == 1 else None
-        if type(literal) is not cst.Dict or any(
-            type(e) is not cst.DictElement or string_value(e.key) is None for e in literal.elements
-        ):
+        if len(bound) != 1 or not _literal_options(facts, bound[0].value):
             return False
         if any(s.container == name for s in facts.item_stores) or any(
-            c is not site and name in {reference(a.value) for a in c.node.args} | {(c.name or "").rpartition(".")[0]}
+            name in {reference(a.value) for a in c.node.args if not a.star} | {(c.name or "").rpartition(".")[0]}
             for c in facts.calls
         ):
             return False
     return True
+
+
+def _literal_options(facts: ModuleFacts, value: cst.BaseExpression) -> bool:
+    """`{"batch_size": 8, "shuffle": True}` or `dict(batch_size=8, shuffle=True)`: every key known."""
+    if type(value) is cst.Dict:
+        return all(type(e) is cst.DictElement and string_value(e.key) is not None for e in value.elements)
+    return (
+        type(value) is cst.Call
+        and facts.callee(value) == "dict"
+        and all(a.keyword is not None and not a.star for a in value.args)
+    )
 
 
 def given_sampler(facts: ModuleFacts, site: CallSite) -> cst.BaseExpression | None:
