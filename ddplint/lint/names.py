@@ -10,6 +10,7 @@ import re
 
 import libcst as cst
 
+from ddplint.lint.vocabulary import LOADER, LOADER_SUBCLASSES
 from ddplint.lint.walk import Walker
 
 
@@ -45,7 +46,11 @@ def callee_text(call: cst.Call) -> str:
 
 def data_name(name: str | None) -> str | None:
     """torch.utils.data.sampler.RandomSampler -> torch.utils.data.RandomSampler: the data
-    classes are re-exported from their submodules under one public name."""
+    classes are re-exported from their submodules under one public name. PyTorch Geometric's
+    DataLoader is torch's with a collate function of its own (same first three parameters,
+    the sampler by keyword): it is a DataLoader."""
+    if name in LOADER_SUBCLASSES:
+        return LOADER
     if name and name.startswith("torch.utils.data."):
         return "torch.utils.data." + name.rsplit(".", 1)[-1]
     return name

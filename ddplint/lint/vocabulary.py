@@ -225,6 +225,12 @@ BINDING = SET_DEVICE_CALLS | frozenset(
 BINDING_METHODS = frozenset({"set_device", "set_device_index"})
 
 LOADER = "torch.utils.data.DataLoader"
+# Libraries' DataLoader subclasses that take a dataset, batch size, shuffle and sampler as torch's does.
+LOADER_SUBCLASSES = {
+    "torch_geometric.loader.DataLoader",
+    "torch_geometric.loader.dataloader.DataLoader",
+    "torch_geometric.data.DataLoader",
+}
 # The base classes of a dataset (under their public names, as data_name gives them).
 DATASETS = {"torch.utils.data.Dataset", "torch.utils.data.IterableDataset"}
 

@@ -578,7 +578,7 @@ def _escapes(ctx: LintContext, name: str, loader: bool = False) -> bool:
     function of another module, which may set the epoch through `loader.sampler`, but not into
     a call whose result this module then iterates itself (`for batch in tqdm(loader)`)."""
     for site in ctx.facts.calls:
-        if (site.name or "").startswith("torch.") or site.name is None or site.name in BUILTINS:
+        if (site.name or "").startswith("torch.") or site.name is None or site.name in BUILTINS or data_name(site.name) == LOADER:
             continue
         if not any(_hands(a.value, name) for a in site.node.args):
             continue
