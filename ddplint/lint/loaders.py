@@ -303,6 +303,22 @@ def evaluation_only(ctx: LintContext, site: CallSite) -> bool:
     return _evaluation_loops(ctx, readers(ctx, site))
 
 
+def read_one_batch(ctx: LintContext, site: CallSite) -> bool:
+    """Every loop that reads the loader stops after its first batch (a `break` at the end of its
+    body, a sanity check that plots a sample) and trains nothing: no pass over the data."""
+    found = readers(ctx, site)
+    return bool(found) and all(_stops_after_one(loop.node) and not _loop_trains(ctx, loop) for loop in found or ())
+
+
+def _stops_after_one(loop: cst.For | cst.While) -> bool:
+    body = loop.body
+    statements = body.body if type(body) is cst.IndentedBlock else ()
+    return any(
+        type(statement) is cst.SimpleStatementLine and any(type(small) is cst.Break for small in statement.body)
+        for statement in statements
+    )
+
+
 def read_for_evaluation(ctx: LintContext, name: str, function: str) -> bool:
     """The loader held under `name` in `function` (`loader, _, sampler = build(cfg, "test")`) is
     read only by evaluation loops, followed as evaluation_only follows a DataLoader's names."""
@@ -344,8 +360,9 @@ def _evaluates(ctx: LintContext, function: str) -> bool:
 
 
 def calls_in_loop(facts: ModuleFacts, loop: Loop) -> Iterator[CallSite]:
-    """The calls inside a loop's body (and the loops nested in it)."""
-    return (call for call in facts.calls_within(loop.function) if any(outer is loop.node for outer in call.loops))
+    """The calls inside a loop's body (and the loops nested in it), also at module level."""
+    calls = facts.calls_within(loop.function) if loop.function else facts.calls_in("")
+    return (call for call in calls if any(outer is loop.node for outer in call.loops))
 
 
 def _loop_trains(ctx: LintContext, loop: Loop) -> bool:
