@@ -72,6 +72,11 @@ def _is_wrapped(ctx: LintContext, name: str | None, site: CallSite, models: dict
     facts = ctx.facts
     info = facts.functions.get(site.function)
     if "." in name or info is not None and name in info.params:
+        if any(
+            a.function == site.function and a.order < site.order and dotted(a.value) == f"{name}.module"
+            for a in facts.assigned(name)
+        ):
+            return False  # unwrapped first (`if isinstance(model, DDP): model = model.module`)
         return site.function != function or site.order > order
     if any(a.function == site.function for a in facts.assigned(name)):
         reaching = facts.reaching(name, site.function, site.order, site.blocks)
