@@ -35,6 +35,7 @@ from ddplint.lint.vocabulary import (
     FRAMEWORK_MODULES,
     INIT_PG,
     NOT_DISTRIBUTED,
+    OS_LOCKS,
     PROCESS_CLASSES,
     PROCESS_CONTEXTS,
     RPC,
@@ -530,14 +531,25 @@ class _Collector(Walker):
             self.walk(node.body)
             self.blocks.pop()
             return False
-        if not FILE_LOCKS & callees:
+        os_lock = self._takes_os_lock(node.body)
+        if not FILE_LOCKS & callees and not os_lock:
             return None
+        self.locks += os_lock  # the file the block locks is opened for it: its `open` is covered too
         for item in node.items:
             self.walk(item)
-        self.locks += 1
+        self.locks += 1 - os_lock
         self.walk(node.body)
         self.locks -= 1
         return False
+
+    def _takes_os_lock(self, body: cst.BaseSuite) -> bool:
+        """`with open(lock_file) as f: fcntl.flock(f, fcntl.LOCK_EX); ...`: the block begins by
+        taking an exclusive lock on what it opened, one process at a time."""
+        first = body.body[0] if type(body) is cst.IndentedBlock and body.body else None
+        if type(first) is not cst.SimpleStatementLine or type(first.body[0]) is not cst.Expr:
+            return False
+        call = first.body[0].value
+        return type(call) is cst.Call and self.facts.callee(call) in OS_LOCKS
 
     def visit_IfExp(self, node: cst.IfExp) -> bool:
         # `SummaryWriter(...) if rank == 0 else None` guards its body like an `if` statement

@@ -31,6 +31,8 @@ NOT_DISTRIBUTED = ("torch.distributed.checkpoint.", "torch.distributed.is_availa
 
 # Inter-process file locks: the block runs in one process at a time.
 FILE_LOCKS = frozenset({"filelock.FileLock", "filelock.SoftFileLock", "filelock.UnixFileLock"})
+# An exclusive lock of the operating system on an open file: `fcntl.flock(f, fcntl.LOCK_EX)`.
+OS_LOCKS = frozenset({"fcntl.flock", "fcntl.lockf"})
 
 # Context managers that make a GPU the current device inside their block.
 DEVICE_CONTEXTS = frozenset({"torch.cuda.device", "torch.cuda.device_of"})
