@@ -467,10 +467,10 @@ NO_LOCAL_RANK_FIX = {
     "a second GPU": 'local_rank = int(os.environ["LOCAL_RANK"])\nx = torch.zeros(1).to("cuda:1")\n',
     "a staticmethod has no self": "class T:\n    def __init__(self):\n"
     '        self.local_rank = int(os.environ["LOCAL_RANK"])\n\n'
-    '    @staticmethod\n    def place():\n        return torch.zeros(1).to("cuda:0")\n',
+    '    @staticmethod\n    def place():\n        return torch.zeros(1).to("cuda:0")\n\n\nT.place()\n',
     "__init__ calls the method before setting it": "class T:\n    def __init__(self):\n        self.place()\n"
     '        self.local_rank = int(os.environ["LOCAL_RANK"])\n\n'
-    '    def place(self):\n        return torch.zeros(1).to("cuda:0")\n',
+    '    def place(self):\n        return torch.zeros(1).to("cuda:0")\n\n\nT()\n',
     "a global bound after the call": 'def place():\n    return torch.zeros(1).to("cuda:0")\n\n\nplace()\n'
     'local_rank = int(os.environ["LOCAL_RANK"])\nplace()\n',
     "a local assigned later in the function": 'local_rank = int(os.environ["LOCAL_RANK"])\n\n\ndef place():\n'

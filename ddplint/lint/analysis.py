@@ -17,6 +17,7 @@ from ddplint.lint import limits
 from ddplint.lint import positions as positions_mod
 from ddplint.lint.context import LintContext
 from ddplint.lint.handed_objects import with_handed_bindings
+from ddplint.lint.liveness import dead_definitions
 from ddplint.lint.noqa import line_suppresses
 from ddplint.lint.project import Lookup, ProjectIndex
 from ddplint.lint.result import LintResult
@@ -98,10 +99,14 @@ def analyse(path, text, lines, config, rules, project, result: LintResult, modul
         except Exception as exc:  # one rule's bug must not stop the run
             result.internal_errors.append(FileError(str(path), f"internal error in {rule.code}: {type(exc).__name__}: {exc}"))
     if found:
-        positions = positions_mod.ranges(module, _located(found), text)
+        dead = dead_definitions(module) if facts.is_script else []
+        positions = positions_mod.ranges(module, [*_located(found), *dead], text)
+        spans = [(positions[id(node)].start.line, positions[id(node)].end.line) for node in dead]
         seen = set()  # one node can match a rule twice (`device=torch.device("cuda")`)
         for rule, finding in found:
             diagnostic = _diagnostic(path, rule, finding, positions, module, lines, project)
+            if any(first <= diagnostic.line <= last for first, last in spans):
+                continue  # in a function or class the script never reaches (liveness.py)
             where = (diagnostic.code, diagnostic.line, diagnostic.col, diagnostic.end_line, diagnostic.end_col)
             if where not in seen and not _suppressed(diagnostic, lines):
                 seen.add(where)

@@ -1,0 +1,56 @@
+"""Which top-level functions and classes of a script ever run.
+
+A script runs its module-level code (its `__main__` block included) and what that code names,
+and what those name in turn. A function or class that nothing live names (`train_mp` left
+beside the `train` that `mp.spawn` starts, and the model class only `train_mp` builds) is
+left-over code: what it would do is no finding. Decorated definitions count as live (a
+decorator may register them), and so does everything of a module that other modules import.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from ddplint.lint.walk import Walker
+
+
+class _Names(Walker):
+    def __init__(self) -> None:
+        self.found: set[str] = set()
+
+    def visit_Name(self, node: cst.Name) -> None:
+        self.found.add(node.value)
+
+
+def _names(node: cst.CSTNode) -> set[str]:
+    collector = _Names()
+    collector.walk(node)
+    return collector.found
+
+
+def dead_definitions(module: cst.Module) -> list[cst.FunctionDef]:
+    """The undecorated top-level functions, and the methods of the undecorated top-level classes,
+    that the module's own code never reaches. (A class body's own statements run where the class
+    is defined: only its methods wait to be called.)"""
+    definitions: dict[str, list[cst.FunctionDef]] = {}
+    roots: set[str] = set()
+    for statement in module.body:
+        if type(statement) is cst.FunctionDef and not statement.decorators:
+            definitions[statement.name.value] = [statement]
+        elif type(statement) is cst.ClassDef and not statement.decorators:
+            members = statement.body.body if type(statement.body) is cst.IndentedBlock else ()
+            methods = [m for m in members if type(m) is cst.FunctionDef]
+            definitions[statement.name.value] = methods
+            roots |= {n for m in members if type(m) is not cst.FunctionDef for n in _names(m)}
+            roots |= {n for base in statement.bases for n in _names(base)}
+        else:
+            roots |= _names(statement)
+    live: set[str] = set()
+    pending = [name for name in roots if name in definitions]
+    while pending:
+        name = pending.pop()
+        if name in live:
+            continue
+        live.add(name)
+        pending.extend(n for node in definitions[name] for n in _names(node) if n in definitions and n not in live)
+    return [node for name, nodes in definitions.items() if name not in live for node in nodes]
