@@ -26,6 +26,7 @@ from ddplint.lint.names import (
     format_call,
     has_keyword,
     int_value,
+    parameter_for,
     reference,
     string_value,
 )
@@ -197,6 +198,8 @@ def _classify_name(ctx: LintContext, name: str, site: Event, int_is_index: bool,
         for a in everywhere
     ]
     head, _, rest = name.partition(".")
+    if not values and rest and _set_by_helper(ctx, head, rest, site):
+        return Device(DeviceKind.OTHER)  # what the helper sets is not followed
     info = facts.functions.get(site.function)
     if not values and info is not None and head in parameter_names(info.node) and depth > 0:
         for caller, argument in _arguments_for(ctx, info.node, site.function, head):
@@ -225,6 +228,22 @@ def _option_default(ctx: LintContext, name: str, site: Event) -> cst.BaseExpress
     if rest in ctx.facts.options and "." not in rest and parsed_arguments(ctx, head, site):
         return ctx.facts.options[rest]
     return None
+
+
+def _set_by_helper(ctx: LintContext, head: str, attribute: str, site: Event) -> bool:
+    """The options were handed, before `site`, to a project function that sets this one
+    (`setup(args)` doing `args.rank = eval(os.environ["RANK"])`): its default no longer holds."""
+    for call in ctx.facts.calls_in(site.function):
+        if call.order > site.order or not any(reference(a.value) == head for a in call.node.args):
+            continue
+        resolved = ctx.resolve_function(ctx.facts, ctx.path, ctx.method_target(ctx.facts, call))
+        if resolved is None or resolved.facts is ctx.facts:
+            continue
+        definition = resolved.facts.functions[resolved.function].node
+        params = {p for a in call.node.args if reference(a.value) == head and (p := parameter_for(call.node, definition, a))}
+        if any(a.target in {f"{p}.{attribute}" for p in params} for a in resolved.facts.assignments_within(resolved.function)):
+            return True
+    return False
 
 
 def _joins_the_group_with(ctx: LintContext, name: str) -> bool:
