@@ -126,7 +126,12 @@ class MissingSetEpoch(Rule):
             dataset = arg(site.node, 0, "dataset")
             held = None if names else _holder(facts, site)  # given inline to a named loader
             words = [*names, *(names_in(dataset) if dataset is not None else ()), (reference(dataset) or "") if dataset else ""]
-            if EVAL_WORDS.search(" ".join([*words, held[1] if held is not None else ""])) or _evaluates_only(ctx, site, names):
+            if (
+                EVAL_WORDS.search(" ".join([*words, held[1] if held is not None else ""]))
+                or _evaluates_only(ctx, site, names)
+                or loader is not None
+                and read_for_evaluation(ctx, loader[1], site.function)
+            ):
                 continue  # an evaluation sampler (or the sampler of an evaluation loader): its order does not matter
             if names and {n.rsplit(".", 1)[-1] for n in names} & lasts:
                 continue
