@@ -126,12 +126,19 @@ def _given_directly(facts: ModuleFacts, expr: cst.BaseExpression, site: CallSite
 def _always_false(facts: ModuleFacts, test: cst.BaseExpression, site: CallSite) -> bool:
     """`not f` for a function `f` of the module that nothing rebinds, a false constant (`if 0 and
     args.distributed:`, `if False:`), or a name whose every binding that reaches the site is one
-    (`args.distribution = False` after the parse, then `if args.distribution:`), alone or in an
-    `and`."""
+    (`args.distribution = False` after the parse, then `if args.distribution:`; `path = None`,
+    then `if path is not None:`), alone or in an `and`."""
     if type(test) is cst.BooleanOperation and type(test.operator) is cst.And:
         return _always_false(facts, test.left, site) or _always_false(facts, test.right, site)
     if _held_constant(facts, test, site, _false_constant):
         return True
+    if (  # `ckpt_path = None`, then `if ckpt_path is not None:`
+        type(test) is cst.Comparison
+        and len(test.comparisons) == 1
+        and _none_constant(test.comparisons[0].comparator)
+        and type(test.comparisons[0].operator) in (cst.IsNot, cst.NotEqual)
+    ):
+        return _held_constant(facts, test.left, site, _none_constant)
     if type(test) is cst.UnaryOperation and type(test.operator) is cst.Not and type(test.expression) is cst.Name:
         name = test.expression.value
         return name in facts.functions and not facts.assigned(name)
@@ -156,6 +163,10 @@ def _held_constant(
 def _true_constant(expr: cst.BaseExpression) -> bool:
     number = int_value(expr) if type(expr) is cst.Integer else None
     return type(expr) is cst.Name and expr.value == "True" or number is not None and number != 0
+
+
+def _none_constant(expr: cst.BaseExpression) -> bool:
+    return type(expr) is cst.Name and expr.value == "None"
 
 
 def _false_constant(expr: cst.BaseExpression) -> bool:
