@@ -8,6 +8,7 @@ from pathlib import Path
 import libcst as cst
 
 from ddplint.diagnostics import Severity
+from ddplint.lint import constants
 from ddplint.lint.context import LintContext
 from ddplint.lint.devices import visible_devices_per_rank
 from ddplint.lint.facts import CallSite, ModuleFacts
@@ -90,7 +91,11 @@ def _bare_restore(ctx: LintContext, site: CallSite, facts: ModuleFacts) -> bool:
 
 def _helper_loads(ctx: LintContext, site: CallSite, facts: ModuleFacts, path: Path, top: bool = False) -> Inside | None:
     """The torch.load without map_location, outside any rank test, that restores a checkpoint in
-    the function of another project module the site calls (followed through its helpers)."""
+    the function of another project module the site calls (followed through its helpers), in a
+    branch the call's constant arguments do not rule out (`get_networks(cfg)` leaves
+    `load_checkpoint=False`: its `if load_checkpoint:` block stays dark)."""
+    resolved = ctx.resolve_function(facts, path, ctx.method_target(facts, site))
+    bindings = constants.bind_call(site.node, resolved.facts, resolved.function, {}) if resolved is not None else {}
 
     def answer(inner_facts: ModuleFacts, inner_path: Path, function: str) -> Inside | None:
         return next(
@@ -99,6 +104,7 @@ def _helper_loads(ctx: LintContext, site: CallSite, facts: ModuleFacts, path: Pa
                 for inner in inner_facts.calls_within(function)
                 if not ctx.guards.guarded_here(inner, inner_facts, inner_path)
                 and not never_runs(inner_facts, inner)
+                and not constants.dark(inner.conditions, bindings)
                 and (
                     found := (
                         Inside(inner_path, inner.node, "torch.load() without map_location here, on every rank")
@@ -113,7 +119,7 @@ def _helper_loads(ctx: LintContext, site: CallSite, facts: ModuleFacts, path: Pa
             None,
         )
 
-    return ask_helper(ctx, site, facts, path, "loads without map_location", answer, None, top)
+    return ask_helper(ctx, site, facts, path, ("loads without map_location", constants.key(bindings)), answer, None, top)
 
 
 def _restoring_names(facts: ModuleFacts) -> dict[str, set[str]]:
