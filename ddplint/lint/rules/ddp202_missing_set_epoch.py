@@ -36,7 +36,7 @@ from ddplint.lint.names import arg, data_name, dotted, int_value, names_in, para
 from ddplint.lint.paths import dominates
 from ddplint.lint.resolver import Resolved
 from ddplint.lint.rules.base import Finding, InsertBefore, Inside, Remedy, Rule
-from ddplint.lint.vocabulary import LOADER
+from ddplint.lint.vocabulary import LOADER, NO_GRAD
 
 BUILTINS = frozenset(vars(builtins))
 
@@ -590,9 +590,19 @@ def _escapes(ctx: LintContext, name: str, loader: bool = False) -> bool:
         resolved = ctx.resolve_function(ctx.facts, ctx.path, ctx.method_target(ctx.facts, site))
         if resolved is None and not (loader and _iterated_here(ctx.facts, site)):
             return True
-        if loader and resolved is not None and resolved.facts is not ctx.facts and _may_set_epoch(ctx, resolved, site, name):
-            return True
+        if loader and resolved is not None and resolved.facts is not ctx.facts:
+            if _may_set_epoch(ctx, resolved, site, name) or _only_evaluates(resolved):
+                return True
     return False
+
+
+def _only_evaluates(resolved: Resolved) -> bool:
+    """The function of another module the loader is handed to turns gradients off or puts the
+    model in eval mode and runs no backward or step: it evaluates (`analysis(model, loader)`)."""
+    calls = resolved.facts.calls_within(resolved.function)
+    return any(c.name in NO_GRAD or c.method == "eval" for c in calls) and not any(
+        c.method in {"backward", "step"} for c in calls
+    )
 
 
 def _hands(node: cst.CSTNode, name: str) -> bool:
