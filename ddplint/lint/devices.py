@@ -594,8 +594,9 @@ def cuda_tests(ctx: LintContext, expr: cst.BaseExpression, site: CallSite, depth
 
 def _dominates_when_distributed(ctx: LintContext, binding: CallSite, use: CallSite, also: frozenset[str] = frozenset()) -> bool:
     """The binding sits in branches that every distributed run takes (`if args.distributed:`),
-    or that the use's own device needs (`also`: tests it is CUDA under), earlier in the same
-    block as the use: only a single-process run, or one without CUDA, can skip it.
+    or that the use's own device needs (`also`: tests it is CUDA under; `if
+    torch.cuda.is_available():`), earlier in the same block as the use: only a single-process
+    run, or one without CUDA, can skip it.
 
     A test with the binding on one side and the use on the other side, where that side is
     distributed too (`if args.gpu is not None: set_device(...) else: model.cuda(); model =
@@ -618,9 +619,14 @@ def _dominates_when_distributed(ctx: LintContext, binding: CallSite, use: CallSi
             for u in use.conditions
         )
         or not c.negated
-        and test_key(c.test) in also
+        and (test_key(c.test) in also or _asks_for_cuda(facts, c.test))
         for c in extra
     )
+
+
+def _asks_for_cuda(facts: ModuleFacts, test: cst.BaseExpression) -> bool:
+    """`if torch.cuda.is_available():`: every run with a GPU to land on takes the branch."""
+    return type(test) is cst.Call and facts.callee(test) == "torch.cuda.is_available"
 
 
 def visible_devices_per_rank(ctx: LintContext) -> bool:
