@@ -37,6 +37,7 @@ from ddplint.lint.facts import (
 )
 from ddplint.lint.launch import LaunchTests
 from ddplint.lint.names import argument_for, dotted, int_value, names_in, reference, string_value
+from ddplint.lint.paths import literal_truth
 from ddplint.lint.roles import (
     DIST_FLAGS,
     ENV_ROLES,
@@ -394,7 +395,7 @@ class Guards:
             true: frozenset[str] = frozenset()
             false: frozenset[str] = frozenset()
             for value, conditions in zip(returns, info.return_conditions, strict=True):
-                if (truth := _literal_truth(value)) is not None:  # `return True`, `return 0`
+                if (truth := literal_truth(value)) is not None:  # `return True`, `return 0`
                     if truth:
                         where = self._where(conditions, inner_facts, inner_path, function)
                         true |= where if where != ALL else {SINGLE_WORLD}
@@ -1132,15 +1133,6 @@ def _is_bool_literal(expr: cst.BaseExpression) -> bool:
     return type(expr) is cst.Name and expr.value in {"True", "False"}
 
 
-def _literal_truth(expr: cst.BaseExpression) -> bool | None:
-    """The truth of a literal a predicate returns: `True`/`False`, or an integer (`return 0`
-    where no process group runs)."""
-    if _is_bool_literal(expr):
-        return cst.ensure_type(expr, cst.Name).value == "True"
-    number = int_value(expr)
-    return None if number is None else number != 0
-
-
 def _minus_one(expr: cst.BaseExpression) -> bool:
     return type(expr) is cst.UnaryOperation and type(expr.operator) is cst.Minus and int_value(expr.expression) == 1
 
@@ -1177,6 +1169,6 @@ def _only_tested(facts: ModuleFacts, function: str, param: str) -> bool:
     """The function reads its parameter only as the test of its own branches (`if verbose:`):
     nothing keeps it, hands it on or returns it."""
     info = facts.functions[function]
-    kept = [a.value for a in facts.assignments if a.function == function]
+    kept = [a.value for a in facts.assignments_within(function)]
     handed = [a.value for c in facts.calls_within(function) for a in c.node.args]
     return not any(param in names_in(value) for value in [*kept, *handed, *info.returns])

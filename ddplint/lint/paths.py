@@ -165,6 +165,11 @@ def _true_constant(expr: cst.BaseExpression) -> bool:
     return type(expr) is cst.Name and expr.value == "True" or number is not None and number != 0
 
 
+def literal_truth(expr: cst.BaseExpression) -> bool | None:
+    """The truth of a constant (`True`, `0`, `None`), None where the expression is none."""
+    return True if _true_constant(expr) else False if _false_constant(expr) else None
+
+
 def _none_constant(expr: cst.BaseExpression) -> bool:
     return type(expr) is cst.Name and expr.value == "None"
 
