@@ -11,12 +11,14 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 import libcst as cst
 
 from ddplint.lint.context import LintContext
 from ddplint.lint.facts import CallSite, ModuleFacts
 from ddplint.lint.guards import DIST
+from ddplint.lint.handed_objects import set_by_helper
 from ddplint.lint.launch import complement_key, test_key
 from ddplint.lint.names import (
     arg,
@@ -31,12 +33,14 @@ from ddplint.lint.names import (
     string_value,
 )
 from ddplint.lint.paths import Event, joined
+from ddplint.lint.resolver import Resolved
 from ddplint.lint.roles import PER_NODE, RANK_CALLS, DeviceKind, Role
 from ddplint.lint.summaries import Effect, per_process_visible_devices
 from ddplint.lint.vocabulary import BINDING_METHODS, CURRENT_DEVICE_CALLS, DDP, DEVICE_CONTEXTS, INIT_PG, SET_DEVICE_CALLS
 
 CUDA_INDEX = re.compile(r"^cuda:(\d+)$")
 FOLLOW = 6  # how many variables deep a device value is followed
+HAND_ON = 2  # how many project calls deep a parameter handed on is followed to its placement
 # When the two sides of `a if cond else b` differ, the one to report.
 _WORST_FIRST = (DeviceKind.INDEX, DeviceKind.GLOBAL, DeviceKind.BARE, DeviceKind.LOCAL, DeviceKind.OTHER)
 
@@ -198,7 +202,7 @@ def _classify_name(ctx: LintContext, name: str, site: Event, int_is_index: bool,
         for a in everywhere
     ]
     head, _, rest = name.partition(".")
-    if not values and rest and _set_by_helper(ctx, head, rest, site):
+    if not values and rest and set_by_helper(ctx, head, rest, site):
         return Device(DeviceKind.OTHER)  # what the helper sets is not followed
     info = facts.functions.get(site.function)
     if not values and info is not None and head in parameter_names(info.node) and depth > 0:
@@ -228,22 +232,6 @@ def _option_default(ctx: LintContext, name: str, site: Event) -> cst.BaseExpress
     if rest in ctx.facts.options and "." not in rest and parsed_arguments(ctx, head, site):
         return ctx.facts.options[rest]
     return None
-
-
-def _set_by_helper(ctx: LintContext, head: str, attribute: str, site: Event) -> bool:
-    """The options were handed, before `site`, to a project function that sets this one
-    (`setup(args)` doing `args.rank = eval(os.environ["RANK"])`): its default no longer holds."""
-    for call in ctx.facts.calls_in(site.function):
-        if call.order > site.order or not any(reference(a.value) == head for a in call.node.args):
-            continue
-        resolved = ctx.resolve_function(ctx.facts, ctx.path, ctx.method_target(ctx.facts, call))
-        if resolved is None or resolved.facts is ctx.facts:
-            continue
-        definition = resolved.facts.functions[resolved.function].node
-        params = {p for a in call.node.args if reference(a.value) == head and (p := parameter_for(call.node, definition, a))}
-        if any(a.target in {f"{p}.{attribute}" for p in params} for a in resolved.facts.assignments_within(resolved.function)):
-            return True
-    return False
 
 
 def _joins_the_group_with(ctx: LintContext, name: str) -> bool:
@@ -445,6 +433,40 @@ def parameter_as_device(facts: ModuleFacts, function: str, param: str) -> CallSi
         for target, int_is_index, placement in _device_arguments(site, False):
             if target is not None and placement and int_is_index and _as_device(facts, target, names):
                 return site
+    return None
+
+
+def placed_by_helper(ctx: LintContext, site: CallSite, given: list[cst.Arg]) -> tuple[cst.Arg, Path, CallSite] | None:
+    """The first of the arguments `given` to a function of another project module that fills a
+    parameter the function places on as its GPU (`build_model(cfg, gpu)` with `.cuda(gpu)` inside,
+    `train(rank)` with `torch.cuda.set_device(rank)`), itself or in the project functions it hands
+    that parameter on to: the argument, and the module and call that place on it."""
+    resolved = ctx.resolve_function(ctx.facts, ctx.path, ctx.method_target(ctx.facts, site)) if given else None
+    if resolved is None or resolved.facts is ctx.facts:
+        return None
+    for argument in given:
+        found = _placed_on(ctx, site, argument, resolved, HAND_ON)
+        if found is not None:
+            return argument, *found
+    return None
+
+
+def _placed_on(
+    ctx: LintContext, site: CallSite, argument: cst.Arg, resolved: Resolved, hops: int
+) -> tuple[Path, CallSite] | None:
+    inner_facts, inner_path, function = resolved
+    param = parameter_for(site.node, inner_facts.functions[function].node, argument)
+    if not param:
+        return None
+    use = parameter_as_device(inner_facts, function, param)
+    if use is not None:
+        return inner_path, use
+    for inner in inner_facts.calls_within(function) if hops > 0 else ():
+        for handed in (a for a in inner.node.args if not a.star and reference(a.value) == param):
+            onward = ctx.resolve_function(inner_facts, inner_path, ctx.method_target(inner_facts, inner))
+            found = _placed_on(ctx, inner, handed, onward, hops - 1) if onward is not None else None
+            if found is not None:
+                return found
     return None
 
 

@@ -510,18 +510,19 @@ class Guards:
         return False
 
     def set_on_main_only(self, name: str, facts: ModuleFacts, path: Path, function: str, depth: int) -> bool:
-        """`name` holds a real value only on the main process, None elsewhere.
+        """`name` holds a real value only on the main process, None (or False) elsewhere.
 
         `writer = None`, then `if rank == 0: writer = SummaryWriter(...)`, or in one binding
-        `run = wandb.init() if rank == 0 else None`: testing `writer` (or `run is not None`)
-        later is a main-process test.
+        `run = wandb.init() if rank == 0 else None`, or `create = False`, then `if rank == 0:
+        create = True`: testing `writer` (or `run is not None`, `create`) later is a
+        main-process test.
         """
         scope = [a for a in facts.assigned(name) if a.function == function or "." in name]
         nones: list[Assignment] = []
         real: list[Assignment] = []
         chosen: list[cst.IfExp] = []
         for a in scope:
-            if dotted(a.value) == "None":
+            if literal_truth(a.value) is False:
                 nones.append(a)
             elif type(a.value) is cst.IfExp and "None" in {dotted(a.value.body), dotted(a.value.orelse)}:
                 chosen.append(a.value)
@@ -536,8 +537,13 @@ class Guards:
             if not none_first and not all(any(_other_side(r, n) for n in nones) for r in real):
                 return False
         return all(self._main_side(choice, facts, path, function, depth) for choice in chosen) and all(
-            not _is_bool_literal(a.value)
-            and any(self.condition_kind(c, facts, path, a.function, depth - 1) in {MAIN, SINGLE} for c in a.conditions)
+            # a flag raised in single-process runs only (`external = True`) says how the run was
+            # launched, not which process this is
+            any(
+                self.condition_kind(c, facts, path, a.function, depth - 1)
+                in ({MAIN} if _is_bool_literal(a.value) else {MAIN, SINGLE})
+                for c in a.conditions
+            )
             for a in real
         )
 

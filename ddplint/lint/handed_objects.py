@@ -6,7 +6,9 @@ Research code fills a configuration object in helpers: `init_dist(args, cfg)` se
 `args.local_rank`, and `if cfg.DISTRIBUTED:` is its launch test. The helper's bindings of an
 attribute of a parameter, from (an attribute of) a parameter, are replayed at the call with
 the caller's names: only copies, so a replayed binding never holds a value the caller's tree
-does not have a place for (a device string, a call) and nothing is ever reported at one.
+does not have a place for (a device string, a call) and nothing is ever reported at one. A
+binding from anything else (`args.rank = int(os.environ["RANK"])`) is not replayed; it only
+tells the caller that what it knew of that attribute no longer holds.
 """
 
 from __future__ import annotations
@@ -16,10 +18,11 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from ddplint.lint.facts import Assignment, ModuleFacts
-from ddplint.lint.names import argument_for
+from ddplint.lint.names import argument_for, parameter_for, reference
 
 if TYPE_CHECKING:
     from ddplint.lint.context import LintContext
+    from ddplint.lint.paths import Event
 
 
 def with_handed_bindings(ctx: LintContext) -> ModuleFacts:
@@ -65,3 +68,20 @@ def _renamed(value: cst.BaseExpression, handed: dict[str, str]) -> cst.BaseExpre
         inner = _renamed(value.value, handed)
         return cst.Attribute(value=inner, attr=cst.Name(value.attr.value)) if inner is not None else None
     return None
+
+
+def set_by_helper(ctx: LintContext, head: str, attribute: str, site: Event) -> bool:
+    """`head` was handed, before `site`, to a project function of another module that sets its
+    `attribute` to anything (`setup(args)` doing `args.rank = int(os.environ["RANK"])`): what the
+    caller's own tree says of that attribute, an argparse default included, no longer holds."""
+    for call in ctx.facts.calls_in(site.function):
+        if call.order > site.order or not any(reference(a.value) == head for a in call.node.args):
+            continue
+        resolved = ctx.resolve_function(ctx.facts, ctx.path, ctx.method_target(ctx.facts, call))
+        if resolved is None or resolved.facts is ctx.facts:
+            continue
+        definition = resolved.facts.functions[resolved.function].node
+        params = {p for a in call.node.args if reference(a.value) == head and (p := parameter_for(call.node, definition, a))}
+        if any(a.target in {f"{p}.{attribute}" for p in params} for a in resolved.facts.assignments_within(resolved.function)):
+            return True
+    return False

@@ -14,12 +14,11 @@ from ddplint.lint.devices import (
     classify,
     device_uses,
     option_default,
-    parameter_as_device,
+    placed_by_helper,
     visible_devices_per_rank,
 )
 from ddplint.lint.facts import starts_workers
-from ddplint.lint.names import arg, has_star_kwargs, parameter_for, reference, string_value
-from ddplint.lint.resolver import Resolved
+from ddplint.lint.names import arg, has_star_kwargs, reference, string_value
 from ddplint.lint.roles import DeviceKind
 from ddplint.lint.rules.base import Finding, Rule
 from ddplint.lint.summaries import Effect
@@ -128,31 +127,10 @@ def _hands_device(ctx: LintContext) -> bool:
     """The script hands a computed value to a function of another project module that places or
     wraps the model on that parameter as its GPU (`build_model(cfg, gpu)` with `.cuda(gpu_id)` and
     `device_ids=[gpu_id]` inside): each process names its device there."""
-    facts = ctx.facts
-    for site in facts.calls:
-        named = [a for a in site.node.args if not a.star and classify(ctx, a.value, site, True).kind in PER_PROCESS]
-        resolved = ctx.resolve_function(facts, ctx.path, ctx.method_target(facts, site)) if named else None
-        if resolved is not None and resolved.facts is not facts and _takes_as_device(ctx, site, named, resolved, 1):
+    for site in ctx.facts.calls:
+        computed = [a for a in site.node.args if not a.star and classify(ctx, a.value, site, True).kind in PER_PROCESS]
+        if placed_by_helper(ctx, site, computed) is not None:
             return True
-    return False
-
-
-def _takes_as_device(ctx: LintContext, site, given: list[cst.Arg], resolved: Resolved, hops: int) -> bool:
-    """One of the arguments `given` fills a parameter that the function places on as its GPU,
-    itself or in the project function it hands that parameter on to (`hops` deep)."""
-    inner_facts, inner_path, function = resolved
-    definition = inner_facts.functions[function].node
-    for argument in given:
-        param = parameter_for(site.node, definition, argument)
-        if not param:
-            continue
-        if parameter_as_device(inner_facts, function, param) is not None:
-            return True
-        for inner in inner_facts.calls_within(function) if hops > 0 else ():
-            handed = [a for a in inner.node.args if not a.star and reference(a.value) == param]
-            onward = ctx.resolve_function(inner_facts, inner_path, ctx.method_target(inner_facts, inner)) if handed else None
-            if onward is not None and _takes_as_device(ctx, inner, handed, onward, hops - 1):
-                return True
     return False
 
 

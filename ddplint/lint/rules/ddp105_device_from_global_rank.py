@@ -8,8 +8,8 @@ import libcst as cst
 
 from ddplint.diagnostics import Severity
 from ddplint.lint.context import LintContext
-from ddplint.lint.devices import DeviceUse, classify, contains, device_uses, parameter_as_device
-from ddplint.lint.names import callee_text, parameter_for, reference
+from ddplint.lint.devices import DeviceUse, classify, contains, device_uses, placed_by_helper
+from ddplint.lint.names import callee_text, reference
 from ddplint.lint.roles import DeviceKind, Role
 from ddplint.lint.rules.base import Finding, Inside, Rule
 
@@ -52,22 +52,16 @@ def _handed_to_helpers(ctx: LintContext, reported: set[object]) -> Iterator[Find
         ranks = [a for a in ranks if id(classify(ctx, a.value, site, True).origin) not in reported]
         if not ranks:
             continue  # (asked first: resolving the callee and the guards are the costly questions)
-        resolved = ctx.resolve_function(facts, ctx.path, ctx.method_target(facts, site))
-        if resolved is None or resolved.facts is facts or ctx.guards.one_process(site):
-            continue
-        definition = resolved.facts.functions[resolved.function].node
-        for argument in ranks:
-            param = parameter_for(site.node, definition, argument)
-            use = parameter_as_device(resolved.facts, resolved.function, param) if param else None
-            if use is not None:
-                yield Finding(
-                    argument.value,
-                    f"the global rank is handed to {callee_text(site.node)}(), which takes it as its GPU: on every "
-                    "node but the first it names a GPU that does not exist; pass LOCAL_RANK (or "
-                    "rank % torch.cuda.device_count())",
-                    inside=(Inside(resolved.path, use.node, "the parameter is used as the device here"),),
-                )
-                break
+        placed = None if ctx.guards.one_process(site) else placed_by_helper(ctx, site, ranks)
+        if placed is not None:
+            argument, path, use = placed
+            yield Finding(
+                argument.value,
+                f"the global rank is handed to {callee_text(site.node)}(), which takes it as its GPU: on every "
+                "node but the first it names a GPU that does not exist; pass LOCAL_RANK (or "
+                "rank % torch.cuda.device_count())",
+                inside=(Inside(path, use.node, "the parameter is used as the device here"),),
+            )
 
 
 def _global_binding_reaches(ctx: LintContext, use: DeviceUse) -> bool:
