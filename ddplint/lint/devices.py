@@ -91,7 +91,7 @@ def classify(ctx: LintContext, expr: cst.BaseExpression | None, site: Event, int
     role = facts.role_of(expr, function)
     if role in PER_NODE:
         return Device(DeviceKind.LOCAL)
-    if role is Role.GLOBAL_RANK:
+    if role is Role.GLOBAL_RANK and not _built_without_rank(ctx, expr, site):
         return Device(DeviceKind.GLOBAL, origin=_device_built(ctx, expr, site, depth))
     if type(expr) is cst.FormattedString and depth > 0:
         return _formatted_index(ctx, expr, site, depth - 1)
@@ -99,6 +99,24 @@ def classify(ctx: LintContext, expr: cst.BaseExpression | None, site: Event, int
     if name is None or depth == 0:
         return Device(DeviceKind.OTHER)
     return _classify_name(ctx, name, site, int_is_index, depth - 1)
+
+
+def _built_without_rank(ctx: LintContext, expr: cst.BaseExpression, site: Event) -> bool:
+    """A name that holds the global rank's device on another path of its function, but here only
+    devices built without it (`device = torch.device(f"npu:{rank}")` in the other branch of
+    `if torch.cuda.is_available():`): what reaches the use decides, not the name."""
+    name = reference(expr) if type(expr) in (cst.Name, cst.Attribute, cst.Subscript) else None
+    reaching = ctx.facts.reaching(name, site.function, site.order, site.blocks) if name else []
+    return bool(reaching) and all(
+        not b.element
+        and (
+            type(b.value) in (cst.SimpleString, cst.FormattedString)
+            or type(b.value) is cst.Call
+            and ctx.facts.callee(b.value) == "torch.device"
+        )
+        and ctx.facts.role_of(b.value, b.function) is None
+        for b in reaching
+    )
 
 
 def _formatted_index(ctx: LintContext, expr: cst.FormattedString, site: Event, depth: int) -> Device:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, replace
 
 import libcst as cst
 
-from ddplint.lint.names import arg, dotted, format_call, int_value, reference, string_value
+from ddplint.lint.names import arg, dotted, format_call, int_value, other_device_type, reference, string_value
 from ddplint.lint.roles import (
     CALL_ROLES,
     ENV_ROLES,
@@ -291,12 +291,16 @@ class ModuleFacts:
                 return self.role_of(expr.args[0].value, function)
             if callee == "torch.device":
                 index = arg(expr, 1, "index")
+                if other_device_type(arg(expr, 0, "type")):
+                    return None
                 role = self.role_of(index if index is not None else arg(expr, 0, "type"), function)
                 return Role.LOCAL_DEVICE if role in {Role.LOCAL_RANK, Role.LOCAL_DEVICE} else role
             return None
         if type(expr) is cst.BinaryOperation:
             return self._arithmetic(expr, function)
         if type(expr) is cst.FormattedString:
+            if other_device_type(expr):
+                return None  # f"npu:{rank}"
             return self._formatted([p.expression for p in expr.parts if type(p) is cst.FormattedStringExpression], function)
         if type(expr) is cst.Comparison:
             if any(int_value(c.comparator) == 0 for c in expr.comparisons) and self.role_of(expr.left, function) in RANKS:

@@ -279,3 +279,14 @@ def getattr_call(expr: cst.BaseExpression) -> tuple[str, str] | None:
     elif type(attribute) is cst.FormattedString and attribute.parts and type(attribute.parts[0]) is cst.FormattedStringText:
         prefix = attribute.parts[0].value
     return (holder, prefix) if holder and prefix else None
+
+
+def other_device_type(expr: cst.BaseExpression | None) -> bool:
+    """A device string, or the type of a `torch.device`, of an accelerator other than CUDA:
+    `"npu"`, `f"xpu:{rank}"`. Its index names no GPU, whatever value it holds."""
+    if type(expr) is cst.FormattedString:
+        first = expr.parts[0] if expr.parts else None
+        text = first.value if type(first) is cst.FormattedStringText else ""
+        return text.endswith(":") and text[:-1].isalpha() and text != "cuda:"
+    value = string_value(expr)
+    return value is not None and value.isalpha() and value != "cuda"

@@ -40,7 +40,8 @@ class MissingSetDevice(Rule):
             return  # each rank picks its device (by the global rank: DDP105), or a hard-coded index is the problem (DDP101)
         library = not ctx.facts.is_script  # a helper module: its callers bind the device, or are reported
         starts = [site for site in ctx.facts.calls if not (library and site.function) and self._starts_nccl(ctx, site)]
-        starts = [site for site in starts if not self._helper_names_devices(ctx, site)]
+        if starts and not _on_current_device(ctx) and any(self._helper_names_devices(ctx, site) for site in ctx.facts.calls):
+            return
         if starts and visible_devices_per_rank(ctx):
             return
         for site in starts:
@@ -53,10 +54,10 @@ class MissingSetDevice(Rule):
 
     @staticmethod
     def _helper_names_devices(ctx: LintContext, site) -> bool:
-        """The group starts through a function of another project module, and that module places
-        the model on a device each rank names (`train_fn(rank, ...)`: `DDP(model.to(rank),
-        device_ids=[rank])`, also in the worker it spawns or a function that worker calls), as
-        the script itself would be judged."""
+        """The call runs a function (or builds a class) of another project module that places the
+        model on a device each rank names (`train_fn(rank, ...)`: `DDP(model.to(rank),
+        device_ids=[rank])`; a trainer class reading LOCAL_RANK in its constructor; also in the
+        worker it spawns or a function that worker calls), as the script itself would be judged."""
         resolved = ctx.resolve_function(ctx.facts, ctx.path, ctx.method_target(ctx.facts, site))
         if resolved is None or resolved.facts is ctx.facts:
             return False
