@@ -272,7 +272,7 @@ class LintContext:
         if site.name is None:
             node = site.node
             return constructed_method(facts, node) or super_method(facts, site) or imported_constructed_method(facts, node)
-        return LintContext.member_name(facts, site.name, site.function)
+        return _constructed_here(facts, site) or LintContext.member_name(facts, site.name, site.function)
 
     @staticmethod
     def member_name(facts: ModuleFacts, name: str | None, function: str) -> str | None:
@@ -400,3 +400,31 @@ def _module_returned(value: cst.BaseExpression) -> cst.BaseExpression | None:
     if type(value) is cst.Call and type(value.func) is cst.Attribute and value.func.attr.value in MODULE_RETURNS_ITSELF:
         return value.func.value
     return None
+
+
+def _constructed_here(facts: ModuleFacts, site: CallSite) -> str | None:
+    """`runner.main()` where the name is bound to instances of several classes over the function
+    (`runner = TrainDDP(args)` under `if args.ddp:`, `runner = Train(args)` in the else) but only
+    one construction reaches this call: that class's method."""
+    func = site.node.func
+    if type(func) is not cst.Attribute or type(func.value) is not cst.Name:
+        return None
+    receiver, member = func.value.value, func.attr.value
+    built = {
+        dotted(b.value.func) if type(b.value) is cst.Call else None
+        for b in facts.assigned(receiver)
+        if b.function == site.function
+    }
+    if len(built) < 2:
+        return None  # one class over the whole function: class_of answers for every call
+    reaching = {
+        dotted(b.value.func) if type(b.value) is cst.Call else None
+        for b in facts.reaching(receiver, site.function, site.order, site.blocks)
+    }
+    cls = reaching.pop() if len(reaching) == 1 else None
+    if cls is None:
+        return None
+    if facts.has_members(cls):
+        return f"{cls}.{member}"
+    qualified = facts.qualify(cls)
+    return f"{qualified}.{member}" if qualified not in (None, cls) else None  # a class an import binds
