@@ -64,8 +64,10 @@ class MissingSetDevice(Rule):
         helper = ctx.of_module(resolved.path, resolved.facts)
         if helper is None:
             return False
-        reached = _reached(helper, resolved.function)
-        return any(_names_its_device(use) and use.site.function in reached for use in device_uses(helper))
+        key = ("functions naming their device", id(helper.facts))
+        if key not in helper.memo:
+            helper.memo[key] = {use.site.function for use in device_uses(helper) if _names_its_device(use)}
+        return bool(helper.memo[key] & _reached(helper, resolved.function))
 
     @staticmethod
     def _starts_nccl(ctx: LintContext, site) -> bool:
