@@ -23,6 +23,7 @@ from ddplint.lint.vocabulary import (
     BLOCKING,
     DESTROY_PG,
     INIT_PG,
+    LIBRARY_GROUP_STARTS,
     MPI,
     MPI_COLLECTIVES,
     ON_DEVICE,
@@ -61,6 +62,11 @@ def direct_effects(site: CallSite) -> frozenset[Effect]:
                 effects.add(Effect.STARTS_NCCL)
         if arg(site.node, None, "device_id") is not None:
             effects.add(Effect.BINDS_DEVICE)
+    elif name in LIBRARY_GROUP_STARTS:
+        effects |= {Effect.INIT_GROUP, Effect.STARTS_GROUP, Effect.DATA_PARALLEL}
+        backend = string_value(arg(site.node, 1, "backend"))
+        if backend is None or "nccl" in backend:
+            effects.add(Effect.STARTS_NCCL)
     elif name == DESTROY_PG:
         effects.add(Effect.DESTROYS_GROUP)
     elif name in SPAWN:

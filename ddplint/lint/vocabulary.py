@@ -207,15 +207,18 @@ MODULE_RETURNS_ITSELF = frozenset(
 # Calls that bind the process to the device they are given.
 SET_DEVICE_CALLS = frozenset({SET_DEVICE, "torch.accelerator.set_device_index", "torch.xpu.set_device"})
 
+# Other libraries' functions that start the process group of a launched process, as
+# init_process_group would (nccl unless told otherwise); they also bind its device (BINDING).
+LIBRARY_GROUP_STARTS = frozenset(
+    {"mmcv.runner.init_dist", "mmcv.runner.dist_utils.init_dist", "mmengine.dist.init_dist", "mmengine.dist.utils.init_dist"}
+)
+
 # Launchers of other libraries that bind the device of the process they start, and the device
 # mesh (it binds rank % devices-per-host when nothing is bound yet). `with torch.cuda.device(i):`
 # binds inside its block only (devices.binding_sites), so it is no effect of the function.
 BINDING = SET_DEVICE_CALLS | frozenset(
     {
-        "mmcv.runner.init_dist",
-        "mmcv.runner.dist_utils.init_dist",
-        "mmengine.dist.init_dist",
-        "mmengine.dist.utils.init_dist",
+        *LIBRARY_GROUP_STARTS,
         "detectron2.engine.launch",
         "detectron2.engine.launch.launch",
         "classy_vision.generic.distributed_util.set_cuda_device_index",
