@@ -16,7 +16,7 @@ from pathlib import Path
 import libcst as cst
 
 from ddplint.lint.context import LintContext
-from ddplint.lint.facts import CallSite, ModuleFacts
+from ddplint.lint.facts import Assignment, CallSite, ModuleFacts
 from ddplint.lint.guards import DIST
 from ddplint.lint.handed_objects import set_by_helper
 from ddplint.lint.launch import complement_key, test_key
@@ -28,6 +28,7 @@ from ddplint.lint.names import (
     format_call,
     has_keyword,
     int_value,
+    names_in,
     parameter_for,
     reference,
     string_value,
@@ -434,6 +435,42 @@ def _device_arguments(site: CallSite, binder: bool) -> Iterator[tuple[cst.BaseEx
         if keyword == "map_location" and string_value(target) == "cuda":
             continue  # map_location="cuda" maps onto the current device
         yield target, False, True
+
+
+def replaced_before_read(facts: ModuleFacts, node: cst.CSTNode) -> bool:
+    """A device built only to be held under a name that a later binding replaces on every path
+    before anything reads it (`device = torch.device("cuda")`, then, once the group is up,
+    `device = f"cuda:{local_rank}"`): it never reaches a tensor."""
+    bindings = facts.bindings_of(node)
+    for binding in bindings:
+        target, function = binding.target, binding.function
+        later = [
+            a.order
+            for a in facts.assigned(target)
+            if a.function == function
+            and a.order > binding.order
+            and not a.element
+            and binding.blocks[: len(a.blocks)] == a.blocks
+            and len(a.loops) == len(binding.loops)
+        ]
+        if binding.element or not later:
+            return False
+        until = min(later)
+        events: list[tuple[CallSite | Assignment, cst.CSTNode]] = [
+            *((c, c.node) for c in facts.calls_in(function)),
+            *((a, a.value) for a in facts.assignments if a.function == function),
+        ]
+        between = [(event, read) for event, read in events if binding.order < event.order < until]
+        if any(
+            _mentions(target, read) or any(_mentions(target, c.test) for c in event.conditions if c not in binding.conditions)
+            for event, read in between
+        ):
+            return False
+    return bool(bindings)
+
+
+def _mentions(name: str, expr: cst.CSTNode) -> bool:
+    return any(n == name or n.startswith(f"{name}.") for n in names_in(expr))
 
 
 def parameter_as_device(facts: ModuleFacts, function: str, param: str) -> CallSite | None:

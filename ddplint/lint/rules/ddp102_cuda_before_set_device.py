@@ -12,6 +12,7 @@ from ddplint.lint.devices import (
     bound_before_cuda_named,
     bound_where_cuda,
     device_uses,
+    replaced_before_read,
     visible_devices_per_rank,
 )
 from ddplint.lint.paths import never_runs
@@ -46,8 +47,8 @@ class CudaBeforeSetDevice(Rule):
                 continue
             if utility and function and (not ctx.facts.is_script or not _reached(function, callers, entries)):
                 continue
-            if not use.placement and bindings:
-                continue
+            if not use.placement and (bindings or replaced_before_read(ctx.facts, use.site.node)):
+                continue  # a torch.device built, not yet used: the uses are judged where they bind or place
             if bound_before(ctx, use.site, bindings) and bindings or never_runs(ctx.facts, use.site):
                 continue
             if bound_where_cuda(ctx, use, bindings) or bound_before_cuda_named(ctx, use, bindings):
