@@ -199,7 +199,15 @@ def _device_built(ctx: LintContext, expr: cst.BaseExpression, site: Event, depth
         and (type(b.value) is cst.FormattedString or (type(b.value) is cst.Call and ctx.facts.callee(b.value) == "torch.device"))
         and ctx.facts.role_of(b.value, b.function) is Role.GLOBAL_RANK
     ]
-    return built[0] if len(built) == 1 else None
+    # a copy (`args.device = device`) holds the device its value was built as
+    copied = [
+        found
+        for b in reaching
+        if not b.element and type(b.value) in (cst.Name, cst.Attribute) and depth > 0
+        if (found := _device_built(ctx, b.value, b, depth - 1)) is not None
+    ]
+    distinct = {id(b): b for b in [*built, *copied]}
+    return distinct.popitem()[1] if len(distinct) == 1 else None
 
 
 def _classify_name(ctx: LintContext, name: str, site: Event, int_is_index: bool, depth: int) -> Device:
