@@ -186,6 +186,8 @@ class Guards:
         if name is None:
             return ALL, ALL
         last = last_part(name)
+        if type(expr) is cst.Name and self._function_object(name, facts, path, function):
+            return ALL, frozenset()  # `if is_main_process:` without the call: a function is always true
         if self._declared(name, facts, self._extra_predicates) or facts.role_of(expr, function) is Role.MAIN_FLAG:
             return _atom(MAIN)
         if last in MAIN_PREDICATES:
@@ -212,6 +214,15 @@ class Guards:
             if values:
                 return frozenset().union(*(t for t, _ in values)), frozenset().union(*(f for _, f in values))
         return ALL, ALL
+
+    def _function_object(self, name: str, facts: ModuleFacts, path: Path, function: str) -> bool:
+        """The name holds a function of the project, not a value: nothing binds it in scope and it
+        names a function defined here or imported from a project module."""
+        scopes = [function, *(function.rsplit(".", n)[0] for n in range(1, function.count(".") + 1))] if function else []
+        if facts.visible(name, function) or any(name in facts.functions[s].params for s in scopes if s in facts.functions):
+            return False
+        resolved = self.ctx.resolve_function(facts, path, facts.qualify(name) or name)
+        return resolved is not None and "." not in resolved.function
 
     def _through_parameter(self, name: str, facts: ModuleFacts, path: Path, function: str, depth: int) -> list:
         """`opt.is_master_node` read in a function whose parameter `opt` every call of it in the
