@@ -1097,10 +1097,13 @@ def _binding_scope(facts: ModuleFacts, a: Assignment) -> str:
 
 def _parameter_roles(facts: ModuleFacts) -> None:
     """A parameter that every call of its function in the module fills with the same rank holds
-    it: `self.init_distributed(rank, world_size)` in a spawned `__init__(self, rank, ...)`."""
+    it: `self.init_distributed(rank, world_size)` in a spawned `__init__(self, rank, ...)`, or
+    `Trainer(rank, world_size)` for the constructor's `device_rank`."""
     calls_of: dict[str, list[CallSite]] = {}
     for call in facts.calls:
         callee = _method_of_self(facts, call.name, call.function) if call.name else None
+        if callee is not None and callee not in facts.functions and f"{callee}.__init__" in facts.functions:
+            callee = f"{callee}.__init__"  # `Trainer(rank, world_size)` fills the constructor's parameters
         if callee in facts.functions and not any(a.star for a in call.node.args):
             calls_of.setdefault(callee, []).append(call)
     for callee, calls in calls_of.items():
