@@ -117,6 +117,8 @@ class MissingSetEpoch(Rule):
             return
         by_loader, receivers = _through_named_loaders(facts, receivers)
         lasts = {r.rsplit(".", 1)[-1] for r in receivers}
+        # `self.loader.sampler.set_epoch(e)`: an attribute of some loader, not a variable named `sampler`
+        through_loaders = any("." in r and r.rsplit(".", 1)[-1] in {"sampler", "batch_sampler"} for r in receivers)
         for site in shuffling:
             loader = loaders_inside.get(site)
             named = samplers_inside[site][1] if site in samplers_inside else None
@@ -143,8 +145,8 @@ class MissingSetEpoch(Rule):
                 continue  # one pass over the data, or none: there is no next epoch to reshuffle
             if receivers and any(_returned(facts, site.function, n) for n in names):
                 continue  # returned to a caller that keeps it under its own name (`self._sampler, ... = ...`)
-            if lasts & {"sampler", "batch_sampler"} or not names and receivers:
-                continue  # loader.sampler.set_epoch(epoch)
+            if through_loaders or not names and receivers:
+                continue  # loader.sampler.set_epoch(epoch) of a loader this module cannot name
             label = (
                 f"{names[0]}.sampler" if loader is not None else names[0] if names else held[1] if held is not None else "sampler"
             )
