@@ -446,9 +446,10 @@ def _device_arguments(site: CallSite, binder: bool) -> Iterator[tuple[cst.BaseEx
 
 
 def replaced_before_read(facts: ModuleFacts, node: cst.CSTNode) -> bool:
-    """A device built only to be held under a name that a later binding replaces on every path
-    before anything reads it (`device = torch.device("cuda")`, then, once the group is up,
-    `device = f"cuda:{local_rank}"`): it never reaches a tensor."""
+    """A device built only to be held under a name that nothing reads (`dev = torch.device("cuda")`
+    left at module level), or that a later binding replaces on every path before anything reads
+    it (`device = torch.device("cuda")`, then, once the group is up, `device =
+    f"cuda:{local_rank}"`): it never reaches a tensor."""
     bindings = facts.bindings_of(node)
     for binding in bindings:
         target, function = binding.target, binding.function
@@ -461,15 +462,23 @@ def replaced_before_read(facts: ModuleFacts, node: cst.CSTNode) -> bool:
             and binding.blocks[: len(a.blocks)] == a.blocks
             and len(a.loops) == len(binding.loops)
         ]
-        if binding.element or not later:
+        if binding.element or "." in target:
             return False
-        until = min(later)
+        # a module-level name can be read by any function; a local one only after its binding
+        everywhere = function == "" and not later
         events: list[tuple[CallSite | Assignment, cst.CSTNode]] = [
-            *((c, c.node) for c in facts.calls_in(function)),
-            *((a, a.value) for a in facts.assignments if a.function == function),
+            *((c, c.node) for c in (facts.calls if everywhere else facts.calls_in(function))),
+            *((a, a.value) for a in facts.assignments if everywhere or a.function == function),
         ]
-        between = [(event, read) for event, read in events if binding.order < event.order < until]
-        if any(
+        until = min(later) if later else None
+        between = [
+            (event, read)
+            for event, read in events
+            if everywhere or binding.order < event.order and (until is None or event.order < until)
+        ]
+        info = facts.functions.get(function)
+        returned = info.returns if info is not None and not later else ()
+        if any(_mentions(target, r) for r in returned) or any(
             _mentions(target, read) or any(_mentions(target, c.test) for c in event.conditions if c not in binding.conditions)
             for event, read in between
         ):
