@@ -192,22 +192,21 @@ def _device_built(ctx: LintContext, expr: cst.BaseExpression, site: Event, depth
         callers = _arguments_for(ctx, info.node, site.function, name)
         given = {id(b): b for b in (_device_built(ctx, argument, caller, depth - 1) for caller, argument in callers)}
         return given.popitem()[1] if len(given) == 1 else None
-    built = [
-        b.value
-        for b in reaching
-        if not b.element
-        and (type(b.value) is cst.FormattedString or (type(b.value) is cst.Call and ctx.facts.callee(b.value) == "torch.device"))
-        and ctx.facts.role_of(b.value, b.function) is Role.GLOBAL_RANK
-    ]
-    # a copy (`args.device = device`) holds the device its value was built as
-    copied = [
-        found
-        for b in reaching
-        if not b.element and type(b.value) in (cst.Name, cst.Attribute) and depth > 0
-        if (found := _device_built(ctx, b.value, b, depth - 1)) is not None
-    ]
-    distinct = {id(b): b for b in [*built, *copied]}
-    return distinct.popitem()[1] if len(distinct) == 1 else None
+    built: dict[int, cst.BaseExpression] = {}
+    for b in reaching:
+        if b.element:
+            continue
+        value = b.value
+        if type(value) is cst.Call and ctx.facts.callee(value) == "torch.device" and len(value.args) == 1:
+            value = value.args[0].value  # `device = torch.device(device)` wraps what it is given
+        # a copy (`args.device = device`) holds the device its value was built as
+        found = _device_built(ctx, value, b, depth - 1) if type(value) in (cst.Name, cst.Attribute) and depth > 0 else None
+        if found is None and ctx.facts.role_of(b.value, b.function) is Role.GLOBAL_RANK:
+            if type(b.value) is cst.FormattedString or type(b.value) is cst.Call and ctx.facts.callee(b.value) == "torch.device":
+                found = b.value
+        if found is not None:
+            built[id(found)] = found
+    return built.popitem()[1] if len(built) == 1 else None
 
 
 def _classify_name(ctx: LintContext, name: str, site: Event, int_is_index: bool, depth: int) -> Device:
