@@ -9,8 +9,8 @@ import libcst as cst
 
 from ddplint.diagnostics import Severity
 from ddplint.lint.context import LintContext
-from ddplint.lint.facts import CallSite, local_rank_flag, starts_own_workers
-from ddplint.lint.names import reference
+from ddplint.lint.facts import Assignment, CallSite, local_rank_flag, starts_own_workers
+from ddplint.lint.names import names_in, reference
 from ddplint.lint.resolver import Resolved
 from ddplint.lint.rules.base import Finding, Inside, Rule
 from ddplint.lint.summaries import Effect
@@ -39,10 +39,10 @@ class LocalRankArgument(Rule):
             or any("LOCAL_RANK" in module.env_reads | module.env_names for module in ctx.imported_project_modules(depth=2))
         ):
             return  # no flag, workers started here or by a helper, or the environment gives the rank
-        if "local_rank" not in ctx.facts.attributes and not any(
-            "local_rank" in module.attributes for module in ctx.imported_project_modules(depth=2)
+        if not any("local_rank" in module.attributes for module in ctx.imported_project_modules(depth=2)) and (
+            "local_rank" not in ctx.facts.attributes or _overwritten_before_reads(ctx)
         ):
-            return  # kept so that torch.distributed.launch does not reject it, and never read
+            return  # kept so that torch.distributed.launch does not reject it, and its value never read
         for site, flag, inside in flags:
             yield Finding(
                 site.node,
@@ -51,6 +51,32 @@ class LocalRankArgument(Rule):
                 "environment instead); read int(os.environ['LOCAL_RANK'])",
                 inside=(inside,) if inside is not None else (),
             )
+
+
+def _overwritten_before_reads(ctx: LintContext) -> bool:
+    """Every read of the option (`torch.cuda.set_device(args.local_rank)`) comes after the script
+    sets it itself (`args.local_rank = int(os.environ["LOCAL_RANK"])`) in the same function: the
+    parsed value is never used."""
+    facts = ctx.facts
+    reads: list[tuple[CallSite | Assignment, cst.CSTNode]] = [
+        *((c, c.node) for c in facts.calls),
+        *((a, a.value) for a in facts.assignments),
+    ]
+    found = False
+    for event, node in reads:
+        tested = set().union(*(names_in(c.test) for c in event.conditions)) if event.conditions else set()
+        for name in names_in(node) | tested:
+            if name.rsplit(".", 1)[-1] != "local_rank" or "." not in name:
+                continue
+            found = True
+            here = [
+                a
+                for a in facts.reaching(name, event.function, event.order, event.blocks)
+                if a.function == event.function and a.order < event.order
+            ]
+            if not here:
+                return False
+    return found
 
 
 def _helper_flags(ctx: LintContext) -> Iterator[tuple[CallSite, str, Inside]]:
