@@ -298,7 +298,7 @@ def unguarded_writes(ctx: LintContext, kind: WriteKind) -> Iterator[tuple[CallSi
     Yields the site and, for a call into another module of the project, the chain inside it:
     the calls it goes through, then the write (empty for a write of this module). Once per such
     write, at the first call that reaches it (a `log()` helper called fifty times is one
-    mistake, in the helper).
+    mistake, in the helper; so is its write reached again through another helper).
     """
     guards = ctx.guards
     reported: set[object] = set()  # the helpers (or their writes) already reported
@@ -306,23 +306,25 @@ def unguarded_writes(ctx: LintContext, kind: WriteKind) -> Iterator[tuple[CallSi
         if guards.safe_helper(site) or kind != MKDIR and prepares_data(ctx.facts, site.function):
             continue
         inside: tuple[Inside, ...] | None = ()
-        helper = None
+        keys: set[object] = set()  # the helper, and the write it reaches
         if effect_of(site, ctx.facts) != kind:
             inside = _helper_writes(ctx, site, kind, ctx.facts, ctx.path, top=True)
             if inside is None or _per_rank_path_argument(ctx, site, kind):
                 continue  # (a helper given a per-rank path writes per rank)
             resolved = ctx.resolve_function(ctx.facts, ctx.path, ctx.method_target(ctx.facts, site))
             # one mistake per helper, whichever of its writes a call reaches (`Logger(path)` and
-            # `Logger(path, resume=True)` open the same log in two branches)
-            helper = (resolved.path, resolved.function) if resolved is not None else id(inside[-1].node)
+            # `Logger(path, resume=True)` open the same log in two branches), and per write, through
+            # whichever helper (`train_one_epoch()` calling the `write_text()` the script also calls)
+            keys = {id(inside[-1].node)}
+            if resolved is not None:
+                keys.add((resolved.path, resolved.function))
         # rank 0 first, the others after it (a cache): not concurrent, but a second makedirs still raises
-        if helper is not None and helper in reported:
+        if keys & reported:
             continue
         if ctx.runs_nowhere(site):
             continue  # a branch value flow rules out (the `else:` of `if multi_gpu:` after `multi_gpu = True`)
         if not guards.main_only(site, main_first=kind != MKDIR) and not _undecided(ctx, site, ctx.facts, ctx.path):
-            if helper is not None:
-                reported.add(helper)
+            reported |= keys
             yield site, inside or ()
 
 
