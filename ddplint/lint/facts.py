@@ -1248,6 +1248,7 @@ def collect(module: cst.Module, star_names: dict[str, str] | None = None) -> Mod
     collector = _Collector(facts)
     collector.walk(module)
     _drop_shadowed(facts, collector.definitions)
+    _unimport_redefined(facts, _redefined_after_import(module))
     _requalify(facts)
     _index(facts)
     _infer_roles(facts)
@@ -1264,6 +1265,37 @@ def _defined_at_top(module: cst.Module) -> set[str]:
     import *` also brings in (`def test(epoch):` beside a model file's own `test()`) is the
     module's own."""
     return {statement.name.value for statement in module.body if isinstance(statement, (cst.FunctionDef, cst.ClassDef))}
+
+
+def _redefined_after_import(module: cst.Module) -> set[str]:
+    """Names a module imports and then defines itself at its top level (`from logging import
+    log`, later `def log(output, args):`): once the module has loaded, the name is its own
+    function, which is what its functions call."""
+    last: dict[str, bool] = {}  # name -> whether its last top-level binding is a def or class
+    for statement in module.body:
+        if isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
+            if statement.name.value in last:
+                last[statement.name.value] = True
+        elif type(statement) is cst.SimpleStatementLine:
+            for small in statement.body:
+                if type(small) is cst.ImportFrom and not isinstance(small.names, cst.ImportStar):
+                    for alias in small.names:
+                        bound = alias.asname.name if alias.asname else alias.name
+                        if type(bound) is cst.Name:
+                            last[bound.value] = False
+    return {name for name, defined in last.items() if defined}
+
+
+def _unimport_redefined(facts: ModuleFacts, names: set[str]) -> None:
+    names &= set(facts.imports)
+    if not names:
+        return
+    for name in names:
+        del facts.imports[name]
+    facts.calls = [
+        replace(site, name=dotted(site.node.func)) if (dotted(site.node.func) or "").split(".")[0] in names else site
+        for site in facts.calls
+    ]
 
 
 def _drop_shadowed(facts: ModuleFacts, definitions: list[tuple[str, tuple, int, int]]) -> None:
