@@ -76,7 +76,7 @@ def effect_of(site: CallSite, facts: ModuleFacts, bindings: constants.Bindings |
         if name == "torch.save" and _is_buffer(target, facts):
             return None
         return None if _per_rank(target, facts, site.function) else CHECKPOINT
-    if name in LOG_WRITERS or name == "wandb.init" and not has_keyword(call, "group"):
+    if name in LOG_WRITERS or name == "wandb.init" and _imported(site, facts) and not has_keyword(call, "group"):
         if name == "wandb.init" and string_value(arg(call, None, "mode")) == "disabled":
             return None  # a disabled run logs nothing (the usual choice on the other ranks)
         return None if _per_rank_call(call, facts, site.function) else LOG
@@ -423,6 +423,14 @@ def _undecided(ctx: LintContext, site: CallSite, facts: ModuleFacts, path: Path)
         if any(effect_of(s, facts) == kind and ctx.guards.guarded_here(s, facts, path) for s in other):
             return True
     return False
+
+
+def _imported(site: CallSite, facts: ModuleFacts) -> bool:
+    """The call's receiver is a module the file imports: `wandb.init()` after `import wandb`, not
+    the `init()` of a project object that a variable named `wandb` holds."""
+    head = (dotted(site.node.func) or "").split(".")[0]
+    rebound = [a for a in facts.by_scope.get((site.function, head), ()) if site.function or a.order < site.order]
+    return (head in facts.imports or head in facts.aliases) and not rebound
 
 
 def _per_rank_path_argument(
