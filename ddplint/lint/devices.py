@@ -278,13 +278,16 @@ def parameter_names(definition: cst.FunctionDef) -> set[str]:
 def _arguments_for(
     ctx: LintContext, definition: cst.FunctionDef, function: str, parameter: str
 ) -> Iterator[tuple[CallSite, cst.BaseExpression]]:
-    """(call, the expression it passes for `parameter`, else the parameter's default) per call."""
+    """(call, the expression it passes for `parameter`, else the parameter's default) per call;
+    not the calls only one process makes (`train_loop(0, cfg)` on the single-GPU side)."""
     params = definition.params
     default = next(
         (p.default for p in (*params.posonly_params, *params.params, *params.kwonly_params) if p.name.value == parameter), None
     )
     for caller in ctx.guards.callers(ctx.facts).get(function, []):
         if any(a.star for a in caller.node.args) or _starts_no_group(ctx, caller, definition, function):
+            continue
+        if ctx.guards.one_process(caller):
             continue
         argument = argument_for(caller.node, definition, parameter) or default
         if argument is not None:

@@ -702,16 +702,32 @@ class Guards:
         """Only the main process, or a single-process run, takes the branch. A branch that wraps
         a model for data-parallel training (DDP, FSDP, itself or in a helper) is distributed
         whatever launch test it looks like: `if args.gpu is not None: ... else: model.cuda();
-        model = DDP(model)` splits distributed runs."""
+        model = DDP(model)` splits distributed runs; unless the test's other side starts the
+        worker processes."""
         kind = self.condition_kind(condition, facts, path, function)
         if kind is MAIN:
             return True
-        return kind is SINGLE and not any(
+        if kind is not SINGLE:
+            return False
+        # the other side of the test starts the workers: this one is the process running alone,
+        # whatever it then calls (`if not cfg.multi_gpu: train_loop(0, cfg)`)
+        if any(
+            any(c.test is condition.test and c.negated != condition.negated for c in site.conditions)
+            and self.starts_worker_processes(site, facts, path)
+            for site in facts.calls
+        ):
+            return True
+        return not any(
             site.function == function
             and any(c is condition for c in site.conditions)
             and Effect.DATA_PARALLEL in self.summaries.effects(site, facts, path)
             for site in facts.calls
         )
+
+    def starts_worker_processes(self, site: CallSite, facts: ModuleFacts, path: Path) -> bool:
+        """`mp.spawn(...)`, a `Process(target=...)`, or a project helper that spawns the workers
+        (`distributed_run(train_loop, cfg)`)."""
+        return starts_workers(facts, site) or Effect.SPAWNS_WORKERS in self.summaries.effects(site, facts, path)
 
     def main_only(
         self, site: CallSite, facts: ModuleFacts | None = None, path: Path | None = None, main_first: bool = False

@@ -1,7 +1,8 @@
 """Which tests decide a script's launch mode, read from what the script does under them.
 
 A script's distributed test is whatever condition encloses the start of its process group, the
-DDP/FSDP wrap, or a call of a project helper that starts the group: `if args.num_nodes > 1:`,
+DDP/FSDP wrap, a call of a project helper that starts the group, or the start of its worker
+processes: `if args.num_nodes > 1:`,
 `if "RANK" in os.environ:`, `if cfg.launcher != "none":`. Passing it means a distributed run,
 failing it a single process, however it is spelled. The same test met again (the same
 expression, its complement, `not` it, or a name whose every binding is it) is read the same way.
@@ -123,6 +124,17 @@ class LaunchTests:
                     for part in _conjuncts(test):
                         if self.guards.worlds(part, facts, path, site.function) == (ALL, ALL):
                             necessary.setdefault(test_key(part), part)
+        # the start of the worker processes says the same as a group start: its side has many
+        # processes (`if not cfg.multi_gpu: train_loop(0, cfg) else: mp.spawn(train_loop, ...)`)
+        for site in facts.calls:
+            if not site.conditions or not self.guards.starts_worker_processes(site, facts, path):
+                continue
+            for condition in site.conditions:
+                test = condition.test
+                if "__name__" in names_in(test) or self.guards.worlds(test, facts, path, site.function) != (ALL, ALL):
+                    continue
+                sides.setdefault(test_key(test), set()).add(SINGLE if condition.negated else DIST)
+                tests.setdefault(test_key(test), test)
         table: dict[str, Worlds] = {}
         for key, kinds in sides.items():
             if len(kinds) != 1:
