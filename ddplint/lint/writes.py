@@ -94,6 +94,8 @@ def effect_of(site: CallSite, facts: ModuleFacts, bindings: constants.Bindings |
             return None
         if id(call) in facts.idle_with_calls:
             return None  # `with open(log, "w"): pass` only empties the file; nothing races
+        if _holds_a_save(site, facts):
+            return None  # `with open(path, "wb") as f: torch.save(state, f)`: the save is reported
         return None if _is_devnull(target, facts) or _is_descriptor(target) else LOG
     if name in OUTPUT_WRITERS or site.method in OUTPUT_METHODS:
         target = arg(call, OUTPUT_WRITERS.get(name, 0), None)
@@ -277,6 +279,14 @@ def _is_buffer(target: cst.BaseExpression | None, facts: ModuleFacts) -> bool:
     name = dotted(target) if target is not None else None
     return name is not None and any(
         type(a.value) is cst.Call and facts.callee(a.value) in {"io.BytesIO", "io.StringIO"} for a in facts.assigned(name)
+    )
+
+
+def _holds_a_save(site: CallSite, facts: ModuleFacts) -> bool:
+    """The opened file is the one a checkpoint save of the same function writes into."""
+    handles = {a.target for a in facts.bindings_of(site.node)}
+    return bool(handles) and any(
+        c.name == "torch.save" and reference(arg(c.node, 1, "f") or c.node) in handles for c in facts.calls_in(site.function)
     )
 
 
