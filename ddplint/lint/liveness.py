@@ -5,6 +5,9 @@ and what those name in turn. A function or class that nothing live names (`train
 beside the `train` that `mp.spawn` starts, and the model class only `train_mp` builds) is
 left-over code: what it would do is no finding. Decorated definitions count as live (a
 decorator may register them), and so does everything of a module that other modules import.
+A method of a class without base classes that nothing in the script names (`def test(self):`
+whose one call, `trainer.test()`, is commented out) never runs either: no library calls it by
+name.
 """
 
 from __future__ import annotations
@@ -20,6 +23,16 @@ class _Names(Walker):
 
     def visit_Name(self, node: cst.Name) -> None:
         self.found.add(node.value)
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        for part in (*node.decorators, node.params, node.body):  # not its own name
+            self.walk(part)
+        if node.returns is not None:
+            self.walk(node.returns)
+        return False
+
+    def visit_SimpleString(self, node: cst.SimpleString) -> None:
+        self.found.add(node.evaluated_value if isinstance(node.evaluated_value, str) else "")  # getattr(obj, "name")
 
 
 def _names(node: cst.CSTNode) -> set[str]:
@@ -53,4 +66,18 @@ def dead_definitions(module: cst.Module) -> list[cst.FunctionDef]:
             continue
         live.add(name)
         pending.extend(n for node in definitions[name] for n in _names(node) if n in definitions and n not in live)
-    return [node for name, nodes in definitions.items() if name not in live for node in nodes]
+    dead = [node for name, nodes in definitions.items() if name not in live for node in nodes]
+    named = _names(module)
+    return dead + [method for method in _plain_methods(module) if method.name.value not in named and method not in dead]
+
+
+def _plain_methods(module: cst.Module) -> list[cst.FunctionDef]:
+    """The undecorated methods, other than dunders, of the top-level classes with no base class
+    and no decorator: only the script's own code can call them, and only by their name."""
+    found = []
+    for statement in module.body:
+        if type(statement) is not cst.ClassDef or statement.decorators or statement.bases or statement.keywords:
+            continue
+        members = statement.body.body if type(statement.body) is cst.IndentedBlock else ()
+        found += [m for m in members if type(m) is cst.FunctionDef and not m.decorators and not m.name.value.startswith("__")]
+    return found
