@@ -303,6 +303,24 @@ def evaluation_only(ctx: LintContext, site: CallSite) -> bool:
     return _evaluation_loops(ctx, readers(ctx, site))
 
 
+def read_by_one_process(ctx: LintContext, site: CallSite) -> bool:
+    """Every loop that reads the loader runs under a test that one process passes (`if
+    dist.get_rank() == 3:` around the test loop, or a single-process run's branch): no rank
+    reads what another reads."""
+    found = readers(ctx, site)
+    return bool(found) and all(_under_one_process(ctx, loop) for loop in found or ())
+
+
+def _under_one_process(ctx: LintContext, loop: Loop) -> bool:
+    """The tests around the loop, as its `for` target's binding records them, let one process in."""
+    if type(loop.node) is not cst.For:
+        return False
+    header = [a for a in ctx.facts.bindings_of(loop.node.iter) if a.element and a.function == loop.function]
+    return bool(header) and any(
+        ctx.guards.one_process_branch(c, ctx.facts, ctx.path, loop.function) for c in header[0].conditions
+    )
+
+
 def read_one_batch(ctx: LintContext, site: CallSite) -> bool:
     """Every loop that reads the loader stops after its first batch (a `break` at the end of its
     body, a sanity check that plots a sample) and trains nothing: no pass over the data."""

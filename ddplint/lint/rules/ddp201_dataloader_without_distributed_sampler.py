@@ -17,6 +17,7 @@ from ddplint.lint.loaders import (
     is_training,
     loaders,
     options_known,
+    read_by_one_process,
     read_one_batch,
     sharding,
     trained_on,
@@ -50,8 +51,8 @@ class DataloaderWithoutDistributedSampler(Rule):
                 continue
             if not is_training(facts, site, dataset, backward) or ctx.guards.main_only(site):
                 continue
-            if evaluation_only(ctx, site) or read_one_batch(ctx, site):
-                continue  # read only where no gradient is computed, however it shuffles, or for one batch
+            if evaluation_only(ctx, site) or read_one_batch(ctx, site) or read_by_one_process(ctx, site):
+                continue  # read only where no gradient is computed, however it shuffles, for one batch, or by one process
             if beside_a_split_loader(site, facts) and not trained_on(ctx, site):
                 continue  # built whole beside a split one (a validation loader) and no loop seen to train on it
             label = (bound_names(facts, call) or ["DataLoader"])[0]
