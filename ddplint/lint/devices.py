@@ -16,7 +16,7 @@ from pathlib import Path
 import libcst as cst
 
 from ddplint.lint.context import LintContext
-from ddplint.lint.facts import Assignment, CallSite, ModuleFacts
+from ddplint.lint.facts import Assignment, CallSite, ModuleFacts, names_read
 from ddplint.lint.guards import DIST
 from ddplint.lint.handed_objects import set_by_helper
 from ddplint.lint.launch import complement_key, test_key
@@ -110,14 +110,15 @@ def _built_without_rank(ctx: LintContext, expr: cst.BaseExpression, site: Event)
     reaching = ctx.facts.reaching(name, site.function, site.order, site.blocks) if name else []
     return bool(reaching) and all(
         not b.element
-        and (
-            type(b.value) in (cst.SimpleString, cst.FormattedString)
-            or type(b.value) is cst.Call
-            and ctx.facts.callee(b.value) == "torch.device"
-        )
+        and (type(b.value) is cst.SimpleString or builds_device(ctx.facts, b.value))
         and ctx.facts.role_of(b.value, b.function) is None
         for b in reaching
     )
+
+
+def builds_device(facts: ModuleFacts, expr: cst.BaseExpression) -> bool:
+    """`f"cuda:{rank}"` or `torch.device(...)`: a device expression built here."""
+    return type(expr) is cst.FormattedString or type(expr) is cst.Call and facts.callee(expr) == "torch.device"
 
 
 def _formatted_index(ctx: LintContext, expr: cst.FormattedString, site: Event, depth: int) -> Device:
@@ -202,7 +203,7 @@ def _device_built(ctx: LintContext, expr: cst.BaseExpression, site: Event, depth
         # a copy (`args.device = device`) holds the device its value was built as
         found = _device_built(ctx, value, b, depth - 1) if type(value) in (cst.Name, cst.Attribute) and depth > 0 else None
         if found is None and ctx.facts.role_of(b.value, b.function) is Role.GLOBAL_RANK:
-            if type(b.value) is cst.FormattedString or type(b.value) is cst.Call and ctx.facts.callee(b.value) == "torch.device":
+            if builds_device(ctx.facts, b.value):
                 found = b.value
         if found is not None:
             built[id(found)] = found
@@ -468,28 +469,21 @@ def replaced_before_read(facts: ModuleFacts, node: cst.CSTNode) -> bool:
             return False
         # a module-level name can be read by any function; a local one only after its binding
         everywhere = function == "" and not later
-        events: list[tuple[CallSite | Assignment, cst.CSTNode]] = [
-            *((c, c.node) for c in (facts.calls if everywhere else facts.calls_in(function))),
-            *((a, a.value) for a in facts.assignments if everywhere or a.function == function),
+        events: list[CallSite | Assignment] = [
+            *(facts.calls if everywhere else facts.calls_in(function)),
+            *(a for a in facts.assignments if everywhere or a.function == function),
         ]
         until = min(later) if later else None
-        between = [
-            (event, read)
-            for event, read in events
-            if everywhere or binding.order < event.order and (until is None or event.order < until)
-        ]
+        between = [e for e in events if everywhere or binding.order < e.order and (until is None or e.order < until)]
         info = facts.functions.get(function)
-        returned = info.returns if info is not None and not later else ()
-        if any(_mentions(target, r) for r in returned) or any(
-            _mentions(target, read) or any(_mentions(target, c.test) for c in event.conditions if c not in binding.conditions)
-            for event, read in between
-        ):
+        returned = set().union(*(names_in(r) for r in info.returns)) if info is not None and not later else set()
+        if any(_mentions(target, names) for names in (returned, *(names_read(e, binding.conditions) for e in between))):
             return False
     return bool(bindings)
 
 
-def _mentions(name: str, expr: cst.CSTNode) -> bool:
-    return any(n == name or n.startswith(f"{name}.") for n in names_in(expr))
+def _mentions(name: str, names: set[str]) -> bool:
+    return any(n == name or n.startswith(f"{name}.") for n in names)
 
 
 def parameter_as_device(facts: ModuleFacts, function: str, param: str) -> CallSite | None:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, replace
 
 import libcst as cst
 
-from ddplint.lint.names import arg, dotted, format_call, int_value, other_device_type, reference, string_value
+from ddplint.lint.names import arg, dotted, format_call, int_value, names_in, other_device_type, reference, string_value
 from ddplint.lint.roles import (
     CALL_ROLES,
     ENV_ROLES,
@@ -255,7 +255,7 @@ class ModuleFacts:
         functions' and the module's; every binding of an attribute (`self.out`, `args.dir`)."""
         if "." in target:
             return self.assigned(target)
-        scopes = ("", *(s for s in _enclosing_scopes(function) if s in self.functions))  # a class body is no scope of its methods
+        scopes = ("", *(s for s in enclosing_scopes(function) if s in self.functions))  # a class body is no scope of its methods
         return [a for scope in scopes for a in self.by_scope.get((scope, target), ())]
 
     # -- roles -----------------------------------------------------------------------
@@ -807,6 +807,17 @@ def _exception_names(expr: cst.BaseExpression | None) -> set[str]:
     return {name.rsplit(".", 1)[-1]} if name else set()
 
 
+def names_read(event: CallSite | Assignment, known: tuple[Condition, ...] = ()) -> set[str]:
+    """The dotted names an event reads: in the call (or the value it binds) and in the tests of
+    the branches around it, but for the tests in `known` (already decided before a binding that
+    shares them)."""
+    found = names_in(event.node if isinstance(event, CallSite) else event.value)
+    for condition in event.conditions:
+        if not any(condition is other for other in known):
+            found |= names_in(condition.test)
+    return found
+
+
 def in_main_block(event: CallSite | Assignment) -> bool:
     """At module level inside `if __name__ == "__main__":`, which processes that mp.spawn starts
     skip (they import the module under another name)."""
@@ -1168,16 +1179,16 @@ def _index(facts: ModuleFacts) -> None:
                 facts.by_value.setdefault(id(side), []).append(a)
         for loop in a.loops:
             facts.by_loop.setdefault(id(loop), []).append(a)
-        for scope in _enclosing_scopes(a.function):
+        for scope in enclosing_scopes(a.function):
             facts._assignments_within.setdefault(scope, []).append(a)
     for site in facts.calls:
         facts._calls_in.setdefault(site.function, []).append(site)
-        for scope in _enclosing_scopes(site.function):
+        for scope in enclosing_scopes(site.function):
             facts._calls_within.setdefault(scope, []).append(site)
-    facts._outer_scopes = {scope for name in facts.functions for scope in _enclosing_scopes(name)[:-1]}
+    facts._outer_scopes = {scope for name in facts.functions for scope in enclosing_scopes(name)[:-1]}
 
 
-def _enclosing_scopes(function: str) -> list[str]:
+def enclosing_scopes(function: str) -> list[str]:
     """ "Trainer.fit.step" -> ["Trainer", "Trainer.fit", "Trainer.fit.step"]; none at module level."""
     parts = function.split(".") if function else []
     return [".".join(parts[: i + 1]) for i in range(len(parts))]

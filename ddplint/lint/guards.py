@@ -30,6 +30,7 @@ from ddplint.lint.facts import (
     Condition,
     ModuleFacts,
     constructed_method,
+    enclosing_scopes,
     group_call,
     in_main_block,
     starts_own_workers,
@@ -218,8 +219,8 @@ class Guards:
     def _function_object(self, name: str, facts: ModuleFacts, path: Path, function: str) -> bool:
         """The name holds a function of the project, not a value: nothing binds it in scope and it
         names a function defined here or imported from a project module."""
-        scopes = [function, *(function.rsplit(".", n)[0] for n in range(1, function.count(".") + 1))] if function else []
-        if facts.visible(name, function) or any(name in facts.functions[s].params for s in scopes if s in facts.functions):
+        params = (facts.functions[s].params for s in enclosing_scopes(function) if s in facts.functions)
+        if facts.visible(name, function) or any(name in p for p in params):
             return False
         resolved = self.ctx.resolve_function(facts, path, facts.qualify(name) or name)
         return resolved is not None and "." not in resolved.function

@@ -106,6 +106,9 @@ class LaunchTests:
                 for s in self.guards.summaries.sites_with(Effect.INIT_GROUP)
                 if s.name not in GROUP_STARTS and self._starts_unconditionally(s, facts, path)
             ]
+        # the start of the worker processes says the same as a group start: its side has many
+        # processes (`if not cfg.multi_gpu: train_loop(0, cfg) else: mp.spawn(train_loop, ...)`)
+        starts += [s for s in facts.calls if s.conditions and self.guards.starts_worker_processes(s, facts, path)]
         sides: dict[str, set[str]] = {}
         tests: dict[str, cst.BaseExpression] = {}
         necessary: dict[str, cst.BaseExpression] = {}  # each part of `if A and B:` around a start
@@ -124,17 +127,6 @@ class LaunchTests:
                     for part in _conjuncts(test):
                         if self.guards.worlds(part, facts, path, site.function) == (ALL, ALL):
                             necessary.setdefault(test_key(part), part)
-        # the start of the worker processes says the same as a group start: its side has many
-        # processes (`if not cfg.multi_gpu: train_loop(0, cfg) else: mp.spawn(train_loop, ...)`)
-        for site in facts.calls:
-            if not site.conditions or not self.guards.starts_worker_processes(site, facts, path):
-                continue
-            for condition in site.conditions:
-                test = condition.test
-                if "__name__" in names_in(test) or self.guards.worlds(test, facts, path, site.function) != (ALL, ALL):
-                    continue
-                sides.setdefault(test_key(test), set()).add(SINGLE if condition.negated else DIST)
-                tests.setdefault(test_key(test), test)
         table: dict[str, Worlds] = {}
         for key, kinds in sides.items():
             if len(kinds) != 1:

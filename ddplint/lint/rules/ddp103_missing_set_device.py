@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-import libcst as cst
-
 from ddplint.diagnostics import Severity
 from ddplint.lint.context import LintContext
 from ddplint.lint.devices import (
     DeviceUse,
     binding_sites,
+    builds_device,
     classify,
     device_uses,
     option_default,
@@ -119,8 +118,7 @@ def _builds_rank_device(ctx: LintContext) -> bool:
     to hand to the helpers that place the model and data on it."""
     facts = ctx.facts
     return any(
-        (type(a.value) is cst.FormattedString or type(a.value) is cst.Call and facts.callee(a.value) == "torch.device")
-        and classify(ctx, a.value, a, True).kind in {DeviceKind.LOCAL, DeviceKind.GLOBAL}
+        builds_device(facts, a.value) and classify(ctx, a.value, a, True).kind in {DeviceKind.LOCAL, DeviceKind.GLOBAL}
         for a in facts.assignments
         if not a.element
     )

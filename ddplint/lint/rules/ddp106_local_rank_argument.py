@@ -9,8 +9,8 @@ import libcst as cst
 
 from ddplint.diagnostics import Severity
 from ddplint.lint.context import LintContext
-from ddplint.lint.facts import Assignment, CallSite, local_rank_flag, starts_own_workers
-from ddplint.lint.names import names_in, reference
+from ddplint.lint.facts import Assignment, CallSite, local_rank_flag, names_read, starts_own_workers
+from ddplint.lint.names import reference
 from ddplint.lint.resolver import Resolved
 from ddplint.lint.rules.base import Finding, Inside, Rule
 from ddplint.lint.summaries import Effect
@@ -58,14 +58,10 @@ def _overwritten_before_reads(ctx: LintContext) -> bool:
     sets it itself (`args.local_rank = int(os.environ["LOCAL_RANK"])`) in the same function: the
     parsed value is never used."""
     facts = ctx.facts
-    reads: list[tuple[CallSite | Assignment, cst.CSTNode]] = [
-        *((c, c.node) for c in facts.calls),
-        *((a, a.value) for a in facts.assignments),
-    ]
     found = False
-    for event, node in reads:
-        tested = set().union(*(names_in(c.test) for c in event.conditions)) if event.conditions else set()
-        for name in names_in(node) | tested:
+    events: list[CallSite | Assignment] = [*facts.calls, *facts.assignments]
+    for event in events:
+        for name in names_read(event):
             if name.rsplit(".", 1)[-1] != "local_rank" or "." not in name:
                 continue
             found = True
