@@ -158,6 +158,40 @@ for epoch in range(5):
             json.dump({"global_step": step, "epoch": float(epoch + 1)}, f)
 """
 )
+PARTS = (
+    HEAD
+    + """
+class SlowForward(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(16, 4)
+
+    def forward(self, x):
+        time.sleep(0.06)
+        return self.lin(x)
+
+
+class SlowSGD(torch.optim.SGD):
+    def step(self, closure=None):
+        time.sleep(0.08)
+        return super().step(closure)
+
+
+data = TensorDataset(torch.randn(128, 16), torch.randn(128, 4))
+sampler = DistributedSampler(data)
+loader = DataLoader(data, batch_size=8, sampler=sampler)
+model = DDP(SlowForward())
+opt = SlowSGD(model.parameters(), lr=0.01)
+for epoch in range(5):
+    sampler.set_epoch(epoch)
+    for x, y in loader:
+        opt.zero_grad()
+        torch.nn.functional.mse_loss(model(x), y).backward()
+        opt.step()
+        time.sleep(0.04)  # logging
+dist.destroy_process_group()
+"""
+)
 STRAGGLER = SLEEPY.replace("{sleep}", "0.5 if rank == 1 else 0.0")
 BALANCED = SLEEPY.replace("{sleep}", "0.1")
 
@@ -277,6 +311,20 @@ def test_balanced_ranks_pass(tmp_path):
     assert steps["data"]["slowest_ratio"] < 1.3
     assert "straggler" not in steps["data"]
     assert checks["perf.scaling"]["status"] == "SKIP"  # not asked for
+
+
+def test_the_step_is_split_into_forward_backward_optimizer_and_the_rest(tmp_path):
+    checks = audit(tmp_path, "parts.py", PARTS)
+    steps = checks["perf.steps"]
+    assert steps["status"] == "PASS", steps
+    assert "forward+backward " in steps["summary"] and "optimizer " in steps["summary"], steps["summary"]
+    for r in steps["data"]["ranks"]:
+        # the forward sleeps 60 ms, the optimizer step 80 ms, the loop 40 ms after it: each lands in its part
+        assert r["forward_backward_s"] >= 0.055, r
+        assert r["optimizer_s"] >= 0.075, r
+        assert r["other_s"] >= 0.035, r
+        assert r["wait_s"] < 0.03, r
+    assert steps["evidence"][0].startswith("rank 0: step ") and ", optimizer " in steps["evidence"][0]
 
 
 def test_a_distributed_checkpoint_is_read_back_once_and_is_no_shared_write(tmp_path):

@@ -16,6 +16,7 @@ from ddplint.runtime.checks.perf import SingleRun, check_resume, check_scaling, 
 from ddplint.runtime.datarecords import LoaderRecord
 from ddplint.runtime.perfprobe import (
     StepClock,
+    StepMarks,
     TrainingObjects,
     checkpoint_candidates,
     load_checkpoint,
@@ -38,10 +39,20 @@ from ddplint.runtime.verdict import Status
 GIB = 2**30
 
 
-def steps(wait: float, rest: float, n: int = 8, epochs: int = 2) -> list[StepSample]:
-    """n steps per epoch; the first of each epoch 10x slower (start-up), to be left out."""
+def steps(
+    wait: float, rest: float, n: int = 8, epochs: int = 2, compute: float | None = None, optimizer: float = 0.0
+) -> list[StepSample]:
+    """n steps per epoch; the first of each epoch 10x slower (start-up), to be left out.
+    `compute` and `optimizer`: the parts of `rest` the clock timed."""
     return [
-        StepSample(e, s, wait * (10 if s == 1 else 1), rest * (10 if s == 1 else 1))
+        StepSample(
+            e,
+            s,
+            wait * (10 if s == 1 else 1),
+            rest * (10 if s == 1 else 1),
+            compute_s=compute,
+            optimizer_s=optimizer,
+        )
         for e in range(epochs)
         for s in range(1, n + 1)
     ]
@@ -139,16 +150,46 @@ def test_input_bound_loader_warns_with_the_dataloader_fix():
 
 
 def test_compute_bound_steps_pass_with_the_split():
-    recs = {i: rec(i, PerfRecord(times=StepTimes(steps(0.0005, 0.0495), comm(0.010)))) for i in range(2)}
+    # 50 ms steps: 0.5 ms data, 35 ms from the first forward to the end of backward (10 ms of it
+    # waiting for the gradient all_reduce), 4 ms optimizer, 10.5 ms the rest
+    timed = steps(0.0005, 0.0495, compute=0.035, optimizer=0.004)
+    recs = {i: rec(i, PerfRecord(times=StepTimes(timed, comm(0.010)))) for i in range(2)}
     r = check_steps(recs, "/")
     assert r.status is Status.PASS
     assert r.summary == (
-        "median step 50 ms over 14 steps per rank: waiting for data 1%, "
-        "waiting in gradient all_reduce 20%, the rest 79%; slowest rank 0 1.00x the median"
+        "median step 50 ms over 14 steps per rank: waiting for data 1%, forward+backward 50%, "
+        "waiting in gradient all_reduce 20%, optimizer 8%, the rest 21%; slowest rank 0 1.00x the median"
     )
-    assert r.evidence[0].startswith(
-        "rank 0: step 50 ms (median of 14): data wait 0.5 ms (1%), gradient sync wait 10 ms, own work 40 ms"
+    assert r.evidence[0] == (
+        "rank 0: step 50 ms (median of 14): data wait 0.5 ms (1%), forward+backward 25 ms, gradient sync wait "
+        "10 ms, optimizer 4.0 ms, the rest 10 ms; own work 40 ms; first step of an epoch 500 ms"
     )
+    ranks = r.data["ranks"]
+    assert ranks[0]["forward_backward_s"] == pytest.approx(0.025) and ranks[0]["optimizer_s"] == pytest.approx(0.004)
+    assert ranks[0]["other_s"] == pytest.approx(0.0105)
+
+
+def test_steps_without_a_backward_leave_forward_and_backward_in_the_rest():
+    recs = {i: rec(i, PerfRecord(times=StepTimes(steps(0.0005, 0.0495), comm(0.010)))) for i in range(2)}
+    r = check_steps(recs, "/")
+    assert r.summary.startswith("median step 50 ms over 14 steps per rank: waiting for data 1%, waiting in gradient")
+    assert "forward+backward" not in r.summary
+    assert "forward+backward not separated (no backward() seen in the steps): it is counted in the rest" in r.evidence
+
+
+def test_step_marks_split_compute_from_the_optimizer():
+    # forward at 1.0, backward 1.2-1.5, optimizer 1.6-1.7
+    plain = StepMarks(1.0, [(1.2, 1.5)], [(1.6, 1.7)])
+    assert plain.split() == pytest.approx((0.5, 0.1))
+    # a closure (Lightning): the optimizer step holds forward and backward
+    closure = StepMarks(1.1, [(1.2, 1.5)], [(1.0, 1.7)])
+    assert closure.split() == pytest.approx((0.4, 0.3))
+    # a GAN: the discriminator's optimizer step between two backwards is cut out of the compute
+    gan = StepMarks(1.0, [(1.1, 1.2), (1.5, 1.6)], [(1.25, 1.35), (1.7, 1.8)])
+    assert gan.split() == pytest.approx((0.5, 0.2))
+    # no backward: no compute span; a backward without a module call starts it
+    assert StepMarks(1.0, [], [(1.6, 1.7)]).split() == pytest.approx((None, 0.1))
+    assert StepMarks(None, [(1.2, 1.5)], []).split() == pytest.approx((0.3, 0.0))
 
 
 def test_straggler_is_the_rank_the_others_wait_for_in_all_reduce():
@@ -421,12 +462,15 @@ def test_grad_scaler_nested_states_and_counters_are_found(tmp_path):
 # ---- perf.scaling ---------------------------------------------------------------------------
 
 
-def run_of(n: int, wait: float, rest: float, exposed: float | None, batch: int = 16) -> dict[int, RankRecord]:
+def run_of(
+    n: int, wait: float, rest: float, exposed: float | None, batch: int = 16, compute: float | None = None, optimizer: float = 0.0
+) -> dict[int, RankRecord]:
     loader = training_loader("/job/train.py:9", batch_size=batch)
+    timed = steps(wait, rest, compute=compute, optimizer=optimizer)
     return {
         i: rec(
             i,
-            PerfRecord(times=StepTimes(steps(wait, rest), comm(exposed) if exposed is not None else [])),
+            PerfRecord(times=StepTimes(timed, comm(exposed) if exposed is not None else [])),
             training_site="/job/train.py:9",
             loaders={"/job/train.py:9": loader},
         )
@@ -448,6 +492,21 @@ def test_communication_bound_scaling_warns_with_the_communication_fix():
     assert r.status is Status.WARN
     assert r.summary.endswith("scaling efficiency 50%, below 80%: mostly gradient sync")
     assert "no_sync" in r.fix and r.data["growth_s"]["gradient sync"] == pytest.approx(0.1)
+
+
+def test_compute_that_slows_beside_other_processes_is_named():
+    # alone: 80 ms forward+backward, 10 ms optimizer; with 4 processes sharing the host: 150 ms, 12 ms
+    alone = SingleRun(run_of(1, 0.001, 0.099, None, compute=0.080, optimizer=0.010))
+    r = check_scaling(run_of(4, 0.001, 0.175, 0.004, compute=0.154, optimizer=0.012), alone, 4, on_cpu=False)
+    assert r.status is Status.WARN and r.summary.endswith("below 80%: mostly forward+backward"), r.summary
+    growth = r.data["growth_s"]
+    assert growth["forward+backward"] == pytest.approx(0.070) and growth["optimizer"] == pytest.approx(0.002)
+    assert growth["gradient sync"] == pytest.approx(0.004) and growth["the rest"] == pytest.approx(0.0)
+    assert "OMP_NUM_THREADS" in r.fix and "bind.distinct" in r.fix
+    assert r.evidence[1] == (
+        "where the step grew: waiting for data +0.0 ms, forward+backward +70 ms, gradient sync +4.0 ms, "
+        "optimizer +2.0 ms, the rest +0.0 ms"
+    )
 
 
 def test_an_input_bound_loss_names_the_loader():

@@ -11,6 +11,12 @@
   The exposed part (communication not overlapped with backward) is how long a rank waited for
   its peers: in synchronous training every rank's step is as long as the slowest one's, so a
   straggler shows only there.
+- Forward+backward and optimizer: a step's compute runs from its first module call (a global
+  forward pre-hook armed at each batch, removed at its first call, so one module call per step
+  pays for it) to the end of its last `torch.autograd.backward`; `Optimizer.step` is timed by
+  torch's global optimizer hooks. An optimizer step that holds a backward (a closure, as
+  Lightning's) counts as compute for that part; one between two backwards (a GAN's) is cut out
+  of the compute. What is left of the step is "the rest": moving the batch, logging, metrics.
 - Peak memory: VmHWM of the process (the kernel's resident high-water mark) at the first
   training batch and when the script ended; on GPU the caching allocator's peaks per device.
 - Checkpoints: each file the rank wrote with torch.save (or a checkpoint-named file it wrote or
@@ -29,7 +35,8 @@ import sys
 import time
 import types
 import weakref
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 
 from ddplint.runtime.perfrecords import (
     CheckpointContent,
@@ -72,6 +79,32 @@ COUNTER_PREFIXES = ("epoch_", "epochs_")  # epochs_run, epoch_idx (not step_: a 
 # -- step times -----------------------------------------------------------------------------
 
 
+@dataclass
+class StepMarks:
+    """When the pending step's compute happened (time.perf_counter())."""
+
+    first_call: float | None = None  # the step's first module call
+    backward: list[tuple[float, float]] = field(default_factory=list)  # outermost backward() calls
+    optimizer: list[tuple[float, float]] = field(default_factory=list)  # outermost Optimizer.step calls
+
+    def split(self) -> tuple[float | None, float]:
+        """(forward+backward, optimizer) seconds; no compute span without a backward."""
+        optimizer = sum(e - s for s, e in self.optimizer)
+        if not self.backward:
+            return None, optimizer
+        start, end = self.backward[0][0], self.backward[-1][1]
+        if self.first_call is not None:
+            start = min(start, self.first_call)
+        compute = end - start
+        for s, e in self.optimizer:
+            inside = max(0.0, min(e, end) - max(s, start))
+            if any(s <= bs and be <= e for bs, be in self.backward):
+                optimizer -= inside  # a closure: its forward and backward are compute
+            else:
+                compute -= inside
+        return max(0.0, compute), max(0.0, optimizer)
+
+
 class StepClock:
     def __init__(self, weights: bool = False) -> None:
         self.weights = weights  # a restart comparison: note each step's starting weights and loss
@@ -83,25 +116,41 @@ class StepClock:
         self._models: weakref.WeakSet = weakref.WeakSet()
         self._seen: set[tuple[int, int]] = set()
         self.rss_at_first_batch: int | None = None
+        self._marks = StepMarks()
+        self._backward_depth = 0
+        self._optimizer_depth = 0
+        self._optimizer_began = 0.0
+        self._arm_forward: Callable[[], None] | None = None  # set by install()
 
     def install(self) -> None:
-        """Every DDP model built from now on samples its runtime stats every iteration; for a
-        restart comparison, each step's first backward() also notes the loss it starts from
-        (reading it waits for the GPU: not done otherwise)."""
+        """Every DDP model built from now on samples its runtime stats every iteration; backward()
+        and Optimizer.step are timed, and each step's first module call noted. For a restart
+        comparison, each step's first backward() also notes the loss it starts from (reading it
+        waits for the GPU: not done otherwise)."""
         import torch
+        import torch.autograd
+        from torch.nn.modules.module import register_module_forward_pre_hook
         from torch.nn.parallel import DistributedDataParallel
+        from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
 
         orig = DistributedDataParallel.__init__
+        orig_backward = torch.autograd.backward
         clock = self
-        if self.weights:
-            orig_backward = torch.Tensor.backward
 
-            @functools.wraps(orig_backward)
-            def backward(tensor, *args, **kwargs):
-                clock.loss(tensor)
-                return orig_backward(tensor, *args, **kwargs)
+        @functools.wraps(orig_backward)
+        def backward(tensors, *args, **kwargs):
+            if clock.weights and isinstance(tensors, torch.Tensor):
+                clock.loss(tensors)
+            clock._backward_depth += 1
+            began = time.perf_counter()
+            try:
+                return orig_backward(tensors, *args, **kwargs)
+            finally:
+                clock._backward_depth -= 1
+                if clock._backward_depth == 0:
+                    clock._marks.backward.append((began, time.perf_counter()))
 
-            torch.Tensor.backward = backward  # type: ignore[method-assign,assignment]  # patched on purpose
+        torch.autograd.backward = backward  # patched on purpose: Tensor.backward calls it
 
         @functools.wraps(orig)
         def __init__(model, *args, **kwargs):
@@ -111,6 +160,33 @@ class StepClock:
                 clock._models.add(model)
 
         DistributedDataParallel.__init__ = __init__  # type: ignore[method-assign,assignment]  # patched on purpose
+
+        def optimizer_began(*_) -> None:
+            if clock._optimizer_depth == 0:
+                clock._optimizer_began = time.perf_counter()
+            clock._optimizer_depth += 1
+
+        def optimizer_ended(*_) -> None:
+            clock._optimizer_depth = max(0, clock._optimizer_depth - 1)
+            if clock._optimizer_depth == 0:
+                clock._marks.optimizer.append((clock._optimizer_began, time.perf_counter()))
+
+        register_optimizer_step_pre_hook(optimizer_began)
+        register_optimizer_step_post_hook(optimizer_ended)
+
+        armed: list = []
+
+        def first_call(*_) -> None:
+            if clock._marks.first_call is None:
+                clock._marks.first_call = time.perf_counter()
+            while armed:
+                armed.pop().remove()
+
+        def arm() -> None:
+            if not armed:
+                armed.append(register_module_forward_pre_hook(first_call))
+
+        self._arm_forward = arm
 
     def first_batch(self) -> None:
         self.rss_at_first_batch = rss_peak()
@@ -124,6 +200,10 @@ class StepClock:
             done = max(done, time.perf_counter())  # the fingerprint is the probe's work, not the step's
         self._pending = (epoch, step, called, got - called, done)
         self._loss = None
+        self._marks = StepMarks()
+        self._optimizer_depth = 0  # an optimizer step that raised never ended
+        if self._arm_forward is not None:
+            self._arm_forward()
         self.times.probe_s += done - got
 
     def _fingerprint(self) -> list[float] | None:
@@ -153,7 +233,20 @@ class StepClock:
         if self._pending is not None and self._pending[0] == epoch:
             e, step, began, wait, done = self._pending
             at = round(began + self._monotonic, 4)
-            self.times.steps.append(StepSample(e, step, round(wait, 6), round(called - done, 6), self._loss, self._weights, at))
+            compute, optimizer = self._marks.split()
+            self.times.steps.append(
+                StepSample(
+                    e,
+                    step,
+                    round(wait, 6),
+                    round(called - done, 6),
+                    self._loss,
+                    self._weights,
+                    at,
+                    None if compute is None else round(compute, 6),
+                    round(optimizer, 6),
+                )
+            )
             self._read_comm()
         self._pending = None
 

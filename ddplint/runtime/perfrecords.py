@@ -34,10 +34,12 @@ class StepSample:
     epoch: int
     step: int  # 1-based within the epoch
     wait_s: float  # blocked in the loader's __next__: waiting for data
-    rest_s: float  # the rest of the step: forward, backward, communication, optimizer
+    rest_s: float  # the rest of the step: forward, backward, communication, optimizer, the script's own
     loss: float | None = None  # the scalar the step's first backward() started from (--resume-args)
     weights: list[float] | None = None  # per parameter of each DDP model, its sum, as the step began (--resume-args)
     at: float | None = None  # time.monotonic() as the step began (every process of a node shares it)
+    compute_s: float | None = None  # first module call -> last backward's end (gradient sync inside); None: no backward
+    optimizer_s: float = 0.0  # in Optimizer.step (a closure's forward and backward left out)
 
     @property
     def ended_at(self) -> float | None:

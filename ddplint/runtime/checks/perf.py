@@ -65,11 +65,20 @@ class RankSteps:
     wait_share: float  # total wait / total step time
     comm_s: float | None  # gradient communication exposed per iteration; None without DDP's timers
     first_step_s: float | None  # median first step of an epoch (start-up), left out of the above
+    forward_backward_s: float | None = None  # first module call to the last backward's end, less comm_s; None: no backward seen
+    optimizer_s: float = 0.0  # in Optimizer.step
 
     @property
     def own_s(self) -> float:
         """The step minus the time spent waiting for peers in gradient communication."""
         return max(0.0, self.step_s - (self.comm_s or 0.0))
+
+    @property
+    def other_s(self) -> float:
+        """What the split does not name: moving batches, logging, metrics (and forward+backward
+        where no backward was seen)."""
+        named = self.wait_s + (self.comm_s or 0.0) + (self.forward_backward_s or 0.0) + self.optimizer_s
+        return max(0.0, self.step_s - named)
 
 
 def _ms(s: float) -> str:
@@ -85,14 +94,18 @@ def rank_steps(rank: int, perf: PerfRecord) -> RankSteps | None:
     totals = [s.wait_s + s.rest_s for s in steady]
     comm = sorted(perf.times.comm, key=lambda c: c.iteration)
     comm = comm[1:] if len(comm) > 1 else comm  # DDP's first iteration builds its buckets
+    comm_s = statistics.median(c.exposed_s for c in comm) if comm else None
+    computed = [s.compute_s for s in steady if s.compute_s is not None]
     return RankSteps(
         rank=rank,
         steps=len(steady),
         step_s=statistics.median(totals),
         wait_s=statistics.median(s.wait_s for s in steady),
         wait_share=sum(s.wait_s for s in steady) / max(sum(totals), 1e-9),
-        comm_s=statistics.median(c.exposed_s for c in comm) if comm else None,
+        comm_s=comm_s,
         first_step_s=statistics.median(firsts) if firsts else None,
+        forward_backward_s=max(0.0, statistics.median(computed) - (comm_s or 0.0)) if computed else None,
+        optimizer_s=statistics.median(s.optimizer_s for s in steady),
     )
 
 
@@ -110,7 +123,7 @@ def check_steps(records: dict[int, RankRecord], base: str, gpus: GpuSampling | N
     median_own = statistics.median(r.own_s for r in ranks)
     slowest = max(ranks, key=lambda r: r.own_s)
     data = {
-        "ranks": [{**asdict(r), "own_s": r.own_s} for r in ranks],
+        "ranks": [{**asdict(r), "own_s": r.own_s, "other_s": r.other_s} for r in ranks],
         "median_step_s": median_step,
         "slowest_rank": slowest.rank,
         "slowest_ratio": slowest.own_s / median_own if median_own else None,
@@ -119,7 +132,9 @@ def check_steps(records: dict[int, RankRecord], base: str, gpus: GpuSampling | N
     }
     evidence = [_line(r) for r in ranks]
     if any(r.comm_s is None for r in ranks):
-        evidence.append("gradient communication not separated (no DDP model): it is counted in the rest of the step")
+        evidence.append("gradient communication not separated (no DDP model): it is counted in forward+backward")
+    if any(r.forward_backward_s is None for r in ranks):
+        evidence.append("forward+backward not separated (no backward() seen in the steps): it is counted in the rest")
     findings = Findings()
     input_bound = [r for r in ranks if r.wait_share >= INPUT_BOUND_SHARE and r.wait_s >= MIN_WAIT_S]
     if input_bound:
@@ -307,10 +322,11 @@ def check_scaling(records: dict[int, RankRecord], single: SingleRun | None, npro
     step_n = statistics.median(r.step_s for r in ranks)
     wait_n = statistics.median(r.wait_s for r in ranks)
     comm_n = statistics.median(r.comm_s or 0.0 for r in ranks)
-    growth = {
-        "waiting for data": wait_n - alone.wait_s,
-        "gradient sync": comm_n - (alone.comm_s or 0.0),
-    }
+    growth = {"waiting for data": wait_n - alone.wait_s}
+    if alone.forward_backward_s is not None and all(r.forward_backward_s is not None for r in ranks):
+        growth["forward+backward"] = statistics.median(r.forward_backward_s or 0.0 for r in ranks) - alone.forward_backward_s
+    growth["gradient sync"] = comm_n - (alone.comm_s or 0.0)
+    growth["optimizer"] = statistics.median(r.optimizer_s for r in ranks) - alone.optimizer_s
     growth["the rest"] = (step_n - alone.step_s) - sum(growth.values())
     data = {
         "processes": {"1": thr_1, str(nproc): thr_n},
@@ -328,7 +344,7 @@ def check_scaling(records: dict[int, RankRecord], single: SingleRun | None, npro
     )
     evidence = [
         f"median step: {_ms(alone.step_s)} with 1 process, {_ms(step_n)} with {nproc}",
-        "where the step grew: " + ", ".join(f"{what} {'+' if d >= 0 else '-'}{_ms(abs(d))}" for what, d in growth.items()),
+        "where the step grew: " + ", ".join(f"{what} {'-' if d < -5e-5 else '+'}{_ms(abs(d))}" for what, d in growth.items()),
     ]
     if on_cpu:
         evidence.append("measured on the CPU: the processes share this host's cores, so this is no forecast for GPUs")
@@ -346,6 +362,12 @@ SCALING_FIX = {
     f"pin_memory, persistent_workers, data on a faster disk (see {PERF_STEPS})",
     "gradient sync": "communication grows with the process count: a larger per-GPU batch, gradient "
     f"accumulation under model.no_sync(), a larger bucket_cap_mb (see {COMM_BANDWIDTH} for the links)",
+    "forward+backward": "each process computes more slowly beside the others: they share a resource "
+    f"(CPU threads: set OMP_NUM_THREADS; ranks on one GPU: see {BIND_DISTINCT}; a PCIe switch or the "
+    "host's memory bandwidth)",
+    "optimizer": "the optimizer step grows with the process count: the processes share the host's "
+    "CPU or memory bandwidth (a CPU-side or foreach=False optimizer; set OMP_NUM_THREADS), or the "
+    "optimizer communicates (ZeRO: its all_gather is in this part)",
     "the rest": "per-step work that does not shrink with more processes (rank-0 logging or evaluation "
     "inside the step), or processes that share a host resource (CPU threads: set OMP_NUM_THREADS, "
     "a PCIe switch)",
@@ -353,22 +375,26 @@ SCALING_FIX = {
 
 
 def _split(ranks: list[RankSteps]) -> str:
-    step = sum(r.step_s for r in ranks)
-    wait = sum(r.wait_share * r.step_s for r in ranks)
-    comm = sum(r.comm_s or 0.0 for r in ranks)
-    parts = [f"waiting for data {wait / step:.0%}"]
+    """Each part's share of the ranks' median steps, summed over the ranks."""
+    step = sum(r.step_s for r in ranks) or 1e-9
+    parts = [("waiting for data", sum(r.wait_share * r.step_s for r in ranks))]
+    if all(r.forward_backward_s is not None for r in ranks):
+        parts.append(("forward+backward", sum(r.forward_backward_s or 0.0 for r in ranks)))
     if all(r.comm_s is not None for r in ranks):
-        parts.append(f"waiting in gradient all_reduce {comm / step:.0%}")
-    parts.append(f"the rest {max(0.0, step - wait - comm) / step:.0%}")
-    return ", ".join(parts)
+        parts.append(("waiting in gradient all_reduce", sum(r.comm_s or 0.0 for r in ranks)))
+    parts.append(("optimizer", sum(r.optimizer_s for r in ranks)))
+    parts.append(("the rest", max(0.0, step - sum(t for _, t in parts))))
+    return ", ".join(f"{name} {t / step:.0%}" for name, t in parts)
 
 
 def _line(r: RankSteps) -> str:
+    compute = f", forward+backward {_ms(r.forward_backward_s)}" if r.forward_backward_s is not None else ""
     comm = f", gradient sync wait {_ms(r.comm_s)}" if r.comm_s is not None else ""
     first = f"; first step of an epoch {_ms(r.first_step_s)}" if r.first_step_s is not None else ""
     return (
         f"rank {r.rank}: step {_ms(r.step_s)} (median of {r.steps}): data wait {_ms(r.wait_s)} "
-        f"({r.wait_share:.0%}){comm}, own work {_ms(r.own_s)}{first}"
+        f"({r.wait_share:.0%}){compute}{comm}, optimizer {_ms(r.optimizer_s)}, the rest {_ms(r.other_s)}; "
+        f"own work {_ms(r.own_s)}{first}"
     )
 
 
