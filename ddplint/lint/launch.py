@@ -7,7 +7,9 @@ processes: `if args.num_nodes > 1:`,
 failing it a single process, however it is spelled. The same test met again (the same
 expression, its complement, `not` it, or a name whose every binding is it) is read the same way.
 Each part of `if A and B:` around the start is necessary to it: where `A` fails, the run is a
-single process; where it passes, it may be either.
+single process; where it passes, it may be either. A launch test that picks values of one
+expression (`if args.mode in ("train", "finetune"):` around the start) decides the tests that
+pick other values of it: `elif args.mode == "eval":` passes only where the launch test fails.
 
 A test is learned only where nothing else reads it (a rank test stays a rank test, the
 `if not dist.is_initialized():` around an init stays what it is) and only when the group starts
@@ -63,6 +65,41 @@ def complement_key(expr: cst.BaseExpression) -> str | None:
     return None
 
 
+def _literal(expr: cst.BaseExpression) -> object:
+    if type(expr) is cst.SimpleString:
+        return expr.evaluated_value
+    if type(expr) is cst.Integer:
+        return expr.evaluated_value
+    return _NO_VALUE
+
+
+_NO_VALUE = object()
+
+
+def literal_choice(expr: cst.BaseExpression) -> tuple[str, frozenset, bool] | None:
+    """`X == "a"`, `X in ("a", "b")`, `X == "a" or X == "b"`: (X's key, the values, True); the
+    complements `X != "a"`, `X not in (...)`: the same with False (the test passes elsewhere)."""
+    if type(expr) is cst.BooleanOperation and type(expr.operator) is cst.Or:
+        one, two = literal_choice(expr.left), literal_choice(expr.right)
+        if one and two and one[0] == two[0] and one[2] and two[2]:
+            return one[0], one[1] | two[1], True
+        return None
+    if type(expr) is not cst.Comparison or len(expr.comparisons) != 1:
+        return None
+    target = expr.comparisons[0]
+    op, left, right = type(target.operator), expr.left, target.comparator
+    if op in (cst.Equal, cst.NotEqual):
+        for subject, value in ((left, _literal(right)), (right, _literal(left))):
+            if value is not _NO_VALUE and _literal(subject) is _NO_VALUE:
+                return test_key(subject), frozenset({value}), op is cst.Equal
+    if op in (cst.In, cst.NotIn) and type(right) in (cst.Tuple, cst.List, cst.Set):
+        assert isinstance(right, (cst.Tuple, cst.List, cst.Set))
+        values = [_literal(e.value) for e in right.elements if type(e) is cst.Element]
+        if values and len(values) == len(right.elements) and _NO_VALUE not in values:
+            return test_key(left), frozenset(values), op is cst.In
+    return None
+
+
 def _conjuncts(expr: cst.BaseExpression) -> list[cst.BaseExpression]:
     """The parts of `A and B and C`, when there are several."""
     if type(expr) is cst.BooleanOperation and type(expr.operator) is cst.And:
@@ -76,13 +113,37 @@ class LaunchTests:
     def __init__(self, guards: Guards) -> None:
         self.guards = guards
         self._tables: dict[int, dict[str, Worlds]] = {}
+        self._choices: dict[int, list[tuple[str, frozenset, Worlds]]] = {}  # launch tests that pick values
         self.learning = 0  # tables being learned: until they are, answers are provisional
 
     def worlds(self, expr: cst.BaseExpression, facts: ModuleFacts, path: Path) -> Worlds | None:
         """Where the test is true and where false, when it is one of the launch tests of the
         module at `path`."""
         table = self._table(facts, path)
-        return table.get(test_key(expr)) if table else None
+        if not table:
+            return None
+        answer = table.get(test_key(expr))
+        if answer is None and (choice := literal_choice(expr)) is not None:
+            return self._other_values(choice, self._choices.get(id(facts), []))
+        return answer
+
+    @staticmethod
+    def _other_values(choice: tuple[str, frozenset, bool], launch: list[tuple[str, frozenset, Worlds]]) -> Worlds | None:
+        """A test that picks values no launch test of the same expression picks passes only
+        where that launch test fails."""
+        from ddplint.lint.guards import ALL
+
+        subject, values, picks = choice
+        for key, picked, (_, false) in launch:
+            if key != subject:
+                continue
+            if picks and picked.isdisjoint(values):
+                return false, ALL
+            if not picks and picked <= values:  # `X not in (...)` of every value the launch test picks
+                return false, ALL
+            if not picks and picked.isdisjoint(values):  # `X != "eval"`: fails only for "eval"
+                return ALL, false
+        return None
 
     def _table(self, facts: ModuleFacts, path: Path) -> dict[str, Worlds]:
         key = id(facts)
@@ -136,6 +197,11 @@ class LaunchTests:
             other = complement_key(tests[key])
             if other is not None:
                 table.setdefault(other, (false, true))
+        self._choices[id(facts)] = [
+            (choice[0], choice[1], table[key])
+            for key, expr in tests.items()
+            if key in table and (choice := literal_choice(expr)) is not None and choice[2]
+        ]
         for key, part in necessary.items():  # false: a single process; true: either
             if key not in table:
                 table[key] = (ALL, frozenset({SINGLE_WORLD}))
