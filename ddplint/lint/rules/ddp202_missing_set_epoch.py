@@ -48,7 +48,7 @@ def _set_epoch_receivers(ctx: LintContext) -> tuple[set[str], bool]:
     its loader (`self.train_data.sampler.set_epoch(epoch)`), under names this module never sees.
     """
     receivers = {
-        name
+        _read_by_getattr(ctx.facts, name, c.function) or name
         for c in ctx.facts.calls
         if c.method == "set_epoch"
         and type(c.node.func) is cst.Attribute
@@ -61,6 +61,17 @@ def _set_epoch_receivers(ctx: LintContext) -> tuple[set[str], bool]:
     }
     in_helper = any(any(c.method == "set_epoch" for c in module.calls) for module in ctx.imported_project_modules(depth=2))
     return receivers, in_helper
+
+
+def _read_by_getattr(facts: ModuleFacts, name: str, function: str) -> str | None:
+    """`sampler = getattr(loader, "sampler", None)`, then `sampler.set_epoch(e)`: the receiver
+    is `loader.sampler`, as if spelled so."""
+    bound = [a.value for a in facts.assigned(name) if a.function == function]
+    if len(bound) != 1 or type(call := bound[0]) is not cst.Call or dotted(call.func) != "getattr" or len(call.args) < 2:
+        return None
+    held, attribute = reference(call.args[0].value), call.args[1].value
+    value = attribute.evaluated_value if type(attribute) is cst.SimpleString else None
+    return f"{held}.{value}" if held is not None and isinstance(value, str) else None
 
 
 def _through_element(facts: ModuleFacts, expr: cst.BaseExpression, function: str) -> str | None:
