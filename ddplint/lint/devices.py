@@ -17,7 +17,7 @@ import libcst as cst
 
 from ddplint.lint.context import LintContext
 from ddplint.lint.facts import Assignment, CallSite, ModuleFacts, names_read
-from ddplint.lint.guards import DIST
+from ddplint.lint.guards import DIST, SINGLE_WORLD
 from ddplint.lint.handed_objects import set_by_helper
 from ddplint.lint.launch import complement_key, test_key
 from ddplint.lint.names import (
@@ -79,7 +79,11 @@ def classify(ctx: LintContext, expr: cst.BaseExpression | None, site: Event, int
     if number is not None:
         return Device(DeviceKind.INDEX, number, expr) if int_is_index else Device(DeviceKind.OTHER)
     if type(expr) is cst.IfExp:
-        sides = [classify(ctx, e, site, int_is_index, depth) for e in (expr.body, expr.orelse)]
+        # `f"cuda:{local_rank}" if distributed else args.device`: a side only one process takes
+        # names no rank's device
+        true, false = ctx.guards.worlds(expr.test, facts, ctx.path, function)
+        taken = [e for e, where in ((expr.body, true), (expr.orelse, false)) if where != {SINGLE_WORLD}]
+        sides = [classify(ctx, e, site, int_is_index, depth) for e in taken or (expr.body, expr.orelse)]
         return min(sides, key=lambda d: _WORST_FIRST.index(d.kind))
     if type(expr) is cst.Call:
         callee = facts.callee(expr)
