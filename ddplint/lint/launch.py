@@ -8,7 +8,7 @@ failing it a single process, however it is spelled. The same test met again (the
 expression, its complement, `not` it, or a name whose every binding is it) is read the same way.
 Each part of `if A and B:` around the start is necessary to it: where `A` fails, the run is a
 single process; where it passes, it may be either. A launch test that picks values of one
-expression (`if args.mode in ("train", "finetune"):` around the start) decides the tests that
+expression (`if args.mode in ("train", "finetune"):`) around every start decides the tests that
 pick other values of it: `elif args.mode == "eval":` passes only where the launch test fails.
 
 A test is learned only where nothing else reads it (a rank test stays a rank test, the
@@ -173,6 +173,7 @@ class LaunchTests:
         sides: dict[str, set[str]] = {}
         tests: dict[str, cst.BaseExpression] = {}
         necessary: dict[str, cst.BaseExpression] = {}  # each part of `if A and B:` around a start
+        around: dict[str, set[int]] = {}  # the starts each test passes around
         for site in starts:
             for condition in site.conditions:
                 test = condition.test
@@ -181,6 +182,8 @@ class LaunchTests:
                 if self.guards.worlds(test, facts, path, site.function) != (ALL, ALL):
                     continue
                 side = SINGLE if condition.negated else DIST
+                if side is DIST:
+                    around.setdefault(test_key(test), set()).add(id(site))
                 for expr in (test, *self._bound_from(test, facts)):
                     sides.setdefault(test_key(expr), set()).add(side)
                     tests[test_key(expr)] = expr
@@ -197,10 +200,14 @@ class LaunchTests:
             other = complement_key(tests[key])
             if other is not None:
                 table.setdefault(other, (false, true))
+        # values picked around every start: no other value starts the group
         self._choices[id(facts)] = [
             (choice[0], choice[1], table[key])
             for key, expr in tests.items()
-            if key in table and (choice := literal_choice(expr)) is not None and choice[2]
+            if key in table
+            and len(around.get(key, ())) == len(starts)
+            and (choice := literal_choice(expr)) is not None
+            and choice[2]
         ]
         for key, part in necessary.items():  # false: a single process; true: either
             if key not in table:
