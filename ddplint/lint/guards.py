@@ -146,8 +146,13 @@ class Guards:
         if key in self._worlds:
             return self._worlds[key]
         answer = self._read(expr, facts, path, function, depth)
-        if answer == (ALL, ALL):
-            answer = self.launch.worlds(expr, facts, path) or answer
+        launch = self.launch.worlds(expr, facts, path)
+        if launch is not None:
+            # the test read whole as a launch test can say more than its parts: `if A and B:`
+            # around the start is a distributed run where it passes, though A alone is either
+            true, false = answer[0] & launch[0], answer[1] & launch[1]
+            if true and false:
+                answer = true, false
         if not self.launch.learning:  # an answer while a launch table is learned is provisional
             self._worlds[key] = answer
         return answer
