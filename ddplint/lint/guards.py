@@ -896,11 +896,24 @@ class Guards:
             return self._is_launcher(callee, facts, path)
         # `train_distributed(...)` of another project module, which spawns the workers there
         resolved = self.ctx.resolve_function(facts, path, self.ctx.method_target(facts, site))
-        return (
-            resolved is not None
-            and resolved.facts is not facts
-            and self._is_launcher(resolved.function, resolved.facts, resolved.path)
-        )
+        if resolved is not None and resolved.facts is not facts:
+            return self._is_launcher(resolved.function, resolved.facts, resolved.path)
+        return self._hands_a_launcher(site, facts, path)
+
+    def _hands_a_launcher(self, site: CallSite, facts: ModuleFacts, path: Path) -> bool:
+        """`study.optimize(objective, n_trials=...)`: a library call handed a function of the
+        module that spawns the ranks, or an object whose `__call__` does, runs it here."""
+        for a in site.node.args:
+            if type(a.value) is not cst.Name:
+                continue
+            name = a.value.value
+            handed = [name] if name in facts.functions else []
+            for b in facts.reaching(name, site.function, site.order, site.blocks):
+                if type(b.value) is cst.Call and f"{dotted(b.value.func)}.__call__" in facts.functions:
+                    handed.append(f"{dotted(b.value.func)}.__call__")
+            if any(self._is_launcher(function, facts, path) for function in handed):
+                return True
+        return False
 
     def _is_launcher(self, function: str, facts: ModuleFacts, path: Path) -> bool:
         key = (id(facts), function)
