@@ -16,6 +16,7 @@ from pathlib import Path
 import libcst as cst
 
 from ddplint.lint import constants
+from ddplint.lint.caller_state import gated_at_call, handed_state
 from ddplint.lint.context import LintContext
 from ddplint.lint.facts import CallSite, Condition, ModuleFacts
 from ddplint.lint.guards import NOT_MAIN_WORLD
@@ -377,7 +378,10 @@ def _helper_writes(
     # `setup_logging()` leaves log_path=None: its `if log_path:` block stays dark
     bindings = constants.bind_call(site.node, inner_facts, function, {})
     off = _main_only_arguments(ctx, site, definition, facts, path)
-    key = (id(inner_facts), function, "writes", kind, off, constants.key(bindings))
+    # `save_model(..., log)` with `log = GpuLogger(dist_id=rank)`: `if log.dist_id == 0:` there
+    handed = handed_state(ctx, site, facts, path, definition)
+    state = tuple(sorted((name, id(value)) for name, value in handed.items()))
+    key = (id(inner_facts), function, "writes", kind, off, constants.key(bindings), state)
     cache = ctx.memo
     if key not in cache:
         cache[key] = None  # recursion guard
@@ -390,6 +394,7 @@ def _helper_writes(
                 and not (kind != MKDIR and prepares_data(inner_facts, inner.function))
                 and not constants.dark(inner.conditions, bindings)
                 and not any(_given(c) in off for c in inner.conditions)
+                and not (handed and any(gated_at_call(ctx, c, handed, site, facts, path) for c in inner.conditions))
                 and (
                     found := (Inside(inner_path, inner.node, f"{callee_text(inner.node)}() here, on every rank"),)
                     if effect_of(inner, inner_facts, bindings) == kind

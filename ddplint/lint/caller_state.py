@@ -1,0 +1,137 @@
+"""What the objects a call hands to a helper of another module hold, in the caller's terms.
+
+A trainer or logger class keeps the rank it was built with (`GpuLogger(dist_id=dist_rank)`
+keeps `self.dist_id = dist_id`) and a helper of another module gates its writes on it
+(`if log.dist_id == 0: torch.save(...)`). Inside the helper the attribute is just an attribute;
+at the call it is the caller's `dist_rank`. A test of the helper that reads such attributes is
+read again with the caller's expressions in their place, where the caller's roles and launch
+tests are known: `dist_rank == 0` holds on the main process only.
+
+Only a constructor argument kept as it is (`self.x = x` in `__init__`, or in the base's
+`__init__` that a constructor of `*args, **kwargs` hands them on to) is followed; the object
+must be built once before the call, in the caller's function.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+from ddplint.lint.facts import CallSite, Condition, ModuleFacts, super_method
+from ddplint.lint.guards import NOT_MAIN_WORLD
+from ddplint.lint.names import argument_for, call_parameters, dotted
+
+if TYPE_CHECKING:
+    from ddplint.lint.context import LintContext
+
+Handed = dict[str, cst.BaseExpression]  # "log.dist_id" in the helper -> the caller's expression
+
+
+def handed_state(ctx: LintContext, site: CallSite, facts: ModuleFacts, path: Path, definition: cst.FunctionDef) -> Handed:
+    """The attributes of the objects the call hands over (its arguments by name, its receiver
+    as `self`, the object a constructor builds as `self`), as the caller's expressions."""
+    handed: Handed = {}
+    params = [p.name.value for p in call_parameters(site.node, definition)]
+    index = 0
+    for a in site.node.args:
+        if a.star:
+            break
+        param = a.keyword.value if a.keyword is not None else (params[index] if index < len(params) else None)
+        if a.keyword is None:
+            index += 1
+        if param is not None and type(a.value) is cst.Name:
+            built = _built_before(facts, site, a.value.value)
+            for attribute, value in _kept(ctx, built, facts, path).items() if built is not None else ():
+                handed[f"{param}.{attribute}"] = value
+    func = site.node.func
+    if definition.name.value == "__init__":
+        kept = _kept(ctx, site.node, facts, path)
+    elif type(func) is cst.Attribute and type(func.value) is cst.Name:
+        built = _built_before(facts, site, func.value.value)
+        kept = _kept(ctx, built, facts, path) if built is not None else {}
+    else:
+        kept = {}
+    handed.update({f"self.{attribute}": value for attribute, value in kept.items()})
+    return handed
+
+
+def _built_before(facts: ModuleFacts, site: CallSite, name: str) -> cst.Call | None:
+    """The construction that every binding of `name` reaching the call is (one of them)."""
+    reaching = facts.reaching(name, site.function, site.order, site.blocks)
+    values = {id(b.value): b.value for b in reaching if not b.element}
+    if len(values) != 1 or len(reaching) != 1:
+        return None
+    value = next(iter(values.values()))
+    return value if type(value) is cst.Call else None
+
+
+def _kept(ctx: LintContext, call: cst.Call, facts: ModuleFacts, path: Path, cls: str | None = None, hops: int = 2) -> Handed:
+    """The constructor arguments a project class (`cls`, else the one the call names) keeps as
+    they are, by attribute name."""
+    name = cls or dotted(call.func)
+    resolved = ctx.resolve_function(facts, path, f"{facts.qualify(name) or name}.__init__") if name else None
+    if resolved is None or not resolved.function.endswith(".__init__") or any(a.star for a in call.args):
+        return {}
+    inner, inner_path, init = resolved
+    definition = inner.functions[init].node
+    kept: Handed = {}
+    for b in inner.assignments:
+        if b.function == init and b.target.count(".") == 1 and b.target.startswith("self.") and type(b.value) is cst.Name:
+            value = argument_for(call, definition, b.value.value)
+            if value is not None:
+                kept.setdefault(b.target[5:], value)
+    if hops and _hands_everything_on(definition):
+        for site in inner.calls_in(init):
+            base = super_method(inner, site)
+            if base is not None:
+                kept = {**_kept(ctx, call, inner, inner_path, base.rpartition(".")[0], hops - 1), **kept}
+    return kept
+
+
+def _hands_everything_on(definition: cst.FunctionDef) -> bool:
+    """`def __init__(self, *args, **kwargs): super().__init__(*args, **kwargs)`."""
+    params = definition.params
+    return isinstance(params.star_arg, cst.Param) and params.star_kwarg is not None
+
+
+class _Replace(cst.CSTTransformer):
+    def __init__(self, handed: Handed) -> None:
+        self.handed = handed
+
+    def leave_Attribute(self, original: cst.Attribute, updated: cst.Attribute) -> cst.BaseExpression:
+        return self.handed.get(dotted(original) or "", updated)
+
+
+def gated_at_call(
+    ctx: LintContext, condition: Condition, handed: Handed, caller: CallSite, facts: ModuleFacts, path: Path
+) -> bool:
+    """The helper's branch, read with the caller's expressions, is taken by no rank but the
+    main one (or a run without distribution)."""
+    names = {dotted(n) for n in _attributes(condition.test)}
+    if not names & handed.keys():
+        return False
+    key = ("caller's test", id(condition.test), tuple(sorted((k, id(v)) for k, v in handed.items())))
+    if key not in ctx.memo:  # kept alive with the context: the guards memoise by node identity
+        ctx.memo[key] = condition.test.visit(_Replace(handed))
+    true, false = ctx.guards.worlds(ctx.memo[key], facts, path, caller.function)
+    side = false if condition.negated else true
+    return bool(side) and NOT_MAIN_WORLD not in side
+
+
+class _Attributes(cst.CSTVisitor):
+    """The outermost attribute reads of an expression (`log.dist_id`, not `log` alone)."""
+
+    def __init__(self) -> None:
+        self.found: list[cst.Attribute] = []
+
+    def visit_Attribute(self, node: cst.Attribute) -> bool:
+        self.found.append(node)
+        return False
+
+
+def _attributes(expr: cst.BaseExpression) -> list[cst.Attribute]:
+    finder = _Attributes()
+    expr.visit(finder)
+    return finder.found
