@@ -73,9 +73,15 @@ def _renamed(value: cst.BaseExpression, handed: dict[str, str]) -> cst.BaseExpre
 def set_by_helper(ctx: LintContext, head: str, attribute: str, site: Event) -> bool:
     """`head` was handed, before `site`, to a project function of another module that sets its
     `attribute` to anything (`setup(args)` doing `args.rank = int(os.environ["RANK"])`): what the
-    caller's own tree says of that attribute, an argparse default included, no longer holds."""
-    for call in ctx.facts.calls_in(site.function):
-        if call.order > site.order or not any(reference(a.value) == head for a in call.node.args):
+    caller's own tree says of that attribute, an argparse default included, no longer holds.
+    A function that reads a module-level `args` sees it after the module's own code handed it
+    (`init_distributed_mode(args)` in the `__main__` block, then `train()`)."""
+    facts = ctx.facts
+    calls = [c for c in facts.calls_in(site.function) if c.order < site.order]
+    if site.function and _global_in(facts, head, site.function):
+        calls += facts.calls_in("")
+    for call in calls:
+        if not any(reference(a.value) == head for a in call.node.args):
             continue
         resolved = ctx.resolve_function(ctx.facts, ctx.path, ctx.method_target(ctx.facts, call))
         if resolved is None or resolved.facts is ctx.facts:
@@ -85,3 +91,14 @@ def set_by_helper(ctx: LintContext, head: str, attribute: str, site: Event) -> b
         if any(a.target in {f"{p}.{attribute}" for p in params} for a in resolved.facts.assignments_within(resolved.function)):
             return True
     return False
+
+
+def _global_in(facts: ModuleFacts, head: str, function: str) -> bool:
+    """`head` inside `function` is the module's: neither a parameter nor bound there."""
+    info = facts.functions.get(function)
+    return (
+        info is not None
+        and head not in info.params
+        and not any(a.function == function for a in facts.assigned(head))
+        and any(a.function == "" for a in facts.assigned(head))
+    )
