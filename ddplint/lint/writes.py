@@ -144,6 +144,7 @@ UNIQUE_PER_PROCESS = {
     "tempfile.TemporaryDirectory",
     "tempfile.TemporaryFile",
     "tempfile.SpooledTemporaryFile",
+    "tempfile._get_candidate_names",  # the generator of those names, reseeded in every process
 }
 # Calls and methods that build a string or a path from their arguments.
 TEXT_BUILDERS = frozenset({"str", "int", "repr", "os.fspath", "Path"})
@@ -194,8 +195,8 @@ def _text_of(value: cst.BaseExpression, facts: ModuleFacts, handed_back: HandedB
     """What of a variable's value can end up in a path: all of a string or path being built
     (`os.path.join(out, f"rank{rank}")`), the argument that a function hands back unchanged
     (`make_dir(os.path.join(out, f"buffer{rank}"))` returning its `path`), only the callee of any
-    other call. The result of `evaluate(model, loader, gpu)` is no per-rank name because the
-    rank was one argument."""
+    other call, an item `next()` draws from what it is given. The result of
+    `evaluate(model, loader, gpu)` is no per-rank name because the rank was one argument."""
     if type(value) is not cst.Call:
         return value
     if type(value.func) is cst.Attribute and value.func.attr.value in TEXT_METHODS:
@@ -203,6 +204,8 @@ def _text_of(value: cst.BaseExpression, facts: ModuleFacts, handed_back: HandedB
     callee = facts.callee(value) or ""
     if callee in TEXT_BUILDERS or callee.startswith(("os.path.", "pathlib.")):
         return value
+    if callee == "next" and value.args:  # `next(tempfile._get_candidate_names())`: one of its names
+        return value.args[0].value
     given = returned_argument(value, facts, callee) if callee in facts.functions else handed_back(value) if handed_back else None
     return given if given is not None else value.func
 
