@@ -18,11 +18,20 @@ from ddplint.lint.walk import Walker
 
 
 class _Names(Walker):
+    """The names a node reads (bare names, and strings for `getattr(obj, "name")`) and, apart,
+    the members it reads (`model.train()` names a method `train`, not a function `train`)."""
+
     def __init__(self) -> None:
         self.found: set[str] = set()
+        self.members: set[str] = set()
 
     def visit_Name(self, node: cst.Name) -> None:
         self.found.add(node.value)
+
+    def visit_Attribute(self, node: cst.Attribute) -> bool:
+        self.walk(node.value)
+        self.members.add(node.attr.value)
+        return False
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
         for part in (*node.decorators, node.params, node.body):  # not its own name
@@ -35,10 +44,10 @@ class _Names(Walker):
         self.found.add(node.evaluated_value if isinstance(node.evaluated_value, str) else "")  # getattr(obj, "name")
 
 
-def _names(node: cst.CSTNode) -> set[str]:
+def _names(node: cst.CSTNode, members: bool = False) -> set[str]:
     collector = _Names()
     collector.walk(node)
-    return collector.found
+    return collector.found | collector.members if members else collector.found
 
 
 def dead_definitions(module: cst.Module) -> list[cst.FunctionDef]:
@@ -67,7 +76,7 @@ def dead_definitions(module: cst.Module) -> list[cst.FunctionDef]:
         live.add(name)
         pending.extend(n for node in definitions[name] for n in _names(node) if n in definitions and n not in live)
     dead = [node for name, nodes in definitions.items() if name not in live for node in nodes]
-    named = _names(module)
+    named = _names(module, members=True)
     return dead + [method for method in _plain_methods(module) if method.name.value not in named and method not in dead]
 
 
