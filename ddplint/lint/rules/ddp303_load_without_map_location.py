@@ -187,7 +187,11 @@ def _restores(site: CallSite, facts: ModuleFacts, restores: dict[str, set[str]])
     bindings += [a for a in facts.assignments if type(a.value) is cst.Subscript and a.value.value is site.node]
     return any(
         any(_same_variable(b.target, b.function, read) for read in restores.get(b.target, ()))
-        or any(r.startswith(b.target + ".") for r in restores)
+        # `checkpoint["model"]` read into a model: that function's own `checkpoint` only
+        or any(
+            r.startswith(b.target + ".") and any(_same_variable(b.target, b.function, f) for f in functions)
+            for r, functions in restores.items()
+        )
         for b in bindings
     )
 
