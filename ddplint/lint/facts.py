@@ -1062,7 +1062,7 @@ def _infer_roles(facts: ModuleFacts) -> None:
                 for key, env_role in _environment_dict(facts, a.value):
                     facts.roles[("*", f"{a.target}.{key}")] = env_role
                 continue
-            role = _returned_role(facts, a) if a.element else facts.role_of(a.value, a.function)
+            role = _returned_role(facts, a) if a.element else facts.role_of(a.value, a.function) or _returned_role(facts, a)
             if role is None:
                 continue
             held = (scope, a.target)
@@ -1081,17 +1081,21 @@ def _infer_roles(facts: ModuleFacts) -> None:
 
 
 def _returned_role(facts: ModuleFacts, a: Assignment) -> Role | None:
-    """`rank, world_size = setup_ddp()`: the role of what every `return (rank, world_size)` of
-    the module's function holds at that place, when they agree; a literal number there (the
-    single-process `return 0, 1`) agrees with any of them."""
-    if a.position is None or type(a.value) is not cst.Call:
+    """`rank, world_size = setup_ddp()`, `rank = get_rank()`: the role of what every `return`
+    of the module's function holds (at that place of the tuple), when they agree; a literal
+    number there (the single-process `return 0, 1`, `if not dist.is_initialized(): return 0`)
+    agrees with any of them."""
+    if type(a.value) is not cst.Call or a.element and a.position is None:
         return None
     info = facts.functions.get(facts.callee(a.value) or "")
     if info is None or not info.returns:
         return None
+    position = a.position
     held = [
-        r.elements[a.position].value
-        if type(r) is cst.Tuple and len(r.elements) > a.position and type(r.elements[a.position]) is cst.Element
+        r
+        if position is None
+        else r.elements[position].value
+        if type(r) is cst.Tuple and len(r.elements) > position and type(r.elements[position]) is cst.Element
         else None
         for r in info.returns
     ]
