@@ -1100,7 +1100,20 @@ def _returned_role(facts: ModuleFacts, a: Assignment) -> Role | None:
         for r in info.returns
     ]
     roles = {facts.role_of(value, info.name) for value in held if value is None or int_value(value) is None}
-    return roles.pop() if len(roles) == 1 else None
+    role = roles.pop() if len(roles) == 1 else None
+    if position is None and (role not in RANKS or any(_holds_a_device(facts, v, info.name) for v in held)):
+        return None  # a device the function builds (`get_device(rank)`) is reported where it is built
+    return role
+
+
+def _holds_a_device(facts: ModuleFacts, value: cst.BaseExpression | None, function: str) -> bool:
+    """`f"cuda:{rank}"`, `torch.device(...)`, or a name the function binds to one."""
+    if type(value) is cst.FormattedString or type(value) is cst.Call and facts.callee(value) == "torch.device":
+        return True
+    name = reference(value) if type(value) is cst.Name else None
+    return name is not None and any(
+        _holds_a_device(facts, a.value, function) for a in facts.by_scope.get((function, name), ()) if a.value is not value
+    )
 
 
 def _binding_scope(facts: ModuleFacts, a: Assignment) -> str:

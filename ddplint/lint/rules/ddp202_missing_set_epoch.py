@@ -604,7 +604,7 @@ def _escapes(ctx: LintContext, name: str, loader: bool = False) -> bool:
         if resolved is None and not (loader and _iterated_here(ctx.facts, site)):
             return True
         if loader and resolved is not None and resolved.facts is not ctx.facts:
-            if _may_set_epoch(ctx, resolved, site, name) or _only_evaluates(resolved):
+            if _may_set_epoch(ctx, resolved, site, name, iterated=_iterated_here(ctx.facts, site)) or _only_evaluates(resolved):
                 return True
     return False
 
@@ -630,12 +630,15 @@ def _hands(node: cst.CSTNode, name: str) -> bool:
     return any(_hands(child, name) for child in node.children)
 
 
-def _may_set_epoch(ctx: LintContext, resolved: Resolved, call: CallSite, name: str, depth: int = 2) -> bool:
+def _may_set_epoch(
+    ctx: LintContext, resolved: Resolved, call: CallSite, name: str, depth: int = 2, iterated: bool = False
+) -> bool:
     """The function of another module that a loader is handed to (`call`, with `name` in its
     arguments) may set its sampler's epoch: it, or its class (which may keep the loader for
     another method), calls `set_epoch`, or it hands the parameter that got the loader on to a
     call this analysis cannot follow. One that only iterates it (`for batch in
-    enumerate(train_loader):`) sets nothing."""
+    enumerate(train_loader):`) sets nothing, nor does one whose caller iterates what it returns
+    (`for batch in dist_tqdm(loader):` with `return tqdm.tqdm(obj)`): that call only wraps it."""
     facts, path, function = resolved
     owner = function.rpartition(".")[0]
     if any(c.method == "set_epoch" for c in facts.calls_within(owner if owner and facts.has_members(owner) else function)):
@@ -647,6 +650,8 @@ def _may_set_epoch(ctx: LintContext, resolved: Resolved, call: CallSite, name: s
         if inner.name is None and not _to_base_class(inner):
             continue
         if (inner.name or "").startswith("torch.") or inner.name in BUILTINS or _iterated_here(facts, inner):
+            continue
+        if iterated and any(r is inner.node for r in facts.functions[function].returns):
             continue
         for param in received:
             if any((reference(a.value) or "").split(".")[0] == param for a in inner.node.args):  # it, or `loader.sampler`
