@@ -192,6 +192,27 @@ for epoch in range(5):
 dist.destroy_process_group()
 """
 )
+EVERY_N_STEPS = (
+    HEAD
+    + """
+data = TensorDataset(torch.randn(128, 16), torch.randn(128, 4))
+sampler = DistributedSampler(data)
+loader = DataLoader(data, batch_size=8, sampler=sampler)
+model = DDP(torch.nn.Linear(16, 4))
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+step = 0
+for epoch in range(5):
+    sampler.set_epoch(epoch)
+    for x, y in loader:
+        opt.zero_grad()
+        torch.nn.functional.mse_loss(model(x), y).backward()
+        opt.step()
+        step += 1
+        if step % 2 == 1 and rank == 0:
+            torch.save({STATE}, "checkpoint.pt")
+dist.destroy_process_group()
+"""
+)
 STRAGGLER = SLEEPY.replace("{sleep}", "0.5 if rank == 1 else 0.0")
 BALANCED = SLEEPY.replace("{sleep}", "0.1")
 
@@ -325,6 +346,20 @@ def test_the_step_is_split_into_forward_backward_optimizer_and_the_rest(tmp_path
         assert r["other_s"] >= 0.035, r
         assert r["wait_s"] < 0.03, r
     assert steps["evidence"][0].startswith("rank 0: step ") and ", optimizer " in steps["evidence"][0]
+
+
+def test_a_checkpoint_saved_every_few_steps_needs_its_step(tmp_path):
+    epoch_only = '{"model": model.module.state_dict(), "optimizer": opt.state_dict(), "epoch": epoch}'
+    resume = audit(tmp_path, "every_n_steps.py", EVERY_N_STEPS.replace("{STATE}", epoch_only))["ckpt.resume"]
+    assert resume["status"] == "WARN", resume
+    # saves at steps 1, 3, ..., 9: the last after batch 4 of the 5 epoch 1 gets under --steps 5
+    assert resume["summary"] == (
+        "a resume from checkpoint.pt would miss: no position in the epoch: saved after batch 4 of epoch 1 "
+        "with an epoch counter only, a resume starts that epoch again from its first batch (or skips the rest of it)"
+    )
+    with_step = epoch_only.replace('"epoch": epoch}', '"epoch": epoch, "step": step}')
+    twin = audit(tmp_path, "every_n_steps_twin.py", EVERY_N_STEPS.replace("{STATE}", with_step))["ckpt.resume"]
+    assert twin["status"] == "PASS", twin
 
 
 def test_a_distributed_checkpoint_is_read_back_once_and_is_no_shared_write(tmp_path):

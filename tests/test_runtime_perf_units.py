@@ -13,7 +13,7 @@ torch = pytest.importorskip("torch")
 
 from ddplint.runtime.checks.memory import peak_check
 from ddplint.runtime.checks.perf import SingleRun, check_resume, check_scaling, check_steps
-from ddplint.runtime.datarecords import LoaderRecord
+from ddplint.runtime.datarecords import EpochRecord, LoaderRecord
 from ddplint.runtime.perfprobe import (
     StepClock,
     StepMarks,
@@ -329,6 +329,41 @@ def test_a_distributed_checkpoint_is_read_from_its_metadata(tmp_path):
     r = check_resume({0: rec(0, PerfRecord(checkpoints=[c], live=live_of(opt, sched)))}, str(tmp_path))
     assert r.status is Status.PASS and r.summary.startswith("ckpt holds what a resume needs: model, optimizer, scheduler")
     assert r.evidence[0].startswith("ckpt (rank 0, ") and "a torch.distributed.checkpoint directory" in r.evidence[0]
+
+
+def saved_at(tmp_path, state: dict, at: list[int], yielded: list[int]) -> dict[int, RankRecord]:
+    """One rank that saved `state` with torch.save when the training loader was at `at` (epoch,
+    batches), in a run whose epochs yielded `yielded` batches each."""
+    path = tmp_path / "ckpt.pt"
+    torch.save(state, path)
+    c = load_checkpoint(str(path), str(path))
+    loader = training_loader("/job/train.py:9")
+    loader["epochs"] = [asdict(EpochRecord(yielded=n)) for n in yielded]
+    return {
+        0: rec(
+            0,
+            PerfRecord(checkpoints=[c]),
+            training_site="/job/train.py:9",
+            loaders={"/job/train.py:9": loader},
+            writes=[{"path": str(path), "op": "torch.save", "at": at}],
+        )
+    }
+
+
+def test_a_checkpoint_saved_inside_an_epoch_needs_a_position_in_it(tmp_path):
+    model, _ = trained(torch.optim.SGD)
+    every_n_steps = saved_at(tmp_path, {"model": model.state_dict(), "epoch": 1}, [1, 3], [5, 5])
+    r = check_resume(every_n_steps, str(tmp_path))
+    assert r.status is Status.WARN, r.summary
+    assert r.summary == (
+        "a resume from ckpt.pt would miss: no position in the epoch: saved after batch 3 of epoch 1 with an "
+        "epoch counter only, a resume starts that epoch again from its first batch (or skips the rest of it)"
+    )
+    # with a step counter beside it, or saved once the epoch's loop was over, nothing is missed
+    with_step = saved_at(tmp_path, {"model": model.state_dict(), "epoch": 1, "global_step": 8}, [1, 3], [5, 5])
+    assert check_resume(with_step, str(tmp_path)).status is Status.PASS
+    at_epoch_end = saved_at(tmp_path, {"model": model.state_dict(), "epoch": 1}, [1, 5], [5, 5])
+    assert check_resume(at_epoch_end, str(tmp_path)).status is Status.PASS
 
 
 def test_a_model_only_distributed_checkpoint_warns_with_the_dcp_fix(tmp_path):

@@ -76,3 +76,14 @@ def plural(n: int, word: str) -> str:
     if n == 1:
         return f"{n} {word}"
     return f"{n} {word}es" if word.endswith("s") else f"{n} {word}s"
+
+
+def written_at(records: dict[int, RankRecord], path: str, last: bool = False) -> tuple[int, int] | None:
+    """Where the training loader was when `path` was first (or `last`) saved with torch.save, by
+    the lowest rank that saved it: (its epoch, the batches it had yielded in that epoch)."""
+    for rank in sorted(records):
+        saves = [w.at for w in records[rank].writes if w.path == path and w.op == "torch.save" and w.at]
+        if saves:
+            epoch, batches = saves[-1 if last else 0]
+            return int(epoch), int(batches)
+    return None

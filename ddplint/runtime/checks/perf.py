@@ -15,7 +15,7 @@ import statistics
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
-from ddplint.runtime.checks.common import Findings, size_text
+from ddplint.runtime.checks.common import Findings, size_text, written_at
 from ddplint.runtime.datarecords import LoaderRecord
 from ddplint.runtime.gpuuse import GpuSampling, GpuUse, use_between
 from ddplint.runtime.perfrecords import (
@@ -401,8 +401,9 @@ def _line(r: RankSteps) -> str:
 # -- ckpt.resume ---------------------------------------------------------------------------
 
 
-def misses(c: CheckpointContent, live: LiveTraining) -> list[str]:
-    """What a resume from this checkpoint would not restore."""
+def misses(c: CheckpointContent, live: LiveTraining, mid_epoch: tuple[int, int] | None = None) -> list[str]:
+    """What a resume from this checkpoint would not restore; `mid_epoch`: (epoch, batch) when it
+    was saved inside an epoch that went on after it."""
     if c.error is not None:
         return [f"torch.load cannot read it back: {c.error}"]
     out = []
@@ -426,7 +427,25 @@ def misses(c: CheckpointContent, live: LiveTraining) -> list[str]:
         out.append("no GradScaler state: the loss scale restarts from its initial value")
     if not c.counters:
         out.append("no epoch/step counter: a resume starts again at epoch 0")
+    elif mid_epoch is not None and all("epoch" in key.rsplit("[", 1)[-1] for key in c.counters):
+        epoch, batch = mid_epoch
+        out.append(
+            f"no position in the epoch: saved after batch {batch} of epoch {epoch} with an epoch counter "
+            f"only, a resume starts that epoch again from its first batch (or skips the rest of it)"
+        )
     return out
+
+
+def _saved_mid_epoch(records: dict[int, RankRecord], path: str) -> tuple[int, int] | None:
+    """(epoch, batch) when the training loader went on in the same epoch after `path` was saved
+    the last time (a save every N steps), not when the epoch had ended (a save after the epoch's
+    loop): the file read back holds that last save."""
+    loader = _training_loader(records)
+    at = written_at(records, path, last=True)
+    if loader is None or at is None:
+        return None
+    epoch, batches = at
+    return at if epoch < len(loader.epochs) and 0 < batches < loader.epochs[epoch].yielded else None
 
 
 def _kinds(c: CheckpointContent) -> frozenset[str]:
@@ -512,7 +531,7 @@ def check_resume(records: dict[int, RankRecord], base: str) -> CheckResult:
         saved += [(rank, c, perf.live) for c in perf.checkpoints]
     if not saved:
         return CheckResult(CKPT_RESUME, Status.SKIP, "the script saved no checkpoint during the audit")
-    judged = [(rank, c, live, misses(c, live)) for rank, c, live in by_directory(saved)]
+    judged = [(rank, c, live, misses(c, live, _saved_mid_epoch(records, c.path))) for rank, c, live in by_directory(saved)]
     data = {"checkpoints": [{**asdict(c), "rank": rank, "missing": m} for rank, c, _, m in judged], "live": asdict(judged[0][2])}
     evidence = [
         f"{short(c.path, base)} (rank {rank}, {size_text(c.size_bytes or 0)}"

@@ -19,6 +19,7 @@ import shlex
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from ddplint.runtime.checks.common import written_at
 from ddplint.runtime.datarecords import LoaderRecord
 from ddplint.runtime.perfrecords import PerfRecord, StepSample
 from ddplint.runtime.registry import CKPT_RESTART
@@ -65,16 +66,6 @@ def failure_of(records: dict[int, RankRecord], nproc: int) -> str | None:
     if len(records) < nproc:
         missing = sorted(set(range(nproc)) - set(records))
         return f"rank(s) {', '.join(map(str, missing))} never reported (the restart failed or hung)"
-    return None
-
-
-def _written_at(records: dict[int, RankRecord], path: str) -> Position | None:
-    """Where the training loader was when `path` was first saved (lowest rank that saved it)."""
-    for rank in sorted(records):
-        for w in records[rank].writes:
-            if w.path == path and w.op == "torch.save" and w.at:
-                epoch, batches = w.at
-                return int(epoch), int(batches)
     return None
 
 
@@ -155,7 +146,7 @@ def check_restart(records: dict[int, RankRecord], restart: RestartRun | None, ba
     checkpoint = used[-1]
     findings: list[tuple[int, str]] = []
     evidence, compared = [f"restarted from {short(checkpoint, base)} as first saved"], 0
-    saved_at = _written_at(records, checkpoint)
+    saved_at = written_at(records, checkpoint)
     for rank in sorted(restart.records):
         first, again = records.get(rank), restart.records[rank]
         ref, new = (first.training_loader if first else None), again.training_loader
