@@ -88,12 +88,17 @@ for epoch in range(5):
 """
 )
 
-SLEEPY = (
+DATA = (  # the training data of the scripts below: 8 batches of 8 per rank and epoch
     HEAD
     + """
 data = TensorDataset(torch.randn(128, 16), torch.randn(128, 4))
 sampler = DistributedSampler(data)
 loader = DataLoader(data, batch_size=8, sampler=sampler)
+"""
+)
+SLEEPY = (
+    DATA
+    + """
 model = DDP(torch.nn.Linear(16, 4))
 opt = torch.optim.SGD(model.parameters(), lr=0.01)
 for epoch in range(5):
@@ -106,14 +111,11 @@ for epoch in range(5):
 """
 )
 DISTRIBUTED_CHECKPOINT = (
-    HEAD
+    DATA
     + """
 import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint.state_dict import get_state_dict
 
-data = TensorDataset(torch.randn(128, 16), torch.randn(128, 4))
-sampler = DistributedSampler(data)
-loader = DataLoader(data, batch_size=8, sampler=sampler)
 model = DDP(torch.nn.Linear(16, 4))
 opt = torch.optim.AdamW(model.parameters(), lr=0.01)
 for epoch in range(5):
@@ -127,16 +129,13 @@ for epoch in range(5):
 """
 )
 TRAINER_DIRECTORY = (
-    HEAD
+    DATA
     + """
 import json
 import os
 import random
 import subprocess
 
-data = TensorDataset(torch.randn(128, 16), torch.randn(128, 4))
-sampler = DistributedSampler(data)
-loader = DataLoader(data, batch_size=8, sampler=sampler)
 model = DDP(torch.nn.Linear(16, 4))
 opt = torch.optim.AdamW(model.parameters(), lr=0.01)
 step = 0
@@ -159,7 +158,7 @@ for epoch in range(5):
 """
 )
 PARTS = (
-    HEAD
+    DATA
     + """
 class SlowForward(torch.nn.Module):
     def __init__(self):
@@ -177,9 +176,6 @@ class SlowSGD(torch.optim.SGD):
         return super().step(closure)
 
 
-data = TensorDataset(torch.randn(128, 16), torch.randn(128, 4))
-sampler = DistributedSampler(data)
-loader = DataLoader(data, batch_size=8, sampler=sampler)
 model = DDP(SlowForward())
 opt = SlowSGD(model.parameters(), lr=0.01)
 for epoch in range(5):
@@ -193,11 +189,8 @@ dist.destroy_process_group()
 """
 )
 EVERY_N_STEPS = (
-    HEAD
+    DATA
     + """
-data = TensorDataset(torch.randn(128, 16), torch.randn(128, 4))
-sampler = DistributedSampler(data)
-loader = DataLoader(data, batch_size=8, sampler=sampler)
 model = DDP(torch.nn.Linear(16, 4))
 opt = torch.optim.SGD(model.parameters(), lr=0.01)
 step = 0
@@ -379,7 +372,7 @@ def test_a_distributed_checkpoint_is_read_back_once_and_is_no_shared_write(tmp_p
     writer = checks["io.single_writer"]
     assert writer["status"] == "PASS" and writer["summary"] == "the script wrote only collective checkpoints"
     assert writer["evidence"][0] == (
-        "ckpt/epoch_0: ranks 0, 1 (dcp.save at dcp_full.py:28): a collective save, each rank writes its own shard"
+        "ckpt/epoch_0: ranks 0, 1 (dcp.save at dcp_full.py:29): a collective save, each rank writes its own shard"
     )
 
 
