@@ -96,13 +96,32 @@ def chosen_sampler(facts: ModuleFacts, site: CallSite) -> cst.BaseExpression | N
 
 def loaders_given(facts: ModuleFacts, names: Collection[str], sampler: cst.CSTNode | None = None) -> set[str]:
     """The names of the loaders a sampler (the call `sampler`, or one of `names` bound to it) is
-    given to: `loader = DataLoader(ds, 8, False, sampler)` -> {"loader"}."""
-    return {
-        name
+    given to: `loader = DataLoader(ds, 8, False, sampler)` -> {"loader"}, also inside the batch
+    sampler it is given (`batch_sampler=BatchSampler(sampler, 1, drop_last=True)`)."""
+    return {name for loader in loader_calls_given(facts, names, sampler) for name in bound_names(facts, loader.node)}
+
+
+def loader_calls_given(facts: ModuleFacts, names: Collection[str], sampler: cst.CSTNode | None = None) -> list[CallSite]:
+    """The DataLoader calls of the module given the sampler (the call, or a name bound to it)."""
+    return [
+        loader
         for loader in loaders(facts)
-        if (given := given_sampler(facts, loader)) is not None and (given is sampler or reference(given) in names)
-        for name in bound_names(facts, loader.node)
-    }
+        if any(given is sampler or reference(given) in names for given in _samplers_in(facts, loader))
+    ]
+
+
+def _samplers_in(facts: ModuleFacts, loader: CallSite) -> list[cst.BaseExpression]:
+    """The sampler a DataLoader is given, and the one inside its batch sampler (the call, or the
+    one binding of the name it is given)."""
+    given = chosen_sampler(facts, loader)
+    if given is None:
+        return []
+    batch = given
+    if type(batch) is not cst.Call and (name := reference(batch)) is not None:
+        bound = [a.value for a in facts.assigned(name) if a.function == loader.function]
+        batch = bound[0] if len(bound) == 1 else batch
+    inner = arg(batch, 0, "sampler") if type(batch) is cst.Call and data_name(facts.callee(batch)) == BATCH_SAMPLER else None
+    return [given] if inner is None else [given, inner]
 
 
 def helper_calls(ctx: LintContext, given_to_loaders: bool = False) -> Iterator[tuple[CallSite, Resolved]]:
@@ -383,10 +402,16 @@ def calls_in_loop(facts: ModuleFacts, loop: Loop) -> Iterator[CallSite]:
     return (call for call in calls if any(outer is loop.node for outer in call.loops))
 
 
+def updates_weights(call: CallSite) -> bool:
+    """`loss.backward()`, `optimizer.step()` (or with its closure), `scheduler.step()`; not a
+    metric's `step(pred, target)`."""
+    return call.method == "backward" or call.method == "step" and len(call.node.args) <= 1
+
+
 def _loop_trains(ctx: LintContext, loop: Loop) -> bool:
     """The loop's body, or a function of this module it calls, runs backward() or an optimizer step()."""
     for call in calls_in_loop(ctx.facts, loop):
-        if call.method in {"backward", "step"}:
+        if updates_weights(call):
             return True
         callee = ctx.method_target(ctx.facts, call)
         if callee in ctx.facts.functions and callee != loop.function and _trains(ctx, callee, 1):
@@ -397,7 +422,7 @@ def _loop_trains(ctx: LintContext, loop: Loop) -> bool:
 def _trains(ctx: LintContext, function: str, depth: int) -> bool:
     """The function, or one of this module it calls, runs backward() or an optimizer step()."""
     for call in ctx.facts.calls_within(function):
-        if call.method in {"backward", "step"}:
+        if updates_weights(call):
             return True
         callee = ctx.method_target(ctx.facts, call)
         if depth > 0 and callee in ctx.facts.functions and callee != function and _trains(ctx, callee, depth - 1):

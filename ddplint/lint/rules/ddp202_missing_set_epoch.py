@@ -24,6 +24,7 @@ from ddplint.lint.loaders import (
     given_sampler,
     helper_calls,
     is_false,
+    loader_calls_given,
     loaders,
     loaders_given,
     over_range,
@@ -31,6 +32,7 @@ from ddplint.lint.loaders import (
     readers,
     returned_loader,
     samplers,
+    updates_weights,
 )
 from ddplint.lint.names import arg, data_name, dotted, int_value, names_in, parameter_for, reference
 from ddplint.lint.paths import dominates
@@ -284,7 +286,7 @@ def _single_pass(ctx: LintContext, site: CallSite, names: list[str]) -> bool:
     tqdm(loader)` or a function of the module it is handed to): no loop around them in their
     function, and that function runs once, at module level, as the process's entry (what
     mp.spawn starts) or called from this module outside every loop."""
-    found = [readers(ctx, loader) for loader in _given_to(ctx, site, names)]
+    found = [readers(ctx, loader) for loader in loader_calls_given(ctx.facts, names, site.node)]
     loops = [loop for reading in found for loop in reading or ()]
     return (
         bool(loops)
@@ -295,15 +297,6 @@ def _single_pass(ctx: LintContext, site: CallSite, names: list[str]) -> bool:
             for loop in loops
         )
     )
-
-
-def _given_to(ctx: LintContext, site: CallSite, names: list[str]) -> list[CallSite]:
-    """The DataLoader calls of the module that are given the sampler (the call, or a name bound to it)."""
-    return [
-        loader
-        for loader in loaders(ctx.facts)
-        if (sampler := given_sampler(ctx.facts, loader)) is not None and (sampler is site.node or reference(sampler) in names)
-    ]
 
 
 def _runs_once(ctx: LintContext, function: str, seen: set[str]) -> bool:
@@ -359,7 +352,7 @@ def _evaluates_only(ctx: LintContext, site: CallSite, names: list[str]) -> bool:
     """Every loader the sampler is given to is read only by evaluation loops (loaders.evaluation_only:
     gradients off or the model in eval mode, no backward or step; `trainer.fit(train_loader,
     dev_loader)`, then `self.score(dev_loader)` under `torch.no_grad()`): its order does not matter."""
-    given_to = _given_to(ctx, site, names)
+    given_to = loader_calls_given(ctx.facts, names, site.node)
     return bool(given_to) and all(evaluation_only(ctx, loader) for loader in given_to)
 
 
@@ -613,9 +606,7 @@ def _only_evaluates(resolved: Resolved) -> bool:
     """The function of another module the loader is handed to turns gradients off or puts the
     model in eval mode and runs no backward or step: it evaluates (`analysis(model, loader)`)."""
     calls = resolved.facts.calls_within(resolved.function)
-    return any(c.name in NO_GRAD or c.method == "eval" for c in calls) and not any(
-        c.method in {"backward", "step"} for c in calls
-    )
+    return any(c.name in NO_GRAD or c.method == "eval" for c in calls) and not any(updates_weights(c) for c in calls)
 
 
 def _hands(node: cst.CSTNode, name: str) -> bool:
