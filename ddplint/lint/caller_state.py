@@ -109,9 +109,9 @@ def gated_at_call(
 ) -> bool:
     """The helper's branch, read with the caller's expressions, is taken by no rank but the
     main one (or a run without distribution)."""
-    names = {dotted(n) for n in _attributes(condition.test)}
-    if not names & handed.keys():
-        return False
+    names = {name for n in _attributes(condition.test) if (name := dotted(n))}
+    if not any(name == key or name.startswith(key + ".") for name in names for key in handed):
+        return False  # (`self.cfg.GPU_ID` reads the handed `self.cfg`)
     key = ("caller's test", id(condition.test), tuple(sorted((k, id(v)) for k, v in handed.items())))
     if key not in ctx.memo:  # kept alive with the context: the guards memoise by node identity
         ctx.memo[key] = condition.test.visit(_Replace(handed))

@@ -9,6 +9,7 @@ import libcst as cst
 
 from ddplint.diagnostics import Severity
 from ddplint.lint import constants
+from ddplint.lint.caller_state import gated_at_call, handed_state
 from ddplint.lint.context import LintContext
 from ddplint.lint.devices import visible_devices_per_rank
 from ddplint.lint.facts import CallSite, ModuleFacts
@@ -96,6 +97,8 @@ def _helper_loads(ctx: LintContext, site: CallSite, facts: ModuleFacts, path: Pa
     `load_checkpoint=False`: its `if load_checkpoint:` block stays dark)."""
     resolved = ctx.resolve_function(facts, path, ctx.method_target(facts, site))
     bindings = constants.bind_call(site.node, resolved.facts, resolved.function, {}) if resolved is not None else {}
+    definition = resolved.facts.functions[resolved.function].node if resolved is not None else None
+    handed = handed_state(ctx, site, facts, path, definition) if definition is not None else {}
 
     def answer(inner_facts: ModuleFacts, inner_path: Path, function: str) -> Inside | None:
         return next(
@@ -103,6 +106,7 @@ def _helper_loads(ctx: LintContext, site: CallSite, facts: ModuleFacts, path: Pa
                 found
                 for inner in inner_facts.calls_within(function)
                 if not ctx.guards.guarded_here(inner, inner_facts, inner_path)
+                and not (handed and any(gated_at_call(ctx, c, handed, site, facts, path) for c in inner.conditions))
                 and not never_runs(inner_facts, inner)
                 and not constants.dark(inner.conditions, bindings)
                 and (
@@ -119,7 +123,8 @@ def _helper_loads(ctx: LintContext, site: CallSite, facts: ModuleFacts, path: Pa
             None,
         )
 
-    return ask_helper(ctx, site, facts, path, ("loads without map_location", constants.key(bindings)), answer, None, top)
+    state = tuple(sorted((name, id(value)) for name, value in handed.items()))
+    return ask_helper(ctx, site, facts, path, ("loads without map_location", constants.key(bindings), state), answer, None, top)
 
 
 def _restoring_names(facts: ModuleFacts) -> dict[str, set[str]]:
