@@ -21,7 +21,7 @@ import libcst as cst
 
 from ddplint.lint.facts import CallSite, Condition, ModuleFacts, super_method
 from ddplint.lint.guards import NOT_MAIN_WORLD
-from ddplint.lint.names import argument_for, call_parameters, dotted
+from ddplint.lint.names import argument_for, dotted, parameter_for
 
 if TYPE_CHECKING:
     from ddplint.lint.context import LintContext
@@ -33,14 +33,10 @@ def handed_state(ctx: LintContext, site: CallSite, facts: ModuleFacts, path: Pat
     """The attributes of the objects the call hands over (its arguments by name, its receiver
     as `self`, the object a constructor builds as `self`), as the caller's expressions."""
     handed: Handed = {}
-    params = [p.name.value for p in call_parameters(site.node, definition)]
-    index = 0
     for a in site.node.args:
         if a.star:
             break
-        param = a.keyword.value if a.keyword is not None else (params[index] if index < len(params) else None)
-        if a.keyword is None:
-            index += 1
+        param = parameter_for(site.node, definition, a)
         if param is not None and type(a.value) is cst.Name:
             built = _built_before(facts, site, a.value.value)
             for attribute, value in _kept(ctx, built, facts, path).items() if built is not None else ():
@@ -58,12 +54,11 @@ def handed_state(ctx: LintContext, site: CallSite, facts: ModuleFacts, path: Pat
 
 
 def _built_before(facts: ModuleFacts, site: CallSite, name: str) -> cst.Call | None:
-    """The construction that every binding of `name` reaching the call is (one of them)."""
+    """The call whose result `name` holds at the site: its one reaching binding, a call."""
     reaching = facts.reaching(name, site.function, site.order, site.blocks)
-    values = {id(b.value): b.value for b in reaching if not b.element}
-    if len(values) != 1 or len(reaching) != 1:
+    if len(reaching) != 1 or reaching[0].element:
         return None
-    value = next(iter(values.values()))
+    value = reaching[0].value
     return value if type(value) is cst.Call else None
 
 
