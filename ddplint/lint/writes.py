@@ -23,7 +23,6 @@ from ddplint.lint.guards import NOT_MAIN_WORLD
 from ddplint.lint.names import (
     arg,
     argument_for,
-    call_parameters,
     callee_text,
     data_name,
     dotted,
@@ -539,15 +538,11 @@ def _main_only_arguments(
 
     `args.log_path = None; if is_master(args): args.log_path = ...; setup_logging(args.log_path)`
     """
-    params = [p.name.value for p in call_parameters(site.node, definition)]
     off = set()
-    index = 0
     for a in site.node.args:
         if a.star:
             break
-        param = a.keyword.value if a.keyword is not None else (params[index] if index < len(params) else None)
-        if a.keyword is None:
-            index += 1
+        param = parameter_for(site.node, definition, a)
         name = dotted(a.value)
         if param and name and ctx.guards.set_on_main_only(name, facts, path, site.function, 2):
             off.add(param)
