@@ -21,7 +21,7 @@ import libcst as cst
 
 from ddplint.lint.facts import CallSite, Condition, ModuleFacts, super_method
 from ddplint.lint.guards import NOT_MAIN_WORLD
-from ddplint.lint.names import argument_for, dotted, parameter_for
+from ddplint.lint.names import argument_for, dotted, names_in, parameter_for
 
 if TYPE_CHECKING:
     from ddplint.lint.context import LintContext
@@ -72,7 +72,7 @@ def _kept(ctx: LintContext, call: cst.Call, facts: ModuleFacts, path: Path, cls:
     inner, inner_path, init = resolved
     definition = inner.functions[init].node
     kept: Handed = {}
-    for b in inner.assignments:
+    for b in inner.assignments_within(init):
         if b.function == init and b.target.count(".") == 1 and b.target.startswith("self.") and type(b.value) is cst.Name:
             value = argument_for(call, definition, b.value.value)
             if value is not None:
@@ -104,7 +104,7 @@ def gated_at_call(
 ) -> bool:
     """The helper's branch, read with the caller's expressions, is taken by no rank but the
     main one (or a run without distribution)."""
-    names = {name for n in _attributes(condition.test) if (name := dotted(n))}
+    names = names_in(condition.test)
     if not any(name == key or name.startswith(key + ".") for name in names for key in handed):
         return False  # (`self.cfg.GPU_ID` reads the handed `self.cfg`)
     key = ("caller's test", id(condition.test), tuple(sorted((k, id(v)) for k, v in handed.items())))
@@ -113,20 +113,3 @@ def gated_at_call(
     true, false = ctx.guards.worlds(ctx.memo[key], facts, path, caller.function)
     side = false if condition.negated else true
     return bool(side) and NOT_MAIN_WORLD not in side
-
-
-class _Attributes(cst.CSTVisitor):
-    """The outermost attribute reads of an expression (`log.dist_id`, not `log` alone)."""
-
-    def __init__(self) -> None:
-        self.found: list[cst.Attribute] = []
-
-    def visit_Attribute(self, node: cst.Attribute) -> bool:
-        self.found.append(node)
-        return False
-
-
-def _attributes(expr: cst.BaseExpression) -> list[cst.Attribute]:
-    finder = _Attributes()
-    expr.visit(finder)
-    return finder.found

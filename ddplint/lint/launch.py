@@ -66,11 +66,8 @@ def complement_key(expr: cst.BaseExpression) -> str | None:
 
 
 def _literal(expr: cst.BaseExpression) -> object:
-    if type(expr) is cst.SimpleString:
-        return expr.evaluated_value
-    if type(expr) is cst.Integer:
-        return expr.evaluated_value
-    return _NO_VALUE
+    """A string or integer literal's value, else _NO_VALUE."""
+    return expr.evaluated_value if isinstance(expr, (cst.SimpleString, cst.Integer)) else _NO_VALUE
 
 
 _NO_VALUE = object()
