@@ -83,6 +83,12 @@ class Run:
     def check(self, name: str) -> dict:
         return next(c for c in self.report["checks"] if c["check"] == name)
 
+    def story(self) -> str:
+        """Every check that did not pass and the end of stderr: an assertion message that tells
+        why a rare failure happened, read from the one run that had it."""
+        lines = [f"{c['check']} {c['status']}: {c['summary']}" for c in self.report["checks"] if c["status"] != "PASS"]
+        return "\n".join(lines + ["stderr:", self.proc.stderr[-3000:]])
+
 
 def launch(base: Path, fixture: str, *options: str, script_args: tuple[str, ...] = (), prepare=None, fmt: str = "json") -> Run:
     """Copy the fixture into a directory of its own and audit it there (cwd = that directory)."""

@@ -82,7 +82,7 @@ def test_workers_the_script_spawns_itself_are_audited_as_the_ranks(runs):
     assert reached["data"]["audited_workers"] == 2
     assert "2 worker process(es) rank 0's script started itself (mp.spawn)" in reached["summary"]
     for name in ("data.disjoint", "data.set_epoch", "io.single_writer", "bind.distinct", "comm.allreduce"):
-        assert run.check(name)["status"] == "PASS", run.check(name)
+        assert run.check(name)["status"] == "PASS", run.story()
     assert "worker0.pt" in " ".join(run.check("io.single_writer")["evidence"])
     assert run.check("run.failure")["status"] == "PASS", run.check("run.failure")
     assert run.check("run.hang")["status"] == "PASS"  # stopped by the audit's limit, not the timeout
@@ -92,11 +92,11 @@ def test_workers_the_script_spawns_itself_are_audited_as_the_ranks(runs):
 def test_mistakes_inside_the_scripts_own_workers_are_found(runs):
     """The twin: every worker binds cuda:0, reads the whole dataset and saves to one path."""
     run = runs("spawns_own_workers_twin.py")
-    assert run.check("bind.distinct")["status"] == "FAIL", run.check("bind.distinct")
-    assert run.check("data.disjoint")["status"] == "FAIL", run.check("data.disjoint")
+    assert run.check("bind.distinct")["status"] == "FAIL", run.story()
+    assert run.check("data.disjoint")["status"] == "FAIL", run.story()
     writer = run.check("io.single_writer")
-    assert writer["status"] == "FAIL" and "model.pt" in writer["summary"], writer
-    assert run.check("run.failure")["status"] == "PASS", run.check("run.failure")
+    assert writer["status"] == "FAIL" and "model.pt" in writer["summary"], run.story()
+    assert run.check("run.failure")["status"] == "PASS", run.story()
     assert run.proc.returncode == 1
 
 

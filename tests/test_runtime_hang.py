@@ -26,7 +26,7 @@ def copy_fixture(tmp_path: Path) -> Path:
     return script
 
 
-def audit_until_timeout(script: Path, out: Path) -> subprocess.CompletedProcess:
+def audit_until_timeout(script: Path, out: Path, *options: str) -> subprocess.CompletedProcess:
     """`ddplint --runtime --timeout TIMEOUT` of a script that hangs, JSON report to `out`."""
     return subprocess.run(
         [
@@ -34,6 +34,7 @@ def audit_until_timeout(script: Path, out: Path) -> subprocess.CompletedProcess:
             "-m",
             "ddplint",
             "--runtime",
+            *options,
             "--timeout",
             str(TIMEOUT),
             "--format",
@@ -228,6 +229,32 @@ def test_a_stuck_dataloader_worker_is_named_with_its_line(tmp_path):
     assert "rank 0: finished its script, waiting for the other ranks" in evidence
     assert "rank 1: first batch at stuck_worker.py:24: for x in loader:" in evidence
     assert "ddplint/runtime" not in evidence and "no DataLoader was iterated" not in evidence
+
+
+def test_a_hang_inside_the_scripts_own_workers_is_named_at_their_lines(tmp_path):
+    """One rank whose script spawns 2 workers (mp.spawn); worker 1 never reaches its loop and
+    worker 0 waits for it in backward. Each worker's stack is in the report at the script's
+    own line, rank 0's audited workers publish their phases, and the stack dump does not kill
+    the workers (which once made the script's mp.spawn report them as failed)."""
+    script = tmp_path / "spawned_worker_hangs.py"
+    shutil.copy(FIXTURES / "spawned_worker_hangs.py", script)
+    out = tmp_path / "report.json"
+    proc = audit_until_timeout(script, out, "--nproc-per-node", "1")
+    assert proc.returncode == 1, proc.stderr
+    assert processes_naming(str(script)) == []
+    checks = {c["check"]: c for c in json.loads(out.read_text())["checks"]}
+    hang = checks["run.hang"]
+    assert hang["status"] == "FAIL", hang
+    evidence = hang["evidence"]
+    assert evidence[0].startswith("rank 0: startup at spawned_worker_hangs.py:35: mp.spawn("), evidence
+    waiting = "  rank 0's own worker (mp.spawn) is in wait_for_ever() at spawned_worker_hangs.py:17: time.sleep(0.5)"
+    blocked = "  rank 0's own worker (mp.spawn) is in worker() at spawned_worker_hangs.py:27: F.cross_entropy"
+    assert waiting in evidence and any(line.startswith(blocked) for line in evidence), evidence
+    assert "rank 0's own workers, audited: worker 0 step 1 (epoch 0), worker 1 first batch" in evidence
+    assert not any("ddplint/runtime" in line or "no DataLoader was iterated" in line for line in evidence)
+    [rank] = hang["data"]["ranks"]
+    assert sorted(w["location"] for w in rank["workers"]) == ["spawned_worker_hangs.py:17", "spawned_worker_hangs.py:27"]
+    assert checks["run.failure"]["status"] == "SKIP", checks["run.failure"]
 
 
 def test_a_busy_worker_in_a_recorded_dump_is_named():

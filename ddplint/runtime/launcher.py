@@ -47,7 +47,8 @@ if TYPE_CHECKING:
 
 POLL_S = 0.1
 STACK_WAIT_S = 30.0  # the ranks' stack dumps: usually within a second, but a loaded machine is slow
-WORKER_STACK_WAIT_S = 10.0  # a forked worker that cannot dump (its own handlers) is not waited on longer
+WORKER_STACK_WAIT_S = 10.0  # all the ranks' children together: one that cannot dump is not waited on longer
+CHILD_STACK_WAIT_S = 3.0  # one child's dump (a few kB, written at once by faulthandler)
 _MAIN_DONE = "in _run_module_as_main"  # the last frame faulthandler writes for the main thread
 SANDBOX_STOP_S = 20.0  # for the sandbox's init to stop the job and write what it saw
 
@@ -65,7 +66,8 @@ class Hang:
     limit_s: float  # the limit that ran out: --timeout, or --rdzv-timeout for rendezvous, init
     # and the communicator setup in the first collective
     phases: dict[int, dict]
-    stacks: dict[int, str]
+    stacks: dict[int, str]  # by rank: its dump, then those of the processes it started
+    workers: dict[int, dict] = field(default_factory=dict)  # phases of rank 0's own workers, by spawn index
 
 
 @dataclass
@@ -135,6 +137,24 @@ def _proc_cmdline(pid: int) -> str | None:
             return f.read().replace(b"\0", b" ").decode(errors="replace")
     except OSError:
         return None
+
+
+def _catches(pid: int, signum: int) -> bool:
+    """Whether the process has a handler for the signal (Linux /proc): one without a handler
+    would die of it (multiprocessing's resource tracker under SIGUSR1)."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            caught = next((line.split()[1] for line in f if line.startswith("SigCgt:")), "0")
+    except OSError:
+        return False
+    return bool(int(caught, 16) >> (signum - 1) & 1)
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
 
 
 def _children(pid: int) -> set[int]:
@@ -222,6 +242,7 @@ class Launch:
                 hang = self._stalled(phases, time.monotonic() - start)
                 if hang is not None:
                     hang.stacks = self._dump_stacks()
+                    hang.workers = self.rundir.read_phases(WORKER)
                     break
         finally:
             with signals_deferred():
@@ -309,19 +330,26 @@ class Launch:
         return self.rundir.read_stacks()
 
     def _dump_workers(self, pids: dict[int, int]) -> None:
-        """Then the ranks' forked children (DataLoader workers): they inherited the rank's
-        faulthandler and its stack file, so each appends its own dump after the rank's."""
-        workers = {rank: _children(pid) for rank, pid in pids.items()}
-        for kids in workers.values():
-            for kid in kids:
-                _signal(kid, signal.SIGUSR1)
-        expected = {rank: 1 + len(kids) for rank, kids in workers.items() if kids}
+        """Then the ranks' children: a forked one (a DataLoader worker) inherited the rank's
+        faulthandler and its stack file, a spawned one (mp.spawn) registered its own on that
+        file (ownworkers), so each appends its dump after the rank's. One at a time: dumps
+        written together would interleave line by line. A child without a handler (one still
+        starting, multiprocessing's resource tracker) is left alone."""
         deadline = time.monotonic() + WORKER_STACK_WAIT_S
-        while expected and time.monotonic() < deadline:
-            time.sleep(POLL_S * 2)
-            stacks = self.rundir.read_stacks()
-            if all(stacks.get(rank, "").count(_MAIN_DONE) >= n for rank, n in expected.items()):
-                break
+        for rank, pid in pids.items():
+            path = self.rundir.stack_path(rank)
+            for kid in sorted(_children(pid)):
+                if not _catches(kid, signal.SIGUSR1):
+                    continue
+                before = last = _size(path)
+                _signal(kid, signal.SIGUSR1)
+                until = min(deadline, time.monotonic() + CHILD_STACK_WAIT_S)
+                while time.monotonic() < until:  # its dump is written once the file grew and stopped
+                    time.sleep(POLL_S)
+                    now = _size(path)
+                    if last > before and now == last:
+                        break
+                    last = now
 
     def _kill_all(self) -> None:
         if self.proc is None:

@@ -10,14 +10,17 @@ instead of training until the timeout.
 The workers of rank 0 are audited as the ranks of the job they form (probe.WorkerProbe: data,
 writes, steps, checkpoints), each writing its record beside torchrun's. Other ranks' workers
 (the script started under torchrun with several processes per node, each spawning a job of its
-own) only run within the limits. Every rank records how many workers it started.
+own) only run within the limits. Every rank records how many workers it started, and every
+worker adds its stack to its rank's when the audit times out.
 """
 
 from __future__ import annotations
 
+import faulthandler
 import functools
 import importlib
 import os
+import signal
 from dataclasses import dataclass
 
 
@@ -31,6 +34,7 @@ class WorkerSettings:
     steps: int
     epochs: int
     rundir: str | None  # where an audited worker writes its record; None: not audited
+    stacks: str  # the spawning rank's stack file, where a worker appends its dump on SIGUSR1
 
 
 def force_backend(args: list, kwargs: dict, backend: str) -> None:
@@ -62,6 +66,11 @@ def follow(settings: WorkerSettings, on_start) -> None:
 
 def _worker(settings: WorkerSettings, fn, index: int, *args) -> None:
     import torch.distributed as dist
+
+    # the hang report signals the ranks' children for their stacks: a spawned interpreter would
+    # die of SIGUSR1, so each worker appends its dump to its rank's (as a forked one does)
+    stacks = open(settings.stacks, "a")  # noqa: SIM115 - faulthandler writes there until exit
+    faulthandler.register(signal.SIGUSR1, file=stacks, all_threads=True)
 
     from ddplint.runtime.dataprobe import AuditStop, LoaderTracker
     from ddplint.runtime.sites import plumbing_dirs, torch_dirs

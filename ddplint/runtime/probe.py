@@ -82,7 +82,44 @@ class Probe:
             return
         self._phase = state
         state = {**state, "since": time.time()}
-        self.rundir.write_small(self.rundir.phase_path(self.rank), json.dumps(state))
+        self.rundir.write_small(self._phase_path(), json.dumps(state))
+
+    def _phase_path(self):
+        return self.rundir.phase_path(self.rank)
+
+    def _recording_init(self, original, forced: str | None, on_group=None):
+        """`init_process_group` that forces the backend, publishes the phases around it, runs
+        ddplint's own all_reduce smoke test and sweep once the group stands, and stops the
+        script when that collective stalls (the script's own would hang the same way).
+        `on_group` runs first once the group stands."""
+        import torch.distributed as dist
+
+        probe = self
+
+        def init_process_group(*call_args, **kwargs):
+            args = list(call_args)
+            requested = args[0] if args else kwargs.get("backend")
+            if forced is not None:
+                ownworkers.force_backend(args, kwargs, forced)
+            probe.record["init_called"] = True
+            probe.record["backend"] = {"requested": requested, "forced": forced}
+            probe.phase("init")
+            result = original(*args, **kwargs)
+            probe.record["backend"]["used"] = dist.get_backend()
+            if on_group is not None:
+                on_group()
+            # the smoke test sets up the NCCL communicator unless the script passed device_id;
+            # then the sweep (measure() publishes that phase)
+            probe.phase("first collective")
+            probe._hook("after_init_process_group", "comm", probe.phase)
+            if probe.record["comm"].get("stalled"):
+                from ddplint.runtime.dataprobe import AuditStop
+
+                raise AuditStop
+            probe.phase("first batch")
+            return result
+
+        return init_process_group
 
     def _hook(self, name: str, key: str, *args) -> None:
         fn = self._rank_hooks.get(name)
@@ -106,31 +143,8 @@ class Probe:
     def _patch_process_group(self) -> None:
         import torch.distributed as dist
 
-        orig_init = dist.init_process_group
         orig_destroy = dist.destroy_process_group
-        forced = self._forced_backend()
         probe = self
-
-        def init_process_group(*args, **kwargs):
-            args = list(args)
-            requested = args[0] if args else kwargs.get("backend")
-            if forced is not None:
-                ownworkers.force_backend(args, kwargs, forced)
-            probe.record["init_called"] = True
-            probe.record["backend"] = {"requested": requested, "forced": forced}
-            probe.phase("init")
-            result = orig_init(*args, **kwargs)
-            probe.record["backend"]["used"] = dist.get_backend()
-            # ddplint's own all_reduce smoke test, which sets up the NCCL communicator unless
-            # the script passed device_id; then the sweep (measure() publishes that phase)
-            probe.phase("first collective")
-            probe._hook("after_init_process_group", "comm", probe.phase)
-            if probe.record["comm"].get("stalled"):
-                from ddplint.runtime.dataprobe import AuditStop
-
-                raise AuditStop  # ddplint's own collective hung: the script's would hang too
-            probe.phase("first batch")
-            return result
 
         def destroy_process_group(group=None):
             if group is None:
@@ -138,7 +152,7 @@ class Probe:
                 return None
             return orig_destroy(group)
 
-        dist.init_process_group = init_process_group
+        dist.init_process_group = self._recording_init(dist.init_process_group, self._forced_backend())
         dist.destroy_process_group = destroy_process_group
 
     # -- the run --
@@ -161,6 +175,7 @@ class Probe:
             self.config["steps"],
             self.config["epochs"],
             str(self.rundir.path) if self.rank == 0 else None,  # one job's workers are audited
+            str(self.rundir.stack_path(self.rank)),
         )
         ownworkers.follow(settings, self._started_workers)
         _frameworks_on_cpu(self.record["world_size"])
@@ -318,14 +333,15 @@ class Probe:
 class WorkerProbe(Probe):
     """A worker process rank 0's script started itself (mp.spawn): audited as a rank of the job
     the workers form, as if torchrun had started them. Its rank is the one its
-    init_process_group gives it (its spawn index until then). The machine checks, the progress
-    and the hang report stay with torchrun's processes."""
+    init_process_group gives it (its spawn index until then); its phase file is named by its
+    spawn index, for the hang report. The machine checks and the progress stay with torchrun's
+    processes."""
 
     kind = WORKER
 
     def __init__(self, rundir: RunDir, index: int, backend: str | None):
         super().__init__(rundir, sys.argv[0], sys.argv[1:])
-        self.rank = index
+        self.rank = self.index = index
         self.record.update(rank=index, local_rank=index, world_size=1, pid=os.getpid())  # until its init
         self.record["cuda_on_cpu"] = bool(self.config.get("cuda_on_cpu"))
         node = os.environ.get("GROUP_RANK")  # the node of the rank that started it
@@ -333,13 +349,13 @@ class WorkerProbe(Probe):
         self._rank_hooks.pop("collect_rank_info")  # the environment is torchrun's process's
         self._backend = backend
 
-    def phase(self, name: str, **extra) -> None:
-        """A worker publishes no phase of its own: the launcher follows torchrun's processes."""
+    def _phase_path(self):
+        return self.rundir.phase_path(self.index, WORKER)  # its rank changes at its init
 
     def run_function(self, fn, index: int, args: tuple) -> None:
         import torch.distributed as dist
 
-        self._patch_worker_group()
+        dist.init_process_group = self._recording_init(dist.init_process_group, self._backend, self._take_group_rank)
         raised = self.audit(lambda: fn(index, *args))
         if self.record["status"] == "stopped" and dist.is_available() and dist.is_initialized():
             dist.barrier()  # every worker stops at the same batch; none leaves a peer waiting
@@ -349,31 +365,11 @@ class WorkerProbe(Probe):
         if self.record["status"] == "terminated":
             raise SystemExit(1)
 
-    def _patch_worker_group(self) -> None:
+    def _take_group_rank(self) -> None:
         import torch.distributed as dist
 
-        original = dist.init_process_group
-        probe = self
-
-        def init_process_group(*call_args, **kwargs):
-            args = list(call_args)
-            requested = args[0] if args else kwargs.get("backend")
-            if probe._backend is not None:
-                ownworkers.force_backend(args, kwargs, probe._backend)
-            probe.record["init_called"] = True
-            probe.record["backend"] = {"requested": requested, "forced": probe._backend}
-            result = original(*args, **kwargs)
-            probe.record["backend"]["used"] = dist.get_backend()
-            probe.rank = probe.record["rank"] = dist.get_rank()
-            probe.record["world_size"] = dist.get_world_size()
-            probe._hook("after_init_process_group", "comm", probe.phase)  # the smoke test, the sweep
-            if probe.record["comm"].get("stalled"):
-                from ddplint.runtime.dataprobe import AuditStop
-
-                raise AuditStop
-            return result
-
-        dist.init_process_group = init_process_group
+        self.rank = self.record["rank"] = dist.get_rank()
+        self.record["world_size"] = dist.get_world_size()
 
 
 class _StderrTail:

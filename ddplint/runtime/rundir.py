@@ -4,9 +4,10 @@ Every file here is written by exactly one rank and read by the launcher: the aud
 configuration (written by the launcher), and per rank a pid file (first thing the probe
 does, so the launcher can signal and kill it), a phase file (rewritten at each phase change,
 read for live progress and for the hang report), a faulthandler stack file (filled on
-SIGUSR1 when the audit times out), the final record (pickled, written atomically), and the
-scratch tree where the script's writes are redirected; and the record and scratch tree of each
-worker process rank 0's script starts itself (ownworkers). Records are pickled because they
+SIGUSR1 when the audit times out, by the rank and then by each process it started), the final
+record (pickled, written atomically), and the scratch tree where the script's writes are
+redirected; and the phase, record and scratch tree of each worker process rank 0's script
+starts itself (ownworkers). Records are pickled because they
 carry index arrays of whole epochs; only ddplint itself writes them.
 """
 
@@ -64,8 +65,8 @@ class RunDir:
     def pid_path(self, rank: int) -> Path:
         return self.path / f"rank-{rank}.pid"
 
-    def phase_path(self, rank: int) -> Path:
-        return self.path / f"rank-{rank}.phase"
+    def phase_path(self, rank: int, kind: str = RANK) -> Path:
+        return self.path / f"{kind}-{rank}.phase"
 
     def stack_path(self, rank: int) -> Path:
         return self.path / f"rank-{rank}.stack"
@@ -134,9 +135,9 @@ class RunDir:
                 continue
         return pids
 
-    def read_phases(self) -> dict[int, dict]:
+    def read_phases(self, kind: str = RANK) -> dict[int, dict]:
         phases = {}
-        for rank, p in self.ranks_with("phase").items():
+        for rank, p in self.ranks_with("phase", kind).items():
             try:
                 phases[rank] = json.loads(p.read_text())
             except (OSError, ValueError):

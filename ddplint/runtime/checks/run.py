@@ -55,9 +55,16 @@ def _in_worker(frames: list[Frame]) -> bool:
     return any(f.func == "_worker_loop" and "/torch/utils/data/" in f.file for f in frames)
 
 
+def _spawned_at(frames: list[Frame]) -> int | None:
+    """Where the frames of a worker the script spawned itself (mp.spawn) enter ddplint's wrapper
+    of its function (ownworkers), or None for a thread of another process."""
+    wrapper = "ddplint/runtime/ownworkers.py"
+    return next((i for i, f in enumerate(frames) if f.func == "_worker" and f.file.endswith(wrapper)), None)
+
+
 def main_thread_frames(dump: str) -> list[Frame]:
     """Innermost-first frames of the thread that runs the probe (and so the user's script)."""
-    threads = [t for t in _threads(dump) if not _in_worker(t)]
+    threads = [t for t in _threads(dump) if not _in_worker(t) and _spawned_at(t) is None]
     for frames in threads:
         if any(f.file.endswith("ddplint/runtime/probe.py") and f.func == "main" for f in frames):
             return frames
@@ -74,6 +81,17 @@ def busy_workers(dump: str) -> list[list[Frame]]:
             if any(f.func == "fetch" and "/torch/utils/data/" in f.file for f in inside):
                 busy.append(inside)
     return busy
+
+
+def spawned_workers(dump: str) -> list[list[Frame]]:
+    """Of each worker the rank's script spawned itself that dumped its stack after the rank, the
+    frames of the function it was handed (its other threads, and ddplint's wrapper, left out)."""
+    inside = []
+    for thread in _threads(dump):
+        at = _spawned_at(thread)
+        if at is not None:
+            inside.append([f for f in thread[:at] if not is_own_file(f.file)])
+    return inside
 
 
 def blocked_at(frames: list[Frame]) -> tuple[Frame | None, Frame | None]:
@@ -263,6 +281,18 @@ def _at(frame: Frame | None, base: str) -> str:
     return f" at {frame.where(base)}" + (f": {code}" if code else "")
 
 
+ITERATED = ("first batch", "step", "epoch end", "finished")  # phases of a process past its first batch
+
+
+def _stuck(call: Frame | None, user: Frame | None, frames: list[Frame], base: str) -> dict:
+    """Where one hung process waits, in the report's data."""
+    return {
+        "call": call.func if call else None,
+        "location": user.where(base) if user else None,
+        "stack": [f"{f.file}:{f.line} in {f.func}" for f in frames],
+    }
+
+
 def check_hang(result: LaunchResult, world: int, base: str, timeout: float) -> CheckResult:
     hang = result.hang
     if hang is None:
@@ -272,7 +302,7 @@ def check_hang(result: LaunchResult, world: int, base: str, timeout: float) -> C
             f"finished in {result.elapsed_s:.1f} s (timeout {timeout:g} s)",
             data={"elapsed_s": round(result.elapsed_s, 3)},
         )
-    ranks, evidence, user_lines = [], [], set()
+    ranks, evidence, user_lines, spawned_lines = [], [], set(), set()
     for rank in range(world):
         phase = hang.phases.get(rank)
         dump = hang.stacks.get(rank, "")
@@ -293,21 +323,38 @@ def check_hang(result: LaunchResult, world: int, base: str, timeout: float) -> C
         for worker in busy_workers(dump):
             stuck = next((f for f in worker if is_user_file(f.file)), worker[0])
             evidence.append(f"  rank {rank}'s DataLoader worker is fetching, in {stuck.func}(){_at(stuck, base)}")
+        spawned = []
+        for frames_of in spawned_workers(dump):
+            wait, where = blocked_at(frames_of)
+            where = where or (frames_of[0] if frames_of else None)
+            evidence.append(
+                f"  rank {rank}'s own worker (mp.spawn) "
+                + (f"waits in {wait.func}()" if wait else f"is in {where.func}()" if where else "has no frame of its own")
+                + _at(where, base)
+            )
+            spawned.append(_stuck(wait, where, frames_of, base))
+            if wait is not None and where is not None:
+                spawned_lines.add((where.file, where.line))
         ranks.append(
             {
                 "rank": rank,
                 "phase": phase.get("phase") if phase else "rendezvous",
                 "step": (phase or {}).get("step"),
                 "epoch": (phase or {}).get("epoch"),
-                "call": call.func if call else None,
-                "location": user.where(base) if user else None,
-                "stack": [f"{f.file}:{f.line} in {f.func}" for f in frames],
+                **_stuck(call, user, frames, base),
+                "workers": spawned,
             }
+        )
+    if hang.workers:
+        evidence.append(
+            "rank 0's own workers, audited: "
+            + ", ".join(f"worker {i} {describe_phase(p)}" for i, p in sorted(hang.workers.items()))
         )
     if (
         hang.reason == "timeout"
-        and not any(r["call"] for r in ranks)
-        and not any(r["phase"] in ("first batch", "step", "epoch end", "finished") for r in ranks)
+        and not any(r["call"] or any(w["call"] for w in r["workers"]) for r in ranks)
+        and not any(r["phase"] in ITERATED for r in ranks)
+        and not any(p.get("phase") in ITERATED for p in hang.workers.values())
     ):
         evidence.append(
             "no rank waits in torch.distributed and no DataLoader was iterated: the audit "
@@ -331,7 +378,7 @@ def check_hang(result: LaunchResult, world: int, base: str, timeout: float) -> C
     rule = fix = None
     if any(r["phase"] in ("init", "first collective") for r in ranks):
         fix = NCCL_HINT
-    if len(user_lines) > 1:
+    if len(user_lines) > 1 or len(spawned_lines) > 1:
         summary += ": ranks are blocked in different collective calls"
         rule = "DDP401"
         fix = "every rank must call the same collectives in the same order; move them out of rank-conditional code"
