@@ -215,9 +215,9 @@ def test_sigkill_of_ddplint_leaves_no_process(tmp_path):
 
 
 def test_a_stuck_dataloader_worker_is_named_with_its_line(tmp_path):
-    """Rank 1's worker never returns from __getitem__: the report points at rank 1's loop, says
-    rank 0 finished (not a line of ddplint's own), and does not claim no DataLoader was iterated.
-    (The worker's own line is asserted on a recorded dump below.)"""
+    """Rank 1's worker never returns from __getitem__: the report points at rank 1's loop and at
+    the worker's line, says rank 0 finished (not a line of ddplint's own), and does not claim no
+    DataLoader was iterated."""
     script = tmp_path / "stuck_worker.py"
     shutil.copy(FIXTURES / "stuck_worker.py", script)
     out = tmp_path / "report.json"
@@ -228,6 +228,7 @@ def test_a_stuck_dataloader_worker_is_named_with_its_line(tmp_path):
     evidence = "\n".join(hang["evidence"])
     assert "rank 0: finished its script, waiting for the other ranks" in evidence
     assert "rank 1: first batch at stuck_worker.py:24: for x in loader:" in evidence
+    assert "  rank 1's DataLoader worker is fetching, in __getitem__() at stuck_worker.py:15" in evidence
     assert "ddplint/runtime" not in evidence and "no DataLoader was iterated" not in evidence
 
 
@@ -259,8 +260,7 @@ def test_a_hang_inside_the_scripts_own_workers_is_named_at_their_lines(tmp_path)
 
 def test_a_busy_worker_in_a_recorded_dump_is_named():
     """The stacks rank 1 of stuck_worker.py dumped (its own, then its two DataLoader workers',
-    recorded from a real run): the worker stuck in __getitem__ is named, the idle one is not.
-    (The real run above does not assert it: the workers' dumps were seen missing in some runs.)"""
+    recorded from a real run): the worker stuck in __getitem__ is named, the idle one is not."""
     import sysconfig
 
     import torch

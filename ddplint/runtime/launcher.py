@@ -49,6 +49,7 @@ POLL_S = 0.1
 STACK_WAIT_S = 30.0  # the ranks' stack dumps: usually within a second, but a loaded machine is slow
 WORKER_STACK_WAIT_S = 10.0  # all the ranks' children together: one that cannot dump is not waited on longer
 CHILD_STACK_WAIT_S = 3.0  # one child's dump (a few kB, written at once by faulthandler)
+DUMP_QUIET_POLLS = 3  # a dump is over when its file has not grown for this many polls
 _MAIN_DONE = "in _run_module_as_main"  # the last frame faulthandler writes for the main thread
 SANDBOX_STOP_S = 20.0  # for the sandbox's init to stop the job and write what it saw
 
@@ -344,11 +345,11 @@ class Launch:
                 before = last = _size(path)
                 _signal(kid, signal.SIGUSR1)
                 until = min(deadline, time.monotonic() + CHILD_STACK_WAIT_S)
-                while time.monotonic() < until:  # its dump is written once the file grew and stopped
+                quiet = 0
+                while time.monotonic() < until and quiet < DUMP_QUIET_POLLS:  # grown, then still a while
                     time.sleep(POLL_S)
                     now = _size(path)
-                    if last > before and now == last:
-                        break
+                    quiet = quiet + 1 if now == last > before else 0
                     last = now
 
     def _kill_all(self) -> None:
