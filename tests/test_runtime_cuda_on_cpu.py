@@ -100,6 +100,20 @@ def test_mistakes_inside_the_scripts_own_workers_are_found(runs):
     assert run.proc.returncode == 1
 
 
+def test_a_failing_worker_of_another_rank_is_named_by_its_own_error(runs):
+    """Two ranks, each spawning 2 workers whose worker 1 raises: rank 1's workers are not
+    audited, so its failure comes as torch's ProcessRaisedException, whose message holds the
+    worker's traceback. Whichever fails first, the report names the worker's ValueError and
+    its line, never the exception torch wrapped it in."""
+    run = runs("spawned_worker_raises.py")
+    failure = run.check("run.failure")
+    assert failure["status"] == "FAIL", run.story()
+    assert "raised ValueError: worker 1 cannot read its batch" in failure["summary"], failure
+    assert "spawned_worker_raises.py:16 in worker" in failure["summary"], failure
+    ranks_told = [line for line in failure["evidence"] if line.startswith("rank ") and "then failed" in line]
+    assert all("ValueError: worker 1 cannot read its batch (in its worker 1, mp.spawn)" in line for line in ranks_told), failure
+
+
 def test_a_failing_worker_of_the_script_is_named_as_the_root_cause(runs):
     run = runs("spawned_worker_raises.py", "--nproc-per-node", "1")  # one rank: it spawns 2 workers
     failure = run.check("run.failure")

@@ -29,6 +29,7 @@ import contextlib
 import faulthandler
 import json
 import os
+import re
 import signal
 import sys
 import threading
@@ -292,14 +293,17 @@ class Probe:
         perf.live = objects.live
 
     def _error(self, exc: BaseException, headline: str | None = None) -> dict:
-        frames = traceback.extract_tb(exc.__traceback__)
+        frames: list[traceback.FrameSummary] = list(traceback.extract_tb(exc.__traceback__))
+        message = headline or f"{type(exc).__name__}: {exc}"
+        worker = _spawned_failure(exc)
+        if worker is not None:  # the traceback that matters is the worker's, inside the message
+            frames, message = worker
         user = [
             f
             for f in frames
             if f.filename != __file__ and not f.filename.startswith(self.skip_dirs) and not f.filename.startswith("<")
         ]
         site = user[-1] if user else (frames[-1] if frames else None)
-        message = headline or f"{type(exc).__name__}: {exc}"
         first_line = message.strip().splitlines()[0] if message.strip() else message
         return {
             "type": type(exc).__name__,
@@ -370,6 +374,24 @@ class WorkerProbe(Probe):
 
         self.rank = self.record["rank"] = dist.get_rank()
         self.record["world_size"] = dist.get_world_size()
+
+
+_TRACEBACK_FRAME = re.compile(r'^  File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>\S+)\n(?:    (?P<code>.*)\n)?', re.M)
+
+
+def _spawned_failure(exc: BaseException) -> tuple[list[traceback.FrameSummary], str] | None:
+    """(the frames, the headline) of the worker whose failure torch.multiprocessing raised in
+    the script's process (ProcessRaisedException): its traceback travels as text in the message."""
+    index = getattr(exc, "error_index", None)
+    text = str(exc)
+    if index is None or "Traceback (most recent call last):" not in text:
+        return None
+    frames = [
+        traceback.FrameSummary(m["file"], int(m["line"]), m["func"], line=m["code"] or None)
+        for m in _TRACEBACK_FRAME.finditer(text)
+    ]
+    last = next((line for line in reversed(text.strip().splitlines()) if line and not line.startswith(" ")), "")
+    return frames, f"{last} (in its worker {index}, mp.spawn)"
 
 
 class _StderrTail:
