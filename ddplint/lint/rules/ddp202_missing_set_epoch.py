@@ -34,7 +34,7 @@ from ddplint.lint.loaders import (
     samplers,
     updates_weights,
 )
-from ddplint.lint.names import arg, data_name, dotted, int_value, names_in, parameter_for, reference
+from ddplint.lint.names import arg, argument_for, data_name, dotted, int_value, names_in, parameter_for, reference
 from ddplint.lint.paths import dominates
 from ddplint.lint.resolver import Resolved
 from ddplint.lint.rules.base import Finding, InsertBefore, Inside, Remedy, Rule
@@ -61,8 +61,33 @@ def _set_epoch_receivers(ctx: LintContext) -> tuple[set[str], bool]:
             else reference(c.node.func.value) or _through_element(ctx.facts, c.node.func.value, c.function)
         )
     }
+    receivers |= _passed_for(ctx, receivers)
     in_helper = any(any(c.method == "set_epoch" for c in module.calls) for module in ctx.imported_project_modules(depth=2))
     return receivers, in_helper
+
+
+def _passed_for(ctx: LintContext, receivers: set[str]) -> set[str]:
+    """What this module's calls pass for a receiver that is a parameter of the function setting
+    the epoch (`def train_epoch(..., sampler=None)`, then `sampler.set_epoch(epoch)`): the
+    argument's name, and the sampler of a loader it was bound to, in either branch of a
+    conditional (`train_sampler = train_loader.sampler if use_ddp else None`)."""
+    facts, passed = ctx.facts, set()
+    for c in facts.calls:
+        receiver = c.name.rsplit(".", 1)[0] if c.method == "set_epoch" and c.name else None
+        info = facts.functions.get(c.function)
+        if receiver is None or receiver not in receivers or info is None or receiver not in info.params:
+            continue
+        for caller in ctx.guards.callers(facts).get(c.function, []):
+            given = argument_for(caller.node, info.node, receiver)
+            held = reference(given) if given is not None else None
+            if held is None:
+                continue
+            passed.add(held)
+            for binding in facts.reaching(held, caller.function, caller.order, caller.blocks):
+                value = binding.value
+                branches = (value.body, value.orelse) if type(value) is cst.IfExp else (value,)
+                passed |= {r for b in branches if (r := reference(b)) is not None}
+    return passed
 
 
 def _read_by_getattr(facts: ModuleFacts, name: str, function: str) -> str | None:
@@ -553,34 +578,51 @@ def _returned(facts, function: str, name: str) -> bool:
 def _set_by_receiver(ctx: LintContext, name: str) -> bool:
     """The sampler is handed to a function or class of the project that sets its epoch, on the
     parameter it receives or on the attribute its `__init__` keeps it in (`Trainer(model, loader,
-    sampler)`, then `self.sampler.set_epoch(epoch)` in a method)."""
-    for site in ctx.facts.calls:
+    sampler)`, then `self.sampler.set_epoch(epoch)` in a method), itself or through one more call
+    it hands the parameter on to (a subclass's `__init__` passing it to `super().__init__`)."""
+    return any(
+        _sets_epoch_of(ctx, resolved, param, depth=1)
+        for resolved, param in _handed_to(ctx, ctx.facts, ctx.path, ctx.facts.calls, name)
+    )
+
+
+def _handed_to(ctx: LintContext, facts: ModuleFacts, path, calls, name: str) -> Iterator[tuple[Resolved, str]]:
+    """(the project function, its parameter) for each argument of these calls that is `name`."""
+    for site in calls:
         given = [a for a in site.node.args if dotted(a.value) == name]
         if not given or any(a.star for a in site.node.args):
             continue  # (asked first: resolving the callee is the costly question)
-        resolved = ctx.resolve_function(ctx.facts, ctx.path, ctx.method_target(ctx.facts, site))
+        resolved = ctx.resolve_function(facts, path, ctx.method_target(facts, site))
         if resolved is None:
             continue
         definition = resolved.facts.functions[resolved.function].node
         for argument in given:
             param = parameter_for(site.node, definition, argument)
-            if param is None:
-                continue
-            receivers = {param}
-            cls = resolved.function.rpartition(".")[0]
-            if resolved.function.endswith(".__init__"):
-                receivers |= {
-                    a.target
-                    for a in resolved.facts.assignments_within(resolved.function)
-                    if a.target.startswith("self.") and dotted(a.value) == param
-                }
-            scope = cls if resolved.function.endswith(".__init__") else resolved.function
-            if any(
-                c.method == "set_epoch" and c.name and c.name.rpartition(".")[0] in receivers
-                for c in resolved.facts.calls_within(scope)
-            ):
-                return True
-    return False
+            if param is not None:
+                yield resolved, param
+
+
+def _sets_epoch_of(ctx: LintContext, resolved: Resolved, param: str, depth: int) -> bool:
+    """The function sets the epoch of what it receives as `param` (or, for an `__init__`, the
+    class does, on the attribute it keeps it in), or hands it on to one that does."""
+    receivers = {param}
+    cls = resolved.function.rpartition(".")[0]
+    if resolved.function.endswith(".__init__"):
+        receivers |= {
+            a.target
+            for a in resolved.facts.assignments_within(resolved.function)
+            if a.target.startswith("self.") and dotted(a.value) == param
+        }
+    scope = cls if resolved.function.endswith(".__init__") else resolved.function
+    if any(
+        c.method == "set_epoch" and c.name and c.name.rpartition(".")[0] in receivers for c in resolved.facts.calls_within(scope)
+    ):
+        return True
+    inner = resolved.facts.calls_within(resolved.function)
+    return depth > 0 and any(
+        _sets_epoch_of(ctx, onward, onward_param, depth - 1)
+        for onward, onward_param in _handed_to(ctx, resolved.facts, resolved.path, inner, param)
+    )
 
 
 def _escapes(ctx: LintContext, name: str, loader: bool = False) -> bool:
