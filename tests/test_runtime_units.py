@@ -196,6 +196,36 @@ def test_single_writer_skips_the_workers_a_script_spawned_and_says_where_their_w
     assert outside.status.value == "SKIP" and outside.summary.endswith("went to the disk unseen")
 
 
+def _error(kind: str, message: str, t: float, line: int) -> dict:
+    site = {"file": "/job/spawned_worker_raises.py", "line": line, "function": "worker", "code": None}
+    return {"type": kind, "message": message, "text": "", "t": t, "site": site}
+
+
+def test_the_first_failure_is_the_root_cause_whether_a_rank_or_one_of_rank_0s_workers():
+    """Rank 1's own (unaudited) worker raised first; rank 0's audited worker was then stopped by
+    the teardown (KeyboardInterrupt): rank 1 is the root cause. In the other order the worker is."""
+    from ddplint.runtime.checks.run import check_failure
+    from ddplint.runtime.launcher import LaunchResult
+
+    bad = "ValueError: worker 1 cannot read its batch (in its worker 1, mp.spawn)"
+    ranks = rank_records(
+        {
+            0: {"status": "terminated"},
+            1: {"status": "raised", "error": _error("ProcessRaisedException", bad, 10.0, 16)},
+        }
+    )
+    stopped = rank_records({1: {"status": "raised", "error": _error("KeyboardInterrupt", "KeyboardInterrupt: ", 12.0, 12)}})
+    result = LaunchResult(returncode=1, records=ranks, workers=stopped, phases={}, hang=None, elapsed_s=12.0, log_tail="")
+    failure = check_failure(result, 2, "/job")
+    assert failure.summary == f"rank 1 raised {bad} at spawned_worker_raises.py:16 in worker", failure.summary
+    assert "worker 1 then failed: KeyboardInterrupt:" in failure.evidence
+    first = rank_records({1: {"status": "raised", "error": _error("ValueError", "ValueError: no batch", 8.0, 16)}})
+    result = LaunchResult(returncode=1, records=ranks, workers=first, phases={}, hang=None, elapsed_s=12.0, log_tail="")
+    failure = check_failure(result, 2, "/job")
+    assert failure.summary.startswith("worker 1 of rank 0's script (mp.spawn) raised ValueError: no batch"), failure.summary
+    assert f"rank 1 then failed: {bad}" in failure.evidence
+
+
 def test_a_stall_in_the_first_collective_is_told_apart_and_points_to_nccl_debug():
     from ddplint.runtime.checks.run import check_hang
     from ddplint.runtime.launcher import Hang, LaunchResult

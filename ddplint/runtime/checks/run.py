@@ -168,19 +168,19 @@ def check_failure(result: LaunchResult, world: int, base: str) -> CheckResult:
     if killed:
         return _killed(killed, raised, result)
     if raised:
-        # a worker of the script's own (mp.spawn) that raised is why its spawning rank raised
+        # a worker of rank 0's own (mp.spawn) that raised first is why rank 0 raised; one that
+        # raised after another rank failed was stopped by the teardown (KeyboardInterrupt)
         workers = sorted((w for w in result.workers.values() if w.status == "raised" and w.error), key=_raised_at)
-        first = (workers or raised)[0]
-        who = f"worker {first.rank} of rank 0's script (mp.spawn)" if workers else f"rank {first.rank}"
+        failures = sorted([("worker", w) for w in workers] + [("rank", r) for r in raised], key=lambda f: _raised_at(f[1]))
+        kind, first = failures[0]
+        who = f"worker {first.rank} of rank 0's script (mp.spawn)" if kind == "worker" else f"rank {first.rank}"
         err = _error(first)
         site = err.site
         where = f" at {short(site.file, base)}:{site.line} in {site.function}" if site else ""
         evidence = [f"    {site.code}"] if site and site.code else []
         evidence += [f"    {line}" for line in err.stderr_tail]
-        for other in (workers or raised)[1:]:
-            evidence.append(f"{'worker' if workers else 'rank'} {other.rank} then failed: {_error(other).message}")
-        if workers:
-            evidence += [f"rank {r.rank} then failed: {_error(r).message.strip() or _error(r).type}" for r in raised]
+        for kind, other in failures[1:]:
+            evidence.append(f"{kind} {other.rank} then failed: {_error(other).message.strip() or _error(other).type}")
         stopped = sorted([r.rank for r in records.values() if r.status == "terminated"] + missing)
         if stopped:
             evidence.append(f"rank(s) {', '.join(map(str, stopped))} stopped by torchrun after the failure")
