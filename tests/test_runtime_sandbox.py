@@ -575,3 +575,43 @@ def test_a_write_anywhere_works_is_listed_and_never_reaches_the_disk(tmp_path):
         assert proc.returncode == 0, proc.stderr
     finally:
         shutil.rmtree(elsewhere, ignore_errors=True)
+
+
+REFUSED_MOUNT = """
+set -e
+mount -t overlay overlay -o lowerdir={d}/low,upperdir={d}/u1,workdir={d}/w1 {d}/m1
+mount -t overlay overlay -o lowerdir={d}/m1,upperdir={d}/u2,workdir={d}/w2 {d}/m2 || exit 77
+cd {d}/m2
+exec {python} -m ddplint --runtime --format json --output {d}/report.json correct.py
+"""
+
+
+@pytest.mark.skipif(shutil.which("unshare") is None, reason="needs util-linux's unshare")
+def test_a_directory_the_kernel_will_not_overlay_is_read_only_and_its_failed_write_is_the_audits(tmp_path):
+    """The script's directory is an overlay already two deep (built in a user namespace of the
+    test's own), and the kernel refuses a third: the sandbox makes it read-only, so the script's
+    checkpoint write fails. The report says so (io.sandbox WARN naming the directory, run.failure
+    WARN naming the audit, not a FAIL of the script), and nothing reached the directory."""
+    for name in ("low", "u1", "w1", "m1", "u2", "w2", "m2"):
+        (tmp_path / name).mkdir()
+    shutil.copy(FIXTURES / "correct.py", tmp_path / "low")
+    script = tmp_path / "run.sh"
+    script.write_text(REFUSED_MOUNT.format(d=tmp_path, python=sys.executable))
+    proc = subprocess.run(
+        ["unshare", "--user", "--map-root-user", "--mount", "bash", str(script)],
+        env=env(),
+        capture_output=True,
+        text=True,
+        timeout=WAIT_S,
+    )
+    if proc.returncode == 77 or "mount" in proc.stderr and not (tmp_path / "report.json").exists():
+        pytest.skip(f"this kernel does not stack overlays in a user namespace: {proc.stderr.strip()[-200:]}")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    checks = {c["check"]: c for c in json.loads((tmp_path / "report.json").read_text())["checks"]}
+    sandbox, failure = checks["io.sandbox"], checks["run.failure"]
+    assert sandbox["status"] == "WARN" and sandbox["data"]["read_only"] == [str(tmp_path / "m2")], sandbox
+    assert "read-only to the job, so a write there fails" in sandbox["summary"]
+    assert failure["status"] == "WARN", failure
+    assert "Read-only file system at correct.py:" in failure["summary"]
+    assert f"the audit made {tmp_path / 'm2'} read-only" in failure["summary"]
+    assert sorted(os.listdir(tmp_path / "low")) == ["correct.py"] and os.listdir(tmp_path / "u2") == []

@@ -108,6 +108,13 @@ def _change_line(w: dict, base: str) -> str:
     return f"{what}: rank{'s' if len(w['ranks']) > 1 else ''} {ranks}" + (f" at {sites}" if sites else "")
 
 
+READ_ONLY_FIX = (
+    "the kernel refuses a copy-on-write layer over some file systems (an overlay already two "
+    "deep, some network or FUSE mounts); point the script's outputs at another directory for "
+    "the audit, or rerun with --no-sandbox to let it write there (its writes then reach your disk)"
+)
+
+
 def check_sandbox(containment: Containment, writes: list[dict], base: str) -> CheckResult:
     data = {
         "sandboxed": containment.sandboxed,
@@ -164,6 +171,17 @@ def check_sandbox(containment: Containment, writes: list[dict], base: str) -> Ch
     if containment.read_only:
         evidence.append(
             f"read-only to the job (the kernel refused a copy-on-write layer there): {', '.join(containment.read_only)}"
+        )
+    if containment.read_only and not containment.uncontained:
+        return CheckResult(
+            IO_SANDBOX,
+            Status.WARN,
+            f"{said} in the job's copy-on-write layer, discarded: none reached your disk; but "
+            f"{', '.join(containment.read_only)} {'was' if len(containment.read_only) == 1 else 'were'} "
+            "read-only to the job, so a write there fails",
+            evidence,
+            fix=READ_ONLY_FIX,
+            data=data,
         )
     if containment.uncontained:
         evidence.append(f"not contained (neither overlaid nor made read-only): {', '.join(containment.uncontained)}")

@@ -9,17 +9,20 @@ different lines of the script in collectives or p2p calls point at DDP401.
 
 from __future__ import annotations
 
+import errno
 import linecache
+import os
 import re
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
 from ddplint.runtime.checks.causes import cause_of
 from ddplint.runtime.checks.comm import NCCL_HINT, last_nccl_line
+from ddplint.runtime.checks.containment import READ_ONLY_FIX
 from ddplint.runtime.checks.data import Loader
 from ddplint.runtime.exits import Exit
 from ddplint.runtime.launcher import LaunchResult, describe_phase
-from ddplint.runtime.registry import RUN_FAILURE, RUN_HANG, RUN_REACHED
+from ddplint.runtime.registry import IO_SANDBOX, RUN_FAILURE, RUN_HANG, RUN_REACHED
 from ddplint.runtime.sites import is_own_file, is_user_file, short
 from ddplint.runtime.verdict import CheckResult, Status
 
@@ -187,6 +190,17 @@ def check_failure(result: LaunchResult, world: int, base: str) -> CheckResult:
         cause = cause_of(err.message, err.text, "\n".join(err.stderr_tail))
         if cause is not None:
             evidence.insert(0, f"cause: {cause.what}")
+        sealed = result.sandbox.read_only if result.sandbox is not None else []
+        if sealed and os.strerror(errno.EROFS) in err.message:  # the audit's doing, not the script's
+            return CheckResult(
+                RUN_FAILURE,
+                Status.WARN,
+                f"{who} could not write: {err.message}{where}; the audit made {', '.join(sealed)} read-only "
+                f"(see {IO_SANDBOX}), so the run was not audited past that write",
+                evidence,
+                fix=READ_ONLY_FIX,
+                data={"ranks": [_raised_json(r) for r in raised], "workers": [_raised_json(w) for w in workers]},
+            )
         return CheckResult(
             RUN_FAILURE,
             Status.FAIL,
