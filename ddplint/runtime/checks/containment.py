@@ -8,6 +8,7 @@ see was written by C code, a subprocess or a child process: its rank is unknown.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -172,13 +173,14 @@ def check_sandbox(containment: Containment, writes: list[dict], base: str) -> Ch
         evidence.append(
             f"read-only to the job (the kernel refused a copy-on-write layer there): {', '.join(containment.read_only)}"
         )
-    if containment.read_only and not containment.uncontained:
+    # a directory, not a file bound over a file (a container's /etc/hosts, which no script writes)
+    sealed = [p for p in containment.read_only if os.path.isdir(p)]
+    if sealed and not containment.uncontained:
         return CheckResult(
             IO_SANDBOX,
             Status.WARN,
             f"{said} in the job's copy-on-write layer, discarded: none reached your disk; but "
-            f"{', '.join(containment.read_only)} {'was' if len(containment.read_only) == 1 else 'were'} "
-            "read-only to the job, so a write there fails",
+            f"{', '.join(sealed)} {'was' if len(sealed) == 1 else 'were'} read-only to the job, so a write there fails",
             evidence,
             fix=READ_ONLY_FIX,
             data=data,
