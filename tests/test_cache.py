@@ -275,3 +275,21 @@ def test_an_init_file_created_above_the_script_invalidates_the_file(tmp_path):
     fresh = run_cli("--no-cache", "pkg/train.py", cwd=tmp_path)
     assert before.stdout != fresh.stdout  # the new package root changed which helpers.py is read
     assert (cached.returncode, cached.stdout) == (fresh.returncode, fresh.stdout)
+
+
+def test_editing_the_module_that_puts_a_directory_on_sys_path_invalidates_the_file(tmp_path):
+    """The helper was found in lib/, which `_init_paths` put on sys.path; once `_init_paths`
+    points elsewhere, the import finds nothing and the finding through the helper goes."""
+    (tmp_path / "pyproject.toml").write_text("[tool.ddplint]\n")
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "lib" / "helpers.py").write_text("import torch\n\ndef save(m):\n    torch.save(m, 'm.pt')\n")
+    paths = "import os\nimport sys\n\nsys.path.insert(0, os.path.join(os.path.dirname(__file__), {!r}))\n"
+    (tmp_path / "_init_paths.py").write_text(paths.format("lib"))
+    (tmp_path / "train.py").write_text(
+        "import torch\nimport torch.distributed as dist\nimport _init_paths\nfrom helpers import save\n"
+        "dist.init_process_group('gloo')\nsave(1)\ndist.destroy_process_group()\n"
+    )
+    proc = run_cli("train.py", cwd=tmp_path)
+    assert proc.returncode == 1 and "train.py:6:1: DDP301 save() saves a checkpoint on every rank" in proc.stdout
+    (tmp_path / "_init_paths.py").write_text(paths.format("other"))
+    assert run_cli("train.py", cwd=tmp_path).stdout == "All checks passed (1 file).\n"

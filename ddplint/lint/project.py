@@ -15,7 +15,7 @@ from typing import NamedTuple
 import libcst as cst
 
 from ddplint.lint import facts as facts_mod
-from ddplint.lint import limits
+from ddplint.lint import import_paths, limits
 from ddplint.lint import names as names_mod
 from ddplint.lint import positions as positions_mod
 from ddplint.lint.source import SourceError, read_source
@@ -52,6 +52,9 @@ class ProjectIndex:
         self._bases: dict[tuple[Path, int], list[Path]] = {}  # (importer, level) -> where its imports resolve from
         self._real: dict[Path, Path] = {}  # path -> path.resolve(), once per run
         self._positions: dict[tuple[Path, cst.CSTNode], tuple[int, int] | None] = {}  # (path, node) -> position
+        # importer -> the directories it adds to sys.path, and the modules that said so
+        self._sys_path_bases: dict[Path, tuple[list[Path], list[Path]]] = {}
+        self._on_sys_path: dict[tuple[Path, str], Lookup] = {}  # (importer, dotted name) -> found there
 
     def real(self, path: Path) -> Path:
         """`path.resolve()`, worked out once per run (each costs a system call per directory)."""
@@ -148,11 +151,53 @@ class ProjectIndex:
         key = (importer.parent, level, qualified)
         if key not in self._resolved:
             self._resolved[key] = self._locate(importer, level, qualified)
-        return self._resolved[key]
+        lookup = self._resolved[key]
+        if lookup.found is not None or level:
+            return lookup
+        # not found where Python looks by default: perhaps where the importer put it on sys.path
+        added = self._added_bases(importer)
+        if not added:
+            return lookup
+        if (importer, qualified) not in self._on_sys_path:
+            there = self._locate(importer, 0, qualified, added)
+            self._on_sys_path[(importer, qualified)] = Lookup(there.found, lookup.absent + there.absent)
+        return self._on_sys_path[(importer, qualified)]
 
-    def _locate(self, importer: Path, level: int, qualified: str) -> Lookup:
+    def _added_bases(self, importer: Path) -> list[Path]:
+        """The directories the importer, or a project module it imports that touches sys.path
+        (`import _init_paths`), adds to sys.path; only once the importer itself was parsed."""
+        if importer not in self._sys_path_bases:
+            cached = self._cache.get(self.real(importer))
+            if cached is None:
+                return []  # (asked while its own facts are collected: a star import; not kept)
+            facts = cached[2]
+            front, back = import_paths.added_dirs(facts, self.real(importer))
+            consulted = []
+            for qualified in {q for q in facts.imports.values() if not q.startswith(".")}:
+                located = self._lookup_plain(importer, qualified)
+                if located is None or located[1] or "sys.path" not in _text(located[0]):
+                    continue
+                imported = self.facts_for(located[0])
+                if imported is not None:
+                    consulted.append(located[0])
+                    more_front, more_back = import_paths.added_dirs(imported, self.real(located[0]))
+                    front, back = front + more_front, back + more_back
+            self._sys_path_bases[importer] = ([d for d in front + back if d.is_dir()], consulted)
+        bases, consulted = self._sys_path_bases[importer]
+        for module in consulted:
+            self.facts_for(module)  # (read again for each file whose imports it decides: the cache follows it)
+        return bases
+
+    def _lookup_plain(self, importer: Path, qualified: str) -> tuple[Path, str] | None:
+        key = (importer.parent, 0, qualified)
+        if key not in self._resolved:
+            self._resolved[key] = self._locate(importer, 0, qualified)
+        return self._resolved[key].found
+
+    def _locate(self, importer: Path, level: int, qualified: str, bases: list[Path] | None = None) -> Lookup:
         parts = qualified.lstrip(".").split(".") if qualified.lstrip(".") else []
-        bases = self._bases.get((importer, level))
+        if bases is None:
+            bases = self._bases.get((importer, level))
         if bases is None:
             bases = self._bases[(importer, level)] = self._import_bases(importer, level)
         # The most specific module wins: `utils.utils.is_rank_0` is utils/utils.py's is_rank_0
@@ -243,3 +288,11 @@ def _package_root(directory: Path) -> Path:
     while (directory / "__init__.py").is_file() and directory.parent != directory:
         directory = directory.parent
     return directory
+
+
+def _text(path: Path) -> str:
+    """The module's source, or "" where it cannot be read (it is then not looked into)."""
+    try:
+        return read_source(path)
+    except SourceError:
+        return ""
