@@ -16,7 +16,7 @@ from pathlib import Path
 import libcst as cst
 
 from ddplint.lint.context import LintContext
-from ddplint.lint.facts import Assignment, CallSite, ModuleFacts, names_read
+from ddplint.lint.facts import Assignment, CallSite, Condition, ModuleFacts, names_read
 from ddplint.lint.guards import DIST, SINGLE_WORLD
 from ddplint.lint.handed_objects import set_by_helper
 from ddplint.lint.launch import complement_key, test_key
@@ -709,13 +709,32 @@ def _dominates_when_distributed(ctx: LintContext, binding: CallSite, use: CallSi
     return all(
         ctx.guards.condition_kind(c, facts, path, function) == DIST
         and not any(
-            u.test is c.test and u.negated != c.negated and not ctx.guards.one_process_branch(u, facts, path, function)
+            _other_side(facts, function, c, u, binding.order, use.order)
+            and not ctx.guards.one_process_branch(u, facts, path, function)
             for u in use.conditions
         )
         or not c.negated
         and (test_key(c.test) in also or _asks_for_cuda(facts, c.test))
         for c in extra
     )
+
+
+def _other_side(facts: ModuleFacts, function: str, first: Condition, then: Condition, start: int, end: int) -> bool:
+    """`then` holds where `first` does not: the other branch of the same `if`, or the same test
+    reached again later in `function` with nothing rebinding its names in between (`if args.gpu
+    is not None: set_device(args.gpu)` at the group's start, then `if args.gpu is not None: ...
+    else: model.cuda()` where the model is wrapped)."""
+    if then.test is first.test:
+        return then.negated != first.negated
+    key = test_key(first.test)
+    if test_key(then.test) == key:
+        opposite = then.negated != first.negated
+    elif complement_key(then.test) == key:
+        opposite = then.negated == first.negated
+    else:
+        return False
+    tested = set(names_in(first.test))
+    return opposite and not any(start < a.order < end and a.target in tested for a in facts.assignments_within(function))
 
 
 def _asks_for_cuda(facts: ModuleFacts, test: cst.BaseExpression) -> bool:
