@@ -93,3 +93,34 @@ def test_the_tests_around_a_call_decide_branches_inside_it():
     assert not constants.dark(conditions["barrier"], {"args.world_size": constants.Truth(False)})
     # a function whose own parameter is called `args` does not see the caller's module-level args
     assert constants.carried(known, facts, "main") == {}
+
+
+@pytest.mark.parametrize(
+    ("call", "fills"),
+    [
+        ("f(1, 2)", True),
+        ("f(1)", False),  # `b` has no default: TypeError before the body
+        ("f(1, b=2)", True),
+        ("f(*xs)", True),  # what *xs holds is not known
+        ("obj.m()", False),  # `self` is the object; `rank` is missing
+        ("obj.m(0)", True),
+        ("g(1)", False),  # the keyword-only `k` is required
+        ("g(1, k=2)", True),
+        ("h()", True),  # decorated: the wrapper may take other arguments
+    ],
+)
+def test_a_call_that_leaves_a_required_parameter_unfilled_cannot_enter_the_function(call, fills):
+    from ddplint.lint.names import fills_required
+
+    module = cst.parse_module(
+        "def f(a, b, c=3): pass\nclass C:\n    def m(self, rank, world=1): pass\ndef g(a, *, k): pass\n@wraps\ndef h(a): pass\n"
+    )
+    definitions = {}
+    for statement in module.body:
+        if type(statement) is cst.FunctionDef:
+            definitions[statement.name.value] = statement
+        elif type(statement) is cst.ClassDef:
+            definitions["m"] = statement.body.body[0]
+    node = cst.parse_expression(call)
+    name = node.func.attr.value if type(node.func) is cst.Attribute else node.func.value
+    assert fills_required(node, definitions[name]) is fills

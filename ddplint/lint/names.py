@@ -233,6 +233,20 @@ def call_parameters(call: cst.Call, definition: cst.FunctionDef) -> list[cst.Par
     return params
 
 
+def fills_required(call: cst.Call, definition: cst.FunctionDef) -> bool:
+    """The call gives every parameter without a default a value (False: Python raises TypeError
+    before the body runs). True where it cannot be told: `*args`/`**kwargs` at the call, or a
+    decorated function, whose wrapper may take other arguments."""
+    if definition.decorators or any(a.star for a in call.args):
+        return True
+    positional = sum(1 for a in call.args if a.keyword is None)
+    keywords = {a.keyword.value for a in call.args if a.keyword is not None}
+    params = call_parameters(call, definition)
+    required = [p.name.value for i, p in enumerate(params) if p.default is None and i >= positional]
+    required += [p.name.value for p in definition.params.kwonly_params if p.default is None]
+    return all(name in keywords for name in required)
+
+
 def parameter_for(call: cst.Call, definition: cst.FunctionDef, argument: cst.Arg) -> str | None:
     """The parameter of the function it calls that one argument of a call fills (the reverse of
     argument_for); None past the positional parameters."""

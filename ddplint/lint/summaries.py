@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from ddplint.lint import constants
 from ddplint.lint.facts import Assignment, CallSite, ModuleFacts, single_process_init
-from ddplint.lint.names import arg, data_name, dotted, getattr_call, string_value
+from ddplint.lint.names import arg, data_name, dotted, fills_required, getattr_call, string_value
 from ddplint.lint.paths import never_runs
 from ddplint.lint.vocabulary import (
     BINDING,
@@ -33,7 +33,7 @@ from ddplint.lint.vocabulary import (
 )
 
 if TYPE_CHECKING:
-    from ddplint.lint.resolver import ProjectResolver
+    from ddplint.lint.resolver import ProjectResolver, Resolved
 
 
 class Effect(Enum):
@@ -135,7 +135,9 @@ class Summaries:
             worker = self.ctx.resolve_function(facts, path, facts.qualify(dotted(target))) if target is not None else None
             if facts is not self.ctx.facts or worker is not None and worker.facts is not facts:
                 resolved = worker
-        if resolved is not None:
+        if resolved is not None and site.name not in SPAWN and not _fills(site, resolved):
+            pass  # `trainer.train()` of a `def train(self, rank, world_size)`: a TypeError, not its body
+        elif resolved is not None:
             inner_facts, inner_path, function = resolved
             inner_bindings = constants.bind_call(site.node, inner_facts, function, bindings or {})
             if inner_facts is facts:
@@ -186,3 +188,8 @@ class Summaries:
     def sites_with(self, effect: Effect) -> list[CallSite]:
         """Call sites of the linted module that have `effect`, directly or through helpers."""
         return [site for site in self.ctx.facts.calls if effect in self.effects(site) and not self.ctx.runs_nowhere(site)]
+
+
+def _fills(site: CallSite, resolved: Resolved) -> bool:
+    """The call can enter the function it names: it fills every required parameter."""
+    return fills_required(site.node, resolved.facts.functions[resolved.function].node)
