@@ -371,8 +371,12 @@ def _helper_writes(
 ) -> tuple[Inside, ...] | None:
     """The unguarded write of `kind` in the function of another project module that the site
     calls, followed through the helpers it calls: the calls on the way, then the write
-    (memoised per function and arguments; a recursive call adds nothing)."""
-    resolved = ctx.resolve_function(facts, path, ctx.method_target(facts, site))
+    (memoised per function and arguments; a recursive call adds nothing). A project class
+    constructed inside a helper is followed into its `__init__` only where the helper returns
+    it (`def make_recorder(d): return Recorder(d)`): the caller builds that object."""
+    around = None if top else facts.functions.get(site.function)
+    returned = around is not None and any(r is site.node for r in around.returns)
+    resolved = ctx.resolve_function(facts, path, ctx.method_target(facts, site), constructors=True if returned else None)
     if resolved is None or resolved.facts is ctx.facts and top:
         return None  # functions of the linted module are judged where they write
     inner_facts, inner_path, function = resolved
