@@ -367,14 +367,16 @@ def called_from(ctx: LintContext, site: CallSite) -> tuple[Inside, ...]:
 
 
 def _helper_writes(
-    ctx: LintContext, site: CallSite, kind: WriteKind, facts: ModuleFacts, path: Path, top: bool = False
+    ctx: LintContext, site: CallSite, kind: WriteKind, facts: ModuleFacts, path: Path, top: bool = False, first: bool = False
 ) -> tuple[Inside, ...] | None:
     """The unguarded write of `kind` in the function of another project module that the site
     calls, followed through the helpers it calls: the calls on the way, then the write
     (memoised per function and arguments; a recursive call adds nothing). A project class
-    constructed inside a helper is followed into its `__init__` only where the helper returns
-    it (`def make_recorder(d): return Recorder(d)`): the caller builds that object."""
-    around = None if top else facts.functions.get(site.function)
+    constructed inside a helper is followed into its `__init__` only where a helper the linted
+    module calls (`first`) returns it (`def make_recorder(d): return Recorder(d)`): the caller
+    builds that object. Deeper, logging libraries build per-rank file objects the rank check
+    cannot see."""
+    around = facts.functions.get(site.function) if first else None
     returned = around is not None and any(r is site.node for r in around.returns)
     resolved = ctx.resolve_function(facts, path, ctx.method_target(facts, site), constructors=True if returned else None)
     if resolved is None or resolved.facts is ctx.facts and top:
@@ -387,7 +389,7 @@ def _helper_writes(
     # `save_model(..., log)` with `log = GpuLogger(dist_id=rank)`: `if log.dist_id == 0:` there
     handed = handed_state(ctx, site, facts, path, definition)
     state = tuple(sorted((name, id(value)) for name, value in handed.items()))
-    key = (id(inner_facts), function, "writes", kind, off, constants.key(bindings), state)
+    key = (id(inner_facts), function, "writes", kind, off, constants.key(bindings), state, top)
     cache = ctx.memo
     if key not in cache:
         cache[key] = None  # recursion guard
@@ -405,7 +407,7 @@ def _helper_writes(
                 and (
                     found := (Inside(inner_path, inner.node, f"{callee_text(inner.node)}() here, on every rank"),)
                     if effect_of(inner, inner_facts, bindings) == kind
-                    else _onward(ctx, inner, kind, inner_facts, inner_path)
+                    else _onward(ctx, inner, kind, inner_facts, inner_path, first=top)
                 )
                 is not None
                 and not _undecided(ctx, inner, inner_facts, inner_path)
@@ -425,10 +427,12 @@ def _nested_called_guarded(ctx: LintContext, site: CallSite, function: str, fact
     return bool(calls) and all(ctx.guards.guarded_here(c, facts, path) for c in calls)
 
 
-def _onward(ctx: LintContext, call: CallSite, kind: WriteKind, facts: ModuleFacts, path: Path) -> tuple[Inside, ...] | None:
+def _onward(
+    ctx: LintContext, call: CallSite, kind: WriteKind, facts: ModuleFacts, path: Path, first: bool = False
+) -> tuple[Inside, ...] | None:
     """The chain to a write through a helper that a helper calls; none when it hands that helper
     a per-rank path (`_cached_log_stream(filename)` where `filename` ends in the rank)."""
-    chain = _through(call, path, _helper_writes(ctx, call, kind, facts, path))
+    chain = _through(call, path, _helper_writes(ctx, call, kind, facts, path, first=first))
     return None if chain is None or _per_rank_path_argument(ctx, call, kind, facts, path) else chain
 
 
