@@ -293,3 +293,21 @@ def test_editing_the_module_that_puts_a_directory_on_sys_path_invalidates_the_fi
     assert proc.returncode == 1 and "train.py:6:1: DDP301 save() saves a checkpoint on every rank" in proc.stdout
     (tmp_path / "_init_paths.py").write_text(paths.format("other"))
     assert run_cli("train.py", cwd=tmp_path).stdout == "All checks passed (1 file).\n"
+
+
+def test_the_directories_a_module_puts_on_sys_path_keep_their_end(tmp_path):
+    """Inserted directories come before the default places, appended ones after; a helper of
+    the module that appends its parameter appends."""
+    import libcst as cst
+
+    from ddplint.lint.facts import collect
+    from ddplint.lint.import_paths import added_dirs
+
+    source = (
+        "import os, sys\nfrom pathlib import Path\n\n"
+        "def add(p):\n    sys.path.append(p)\n\n"
+        "sys.path.insert(0, str(Path(__file__).resolve().parent / 'lib'))\n"
+        "add(os.path.join(os.path.dirname(__file__), 'vendor'))\n"
+    )
+    front, back = added_dirs(collect(cst.parse_module(source)), tmp_path / "train.py")
+    assert (front, back) == ([tmp_path / "lib"], [tmp_path / "vendor"])

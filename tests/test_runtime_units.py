@@ -241,6 +241,41 @@ def test_a_stall_in_the_first_collective_is_told_apart_and_points_to_nccl_debug(
     assert check_hang(hang_in("first batch"), 2, "/job", 30.0).fix is None
 
 
+def _spawned_worker_waiting_at(line: int) -> str:
+    """A faulthandler dump of a spawned worker blocked in all_reduce at train.py:`line`."""
+    import torch
+
+    import ddplint
+
+    c10d = Path(torch.__file__).parent / "distributed" / "distributed_c10d.py"
+    wrapper = Path(ddplint.__file__).parent / "runtime" / "ownworkers.py"
+    return (
+        "Current thread 0x01 (most recent call first):\n"
+        f'  File "{c10d}", line 2500 in all_reduce\n'
+        f'  File "/job/train.py", line {line} in worker\n'
+        f'  File "{wrapper}", line 90 in _worker\n'
+    )
+
+
+def test_workers_of_different_ranks_blocked_at_different_lines_are_no_ddp401():
+    """Each rank's own workers (mp.spawn) form a job of their own: rank 0's blocked at one line
+    and rank 1's at another are two hangs, not ranks in different collectives; two workers of
+    one rank blocked at two lines are."""
+    from ddplint.runtime.checks.run import check_hang
+    from ddplint.runtime.launcher import Hang, LaunchResult
+
+    def hang_of(stacks):
+        phases = {0: {"phase": "startup"}, 1: {"phase": "startup"}}
+        return LaunchResult(None, {}, phases, Hang("timeout", 30.0, 30.0, phases, stacks), 30.0, "")
+
+    apart = check_hang(hang_of({0: _spawned_worker_waiting_at(20), 1: _spawned_worker_waiting_at(30)}), 2, "/job", 30.0)
+    assert apart.rule is None and "different collective calls" not in apart.summary, apart.summary
+    assert "  rank 1's own worker (mp.spawn) waits in all_reduce() at train.py:30" in apart.evidence
+    split = _spawned_worker_waiting_at(20) + _spawned_worker_waiting_at(30)
+    within = check_hang(hang_of({0: split, 1: ""}), 2, "/job", 30.0)
+    assert within.rule == "DDP401" and within.summary.endswith("ranks are blocked in different collective calls")
+
+
 def test_packages_inside_the_stdlib_directory_are_not_the_stdlib(tmp_path):
     """Outside a virtualenv (pyenv, conda, a system Python) site-packages sits inside the
     stdlib's directory: torch's frames there are a library's, not the standard library's that

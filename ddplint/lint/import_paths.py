@@ -21,7 +21,7 @@ from ddplint.lint.facts import ModuleFacts
 from ddplint.lint.names import argument_for, dotted, string_value
 
 EDITS = {"sys.path.insert": 1, "sys.path.append": 0}  # the position of the directory argument
-_JOINED = {"os.path.join"}
+_JOINED = {"os.path.join", "pathlib.Path", "pathlib.PurePath"}
 _UNCHANGED = {"os.path.abspath", "os.path.realpath", "os.path.normpath", "str", "os.fspath"}
 DEPTH = 8  # names followed through their bindings
 
@@ -37,8 +37,7 @@ def added_dirs(facts: ModuleFacts, path: Path) -> tuple[list[Path], list[Path]]:
         if position is not None:
             directory = _directory(facts, path, _argument(site.node, position), DEPTH)
         else:
-            directory = _through_helper(facts, path, site.node)
-            position = 1
+            directory, position = _through_helper(facts, path, site.node)
         if directory is not None:
             (front if position else back).append(directory)
     return front, back
@@ -49,19 +48,18 @@ def _argument(call: cst.Call, position: int) -> cst.BaseExpression | None:
     return positional[position] if position < len(positional) else None
 
 
-def _through_helper(facts: ModuleFacts, path: Path, call: cst.Call) -> Path | None:
-    """`add_path(lib_path)` where the module's `def add_path(p)` puts `p` on sys.path."""
-    name = dotted(call.func)
-    info = facts.functions.get(name or "")
+def _through_helper(facts: ModuleFacts, path: Path, call: cst.Call) -> tuple[Path | None, int]:
+    """`add_path(lib_path)` where the module's `def add_path(p)` puts `p` on sys.path: the
+    directory, and the position of the edit's directory argument (1: inserted, 0: appended)."""
+    info = facts.functions.get(dotted(call.func) or "")
     if info is None:
-        return None
+        return None, 0
     for inner in facts.calls_within(info.name):
         position = EDITS.get(inner.name or "")
         held = _argument(inner.node, position) if position is not None else None
-        if type(held) is cst.Name and held.value in info.params:
-            given = argument_for(call, info.node, held.value)
-            return _directory(facts, path, given, DEPTH)
-    return None
+        if position is not None and type(held) is cst.Name and held.value in info.params:
+            return _directory(facts, path, argument_for(call, info.node, held.value), DEPTH), position
+    return None, 0
 
 
 def _directory(facts: ModuleFacts, path: Path, expr: cst.BaseExpression | None, depth: int) -> Path | None:
@@ -99,7 +97,7 @@ def _value(facts: ModuleFacts, path: Path, expr: cst.BaseExpression | None, dept
     parts = [part for part in read if part is not None]
     if not parts or len(parts) != len(expr.args):
         return None
-    if callee in _JOINED or callee in ("pathlib.Path", "pathlib.PurePath"):
+    if callee in _JOINED:
         return os.path.join(*parts)
     if callee == "os.path.dirname" and len(parts) == 1:
         return os.path.dirname(parts[0])

@@ -55,6 +55,7 @@ class ProjectIndex:
         # importer -> the directories it adds to sys.path, and the modules that said so
         self._sys_path_bases: dict[Path, tuple[list[Path], list[Path]]] = {}
         self._on_sys_path: dict[tuple[Path, str], Lookup] = {}  # (importer, dotted name) -> found there
+        self._dirs_of_module: dict[Path, tuple[list[Path], list[Path]] | None] = {}  # see _module_dirs
 
     def real(self, path: Path) -> Path:
         """`path.resolve()`, worked out once per run (each costs a system call per directory)."""
@@ -170,23 +171,30 @@ class ProjectIndex:
             cached = self._cache.get(self.real(importer))
             if cached is None:
                 return []  # (asked while its own facts are collected: a star import; not kept)
-            facts = cached[2]
-            front, back = import_paths.added_dirs(facts, self.real(importer))
+            text, _, facts = cached
+            front, back = import_paths.added_dirs(facts, self.real(importer)) if "sys.path" in text else ([], [])
             consulted = []
             for qualified in {q for q in facts.imports.values() if not q.startswith(".")}:
                 located = self._lookup_plain(importer, qualified)
-                if located is None or located[1] or "sys.path" not in _text(located[0]):
-                    continue
-                imported = self.facts_for(located[0])
-                if imported is not None:
+                if located is None or located[1]:
+                    continue  # not a project module (a name inside one is no module of its own)
+                added = self._module_dirs(located[0])
+                if added is not None:
                     consulted.append(located[0])
-                    more_front, more_back = import_paths.added_dirs(imported, self.real(located[0]))
-                    front, back = front + more_front, back + more_back
+                    front, back = front + added[0], back + added[1]
             self._sys_path_bases[importer] = ([d for d in front + back if d.is_dir()], consulted)
         bases, consulted = self._sys_path_bases[importer]
         for module in consulted:
             self.facts_for(module)  # (read again for each file whose imports it decides: the cache follows it)
         return bases
+
+    def _module_dirs(self, module: Path) -> tuple[list[Path], list[Path]] | None:
+        """What an imported project module adds to sys.path, None when it does not touch it
+        (read once per run; parsed only when its text mentions sys.path)."""
+        if module not in self._dirs_of_module:
+            facts = self.facts_for(module) if "sys.path" in _text(module) else None
+            self._dirs_of_module[module] = import_paths.added_dirs(facts, self.real(module)) if facts is not None else None
+        return self._dirs_of_module[module]
 
     def _lookup_plain(self, importer: Path, qualified: str) -> tuple[Path, str] | None:
         key = (importer.parent, 0, qualified)

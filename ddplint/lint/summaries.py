@@ -135,15 +135,15 @@ class Summaries:
             worker = self.ctx.resolve_function(facts, path, facts.qualify(dotted(target))) if target is not None else None
             if facts is not self.ctx.facts or worker is not None and worker.facts is not facts:
                 resolved = worker
-        if resolved is not None and site.name not in SPAWN and not _fills(site, resolved):
-            pass  # `trainer.train()` of a `def train(self, rank, world_size)`: a TypeError, not its body
-        elif resolved is not None:
+        # a call that leaves a required parameter unfilled (`trainer.train()` of `def train(self,
+        # rank, world_size)`) raises TypeError: it does nothing of the body
+        if resolved is not None and (site.name in SPAWN or _fills(site, resolved)):
             inner_facts, inner_path, function = resolved
             inner_bindings = constants.bind_call(site.node, inner_facts, function, bindings or {})
             if inner_facts is facts:
                 inner_bindings = {**constants.carried(bindings or {}, facts, function), **inner_bindings}
             found |= self.of_function(inner_facts, inner_path, function, inner_bindings)
-        else:
+        elif resolved is None:
             found |= self._dispatched(site, facts, path, bindings or {})
         if site.in_handler:  # a teardown only when something failed is no teardown on the way out
             found -= {Effect.DESTROYS_GROUP}

@@ -316,7 +316,7 @@ def check_hang(result: LaunchResult, world: int, base: str, timeout: float) -> C
             f"finished in {result.elapsed_s:.1f} s (timeout {timeout:g} s)",
             data={"elapsed_s": round(result.elapsed_s, 3)},
         )
-    ranks, evidence, user_lines, spawned_lines = [], [], set(), set()
+    ranks, evidence, user_lines, split_workers = [], [], set(), False
     for rank in range(world):
         phase = hang.phases.get(rank)
         dump = hang.stacks.get(rank, "")
@@ -337,7 +337,7 @@ def check_hang(result: LaunchResult, world: int, base: str, timeout: float) -> C
         for worker in busy_workers(dump):
             stuck = next((f for f in worker if is_user_file(f.file)), worker[0])
             evidence.append(f"  rank {rank}'s DataLoader worker is fetching, in {stuck.func}(){_at(stuck, base)}")
-        spawned = []
+        spawned, spawned_lines = [], set()  # each rank's workers form a job of their own
         for frames_of in spawned_workers(dump):
             wait, where = blocked_at(frames_of)
             where = where or (frames_of[0] if frames_of else None)
@@ -349,6 +349,7 @@ def check_hang(result: LaunchResult, world: int, base: str, timeout: float) -> C
             spawned.append(_stuck(wait, where, frames_of, base))
             if wait is not None and where is not None:
                 spawned_lines.add((where.file, where.line))
+        split_workers = split_workers or len(spawned_lines) > 1
         ranks.append(
             {
                 "rank": rank,
@@ -392,7 +393,7 @@ def check_hang(result: LaunchResult, world: int, base: str, timeout: float) -> C
     rule = fix = None
     if any(r["phase"] in ("init", "first collective") for r in ranks):
         fix = NCCL_HINT
-    if len(user_lines) > 1 or len(spawned_lines) > 1:
+    if len(user_lines) > 1 or split_workers:
         summary += ": ranks are blocked in different collective calls"
         rule = "DDP401"
         fix = "every rank must call the same collectives in the same order; move them out of rank-conditional code"
