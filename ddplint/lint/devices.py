@@ -733,8 +733,11 @@ def _other_side(facts: ModuleFacts, function: str, first: Condition, then: Condi
         opposite = then.negated == first.negated
     else:
         return False
-    tested = set(names_in(first.test))
-    return opposite and not any(start < a.order < end and a.target in tested for a in facts.assignments_within(function))
+    tested = set(names_in(first.test))  # `args.gpu`: rebinding `args` or `args.gpu` changes it
+    return opposite and not any(
+        start < a.order < end and any(t == a.target or t.startswith(a.target + ".") for t in tested)
+        for a in facts.assignments_within(function)
+    )
 
 
 def _asks_for_cuda(facts: ModuleFacts, test: cst.BaseExpression) -> bool:
