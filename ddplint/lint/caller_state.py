@@ -7,9 +7,11 @@ at the call it is the caller's `dist_rank`. A test of the helper that reads such
 read again with the caller's expressions in their place, where the caller's roles and launch
 tests are known: `dist_rank == 0` holds on the main process only.
 
-Only a constructor argument kept as it is (`self.x = x` in `__init__`, or in the base's
-`__init__` that a constructor of `*args, **kwargs` hands them on to) is followed; the object
-must be built once before the call, in the caller's function.
+A parameter the helper tests itself (`def split(seed, device): ... if device == 0:
+json.dump(...)`) is read the same way, with the argument the call gives it, unless the helper
+rebinds it. Of an object, only a constructor argument kept as it is (`self.x = x` in
+`__init__`, or in the base's `__init__` that a constructor of `*args, **kwargs` hands them on
+to) is followed; the object must be built once before the call, in the caller's function.
 """
 
 from __future__ import annotations
@@ -29,14 +31,18 @@ if TYPE_CHECKING:
 Handed = dict[str, cst.BaseExpression]  # "log.dist_id" in the helper -> the caller's expression
 
 
-def handed_state(ctx: LintContext, site: CallSite, facts: ModuleFacts, path: Path, definition: cst.FunctionDef) -> Handed:
-    """The attributes of the objects the call hands over (its arguments by name, its receiver
-    as `self`, the object a constructor builds as `self`), as the caller's expressions."""
+def handed_state(ctx: LintContext, site: CallSite, facts: ModuleFacts, path: Path, inner: ModuleFacts, function: str) -> Handed:
+    """The parameters the call fills (those the helper never rebinds) and the attributes of the
+    objects it hands over (its arguments by name, its receiver as `self`, the object a
+    constructor builds as `self`), as the caller's expressions."""
+    definition = inner.functions[function].node
     handed: Handed = {}
     for a in site.node.args:
         if a.star:
             break
         param = parameter_for(site.node, definition, a)
+        if param is not None and not inner.by_scope.get((function, param)):
+            handed[param] = a.value  # `divide(device=rank)`, then `if device == 0:` there
         if param is not None and type(a.value) is cst.Name:
             built = _built_before(facts, site, a.value.value)
             for attribute, value in _kept(ctx, built, facts, path).items() if built is not None else ():
@@ -94,9 +100,20 @@ def _hands_everything_on(definition: cst.FunctionDef) -> bool:
 class _Replace(cst.CSTTransformer):
     def __init__(self, handed: Handed) -> None:
         self.handed = handed
+        self.not_read: set[int] = set()  # names that are no value: `x.device`'s attribute, `f(device=...)`'s keyword
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        self.not_read.add(id(node.attr))
+
+    def visit_Arg(self, node: cst.Arg) -> None:
+        if node.keyword is not None:
+            self.not_read.add(id(node.keyword))
 
     def leave_Attribute(self, original: cst.Attribute, updated: cst.Attribute) -> cst.BaseExpression:
         return self.handed.get(dotted(original) or "", updated)
+
+    def leave_Name(self, original: cst.Name, updated: cst.Name) -> cst.BaseExpression:
+        return updated if id(original) in self.not_read else self.handed.get(original.value, updated)
 
 
 def gated_at_call(

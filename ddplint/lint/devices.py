@@ -382,7 +382,7 @@ def device_uses(ctx: LintContext) -> Iterator[DeviceUse]:
             continue  # one process alone (single-process run, main rank) uses its own GPU 0
         # only calls with a device= need to know whether they bind (it follows the call into helpers)
         binder = has_keyword(site.node, "device") and (
-            Effect.BINDS_DEVICE in ctx.summaries.effects(site) or _takes_device_type(ctx, site)
+            Effect.BINDS_DEVICE in ctx.summaries.effects(site) or _names_no_gpu(ctx, site)
         )
         for target, int_is_index, placement in _device_arguments(site, binder):
             device = classify(ctx, target, site, int_is_index)
@@ -391,30 +391,39 @@ def device_uses(ctx: LintContext) -> Iterator[DeviceUse]:
             yield DeviceUse(site, report if report is not None else site.node, device.kind, device.index, placement)
 
 
-def _takes_device_type(ctx: LintContext, site: CallSite) -> bool:
-    """The project function or class the call names reads its `device` parameter only as the type
-    of a device whose index it takes elsewhere (`torch.device(self.device, self.local_rank)`):
-    `NERModel(local_rank=local_rank, device="cuda")` names no GPU itself."""
+def _names_no_gpu(ctx: LintContext, site: CallSite) -> bool:
+    """The project function or class the call names places nothing by its `device` parameter:
+    it reads it only as the type of a device whose index it takes elsewhere
+    (`torch.device(self.device, self.local_rank)`), or only tests it (`if device == 0:` choosing
+    the process that writes). `NERModel(local_rank=local_rank, device="cuda")` and
+    `split_indexes(seed, device=rank)` name no GPU themselves. A helper that hands the value on
+    in any other way (a call, a local name, a return) may place by it."""
     resolved = ctx.resolve_function(ctx.facts, ctx.path, ctx.method_target(ctx.facts, site))
     if resolved is None:
         return False
     facts, _, function = resolved
-    if "device" not in facts.functions[function].params:
+    info = facts.functions[function]
+    if "device" not in info.params:
         return False
-    held = {"device"} | {
-        a.target for a in facts.assignments_within(function) if reference(a.value) == "device" and a.target.startswith("self.")
-    }
-    scope = function.rpartition(".")[0] if function.endswith(".__init__") else function  # a class reads it in any method
-    reads = [call for call in facts.calls_within(scope) if any(reference(a.value) in held for a in call.node.args)]
-    typed = [
-        call
-        for call in reads
+    bindings = [a for a in facts.assignments_within(function) if "device" in names_in(a.value)]
+    if any(not a.target.startswith("self.") for a in bindings) or any("device" in names_in(r) for r in info.returns):
+        return False
+    held = {"device"} | {a.target for a in bindings}
+    scope = function.rpartition(".")[0] if bindings else function  # a class reads what it keeps in any method
+    calls = facts.calls_within(scope)
+    typed = {
+        id(call.node)
+        for call in calls
         if call.name == "torch.device"
         and (kind := arg(call.node, 0, "type")) is not None
         and reference(kind) in held
         and arg(call.node, 1, "index") is not None
-    ]
-    return bool(typed) and len(typed) == len(reads)
+    }
+    # any other call given the value, or something built from it, may place by it
+    return not any(
+        id(call.node) not in typed and any(id(a.value) not in typed and names_in(a.value) & held for a in call.node.args)
+        for call in calls
+    )
 
 
 def _device_arguments(site: CallSite, binder: bool) -> Iterator[tuple[cst.BaseExpression | None, bool, bool]]:

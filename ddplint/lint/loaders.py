@@ -139,36 +139,43 @@ def helper_calls(ctx: LintContext, given_to_loaders: bool = False) -> Iterator[t
 
 
 def returned_loader(facts: ModuleFacts, function: str, returned: cst.BaseExpression) -> CallSite | None:
-    """The DataLoader call of `function` that its `return` hands back as `returned`: the call
-    itself, or a name bound to it."""
-    return next(
-        (
-            c
-            for c in facts.calls_within(function)
-            if data_name(c.name) == LOADER and (c.node is returned or reference(returned) in bound_names(facts, c.node))
-        ),
-        None,
-    )
+    """The (first) DataLoader call of `function` that its `return` hands back as `returned`."""
+    return next(iter(returned_loaders(facts, function, returned)), None)
+
+
+def returned_loaders(facts: ModuleFacts, function: str, returned: cst.BaseExpression) -> list[CallSite]:
+    """The DataLoader calls of `function` that its `return` may hand back as `returned`: the
+    call itself, or every call bound to that name (`loader = DataLoader(...)` in each branch)."""
+    return [
+        c
+        for c in facts.calls_within(function)
+        if data_name(c.name) == LOADER and (c.node is returned or reference(returned) in bound_names(facts, c.node))
+    ]
 
 
 def whole_loader_of_helper(ctx: LintContext, site: CallSite, resolved: Resolved) -> CallSite | None:
     """The DataLoader that the helper `site` calls builds and returns (its one `return`), when
     nothing in it splits the data by rank: it is given no sampler, or one that is None on every
     path there (`sampler = None`, a DistributedSampler left commented out), and its dataset
-    does not shard itself. None when the helper may return anything else."""
+    does not shard itself. None when the helper may return anything else, or when one of the
+    loaders it may return (one per branch) can be split."""
     facts, path, function = resolved
     returns = facts.functions[function].returns
     if len(returns) != 1 or len(bound_names(ctx.facts, site.node)) != 1:
         return None
-    loader = returned_loader(facts, function, returns[0])
-    if loader is None or any(a.star for a in loader.node.args):
+    built = returned_loaders(facts, function, returns[0])
+    if not built or not all(_whole(ctx, loader, facts, path) for loader in built):
         return None
+    return built[0]
+
+
+def _whole(ctx: LintContext, loader: CallSite, facts: ModuleFacts, path: Path) -> bool:
+    if any(a.star for a in loader.node.args):
+        return False
     chosen = chosen_sampler(facts, loader)
     if chosen is not None and sharding(chosen, facts, loader) != NO:
-        return None
-    if dataset_shards(ctx, arg(loader.node, 0, "dataset"), loader, facts, path):
-        return None
-    return loader
+        return False
+    return not dataset_shards(ctx, arg(loader.node, 0, "dataset"), loader, facts, path)
 
 
 def sharding(expr: cst.BaseExpression | None, facts: ModuleFacts, site: CallSite, depth: int = 3) -> str:

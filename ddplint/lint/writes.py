@@ -387,7 +387,7 @@ def _helper_writes(
     bindings = constants.bind_call(site.node, inner_facts, function, {})
     off = _main_only_arguments(ctx, site, definition, facts, path)
     # `save_model(..., log)` with `log = GpuLogger(dist_id=rank)`: `if log.dist_id == 0:` there
-    handed = handed_state(ctx, site, facts, path, definition)
+    handed = handed_state(ctx, site, facts, path, inner_facts, function)
     state = tuple(sorted((name, id(value)) for name, value in handed.items()))
     key = (id(inner_facts), function, "writes", kind, off, constants.key(bindings), state, top)
     cache = ctx.memo

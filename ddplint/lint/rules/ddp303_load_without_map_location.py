@@ -97,8 +97,7 @@ def _helper_loads(ctx: LintContext, site: CallSite, facts: ModuleFacts, path: Pa
     `load_checkpoint=False`: its `if load_checkpoint:` block stays dark)."""
     resolved = ctx.resolve_function(facts, path, ctx.method_target(facts, site))
     bindings = constants.bind_call(site.node, resolved.facts, resolved.function, {}) if resolved is not None else {}
-    definition = resolved.facts.functions[resolved.function].node if resolved is not None else None
-    handed = handed_state(ctx, site, facts, path, definition) if definition is not None else {}
+    handed = handed_state(ctx, site, facts, path, resolved.facts, resolved.function) if resolved is not None else {}
 
     def answer(inner_facts: ModuleFacts, inner_path: Path, function: str) -> Inside | None:
         return next(
