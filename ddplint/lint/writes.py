@@ -20,6 +20,7 @@ from ddplint.lint.caller_state import gated_at_call, handed_state
 from ddplint.lint.context import LintContext
 from ddplint.lint.facts import CallSite, Condition, ModuleFacts
 from ddplint.lint.guards import NOT_MAIN_WORLD
+from ddplint.lint.loaders import bound_names
 from ddplint.lint.names import (
     arg,
     argument_for,
@@ -33,12 +34,14 @@ from ddplint.lint.names import (
     reference,
     string_value,
 )
+from ddplint.lint.resolver import Resolved
 from ddplint.lint.roles import RANK_CALLS, RANKS
 from ddplint.lint.rules.base import Inside
 from ddplint.lint.vocabulary import (
     ACCELERATE,
     CHECKPOINT_WRITERS,
     DATASETS,
+    LOADER,
     LOG_WRITERS,
     OUTPUT_METHODS,
     OUTPUT_WRITERS,
@@ -325,6 +328,8 @@ def unguarded_writes(ctx: LintContext, kind: WriteKind) -> Iterator[tuple[CallSi
             if inside is None or _per_rank_path_argument(ctx, site, kind):
                 continue  # (a helper given a per-rank path writes per rank)
             resolved = ctx.resolve_function(ctx.facts, ctx.path, ctx.method_target(ctx.facts, site))
+            if kind != MKDIR and resolved is not None and _builds_data(ctx, site, resolved):
+                continue
             # one mistake per helper, whichever of its writes a call reaches (`Logger(path)` and
             # `Logger(path, resume=True)` open the same log in two branches), and per write, through
             # whichever helper (`train_one_epoch()` calling the `write_text()` the script also calls)
@@ -354,6 +359,46 @@ def prepares_data(facts: ModuleFacts, function: str) -> bool:
             return True
         cls = next((b for b in bases if b in facts.bases), "")
     return False
+
+
+def _builds_data(ctx: LintContext, site: CallSite, resolved: Resolved) -> bool:
+    """The helper's result is the data the script's loaders read: it returns DataLoaders it
+    builds (`train_loader, val_loader = get_dataloaders(cfg)`), or what it returns is handed to
+    a DataLoader here, or to a project function that builds one (`graphs = load_graphs(path)`,
+    then `make_loader(graphs)`). What it writes on the way is prepared data, the same on every
+    rank, like a dataset class's cache."""
+    if _returns_loaders(resolved):
+        return True
+    facts = ctx.facts
+    names = set(bound_names(facts, site.node))
+    return bool(names) and any(_fed_to_a_loader(ctx, call, names) for call in facts.calls)
+
+
+def _fed_to_a_loader(ctx: LintContext, call: CallSite, names: set[str]) -> bool:
+    """The call is a DataLoader given one of `names` as its dataset, or a project function that
+    builds and returns a DataLoader of the parameter it fills with one (`def make_loader(graphs,
+    batch_size): return DataLoader(graphs, ...)`). Only the value itself counts: a logger
+    handed to a dataset builder is no data."""
+    if data_name(call.name) == LOADER:
+        return reference(arg(call.node, 0, "dataset") or cst.Name("None")) in names
+    given = [a for a in call.node.args if not a.star and reference(a.value) in names]
+    callee = ctx.resolve_function(ctx.facts, ctx.path, ctx.method_target(ctx.facts, call)) if given else None
+    if callee is None or not _returns_loaders(callee):
+        return False
+    inner, _, function = callee
+    definition = inner.functions[function].node
+    params = {parameter_for(call.node, definition, a) for a in given}
+    datasets = [arg(c.node, 0, "dataset") for c in inner.calls_within(function) if data_name(c.name) == LOADER]
+    return any(d is not None and reference(d) in params for d in datasets)
+
+
+def _returns_loaders(resolved: Resolved) -> bool:
+    """The function returns a DataLoader it builds, or a tuple holding one."""
+    facts, _, function = resolved
+    built = [c for c in facts.calls_within(function) if data_name(c.name) == LOADER]
+    held = {n for c in built for n in bound_names(facts, c.node)}
+    nodes = {id(c.node) for c in built}
+    return bool(built) and any(id(r) in nodes or names_in(r) & held for r in facts.functions[function].returns)
 
 
 def called_from(ctx: LintContext, site: CallSite) -> tuple[Inside, ...]:
