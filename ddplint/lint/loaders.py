@@ -221,7 +221,11 @@ def dataset_shards(
     if expr is None:
         return True
     facts, path = facts or ctx.facts, path or ctx.path
-    return _shards(ctx, expr, site, facts, path, WRAPPERS_FOLLOWED) or _given_the_rank(facts, expr, site)
+    return (
+        _shards(ctx, expr, site, facts, path, WRAPPERS_FOLLOWED)
+        or _given_the_rank(facts, expr, site)
+        or _built_from_a_rank(facts, expr, site)
+    )
 
 
 WRAPPERS_FOLLOWED = 2  # `HFIterable(dataset)` after `dataset = split_dataset_by_node(...)`, wrapped once more
@@ -241,6 +245,26 @@ def _shards(ctx: LintContext, expr: cst.BaseExpression, site: CallSite, facts: M
         wrapped = arg(e, 0, "dataset") if type(e) is cst.Call and depth else None
         if wrapped is not None and dotted(wrapped) is not None and _shards(ctx, wrapped, site, facts, path, depth - 1):
             return True
+    return False
+
+
+def _built_from_a_rank(facts: ModuleFacts, expr: cst.BaseExpression, site: CallSite) -> bool:
+    """The dataset is built or sliced with a per-rank value, so each rank holds its own part:
+    `DatasetSplit(train, parts[user_idx])` with `user_idx = local_rank + node * n`,
+    `samples[rank::world_size]`."""
+    name = dotted(expr)
+    built = [a.value for a in facts.reaching(name, site.function, site.order, site.blocks)] if name else []
+    pending: list[cst.CSTNode] = [e for e in [expr, *built] if type(e) in (cst.Call, cst.Subscript)]
+    while pending:
+        node = pending.pop()
+        if node is not expr and isinstance(node, (cst.Name, cst.Attribute)) and facts.holds_rank(node, site.function):
+            return True
+        if type(node) is cst.Attribute:
+            pending.append(node.value)  # `cfg.rank_file`'s attribute is no value of its own
+        elif type(node) is cst.Arg:
+            pending.append(node.value)  # nor a keyword (`rank=0`)
+        else:
+            pending.extend(node.children)
     return False
 
 
@@ -310,7 +334,10 @@ def is_training(facts: ModuleFacts, site: CallSite, dataset: cst.BaseExpression 
     shuffle = arg(site.node, 2, "shuffle")
     if type(shuffle) is cst.Name and shuffle.value == "True":
         return True
-    words = " ".join([*bound_names(facts, site.node), *(names_in(dataset) if dataset is not None else ())])
+    info = facts.functions.get(site.function)
+    # a loader returned as it is built is known by its function's name (`def prepare_val_loader(...)`)
+    returned = [site.function.rpartition(".")[2]] if info is not None and any(r is site.node for r in info.returns) else []
+    words = " ".join([*bound_names(facts, site.node), *returned, *(names_in(dataset) if dataset is not None else ())])
     if is_false(shuffle) and EVAL_WORDS.search(words):
         return False  # an unshuffled evaluation pass, also over training data (`trainval`, `train_eval`)
     if "train" in words.lower():
