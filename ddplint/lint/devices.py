@@ -450,8 +450,10 @@ def _device_arguments(site: CallSite, binder: bool) -> Iterator[tuple[cst.BaseEx
             yield target, True, True
     if site.name == DDP:
         ids = arg(call, None, "device_ids")
-        if type(ids) is cst.List and len(ids.elements) == 1:
-            yield ids.elements[0].value, True, True
+        # `device_ids=[rank] if torch.cuda.is_available() else None`: the list on its GPU side
+        for side in (ids.body, ids.orelse) if type(ids) is cst.IfExp else (ids,):
+            if type(side) is cst.List and len(side.elements) == 1:
+                yield side.elements[0].value, True, True
     for keyword in ("device", "map_location"):
         target = arg(call, None, keyword)
         if target is None or site.method == "to" and keyword == "device" or binder and keyword == "device":

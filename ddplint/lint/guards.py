@@ -37,7 +37,7 @@ from ddplint.lint.facts import (
     starts_workers,
 )
 from ddplint.lint.launch import LaunchTests
-from ddplint.lint.names import argument_for, dotted, int_value, names_in, reference, string_value
+from ddplint.lint.names import argument_for, dotted, int_value, names_in, parameter_for, reference, string_value
 from ddplint.lint.paths import literal_truth
 from ddplint.lint.roles import (
     DIST_FLAGS,
@@ -214,10 +214,13 @@ class Guards:
         if depth > 0 and self.set_on_main_only(name, facts, path, function, depth):
             return _atom(MAIN)  # `writer = None` / `if rank == 0: writer = SummaryWriter()` / `if writer:`
         if depth > 0:  # `is_chief = rank == 0`, then `if is_chief:`
+            bindings = [
+                a for a in facts.assigned(name) if a.function in {function, ""} or _same_object(name, a.function, function)
+            ]
             values = [
                 self.worlds(a.value, facts, path, a.function, depth - 1)
-                for a in facts.assigned(name)
-                if (a.function in {function, ""} or _same_object(name, a.function, function)) and not _is_bool_literal(a.value)
+                for a in bindings + _set_by_callee(name, facts, function)
+                if not _is_bool_literal(a.value)
             ] or self._through_parameter(name, facts, path, function, depth - 1)
             values = values or self._through_argument(name, facts, path, function, depth - 1)
             if values:
@@ -1176,6 +1179,24 @@ def _bitwise_of_tests(expr: cst.BaseExpression) -> bool:
         and type(expr.operator) in (cst.BitAnd, cst.BitOr)
         and all(type(side) is cst.Comparison or _bitwise_of_tests(side) for side in (expr.left, expr.right))
     )
+
+
+def _set_by_callee(name: str, facts: ModuleFacts, function: str) -> list[Assignment]:
+    """`configs.is_master_node` set by a function of the module that this one hands `configs`
+    to (`setup(gpu, configs)` binding `configs.is_master_node = ...` on its parameter): those
+    bindings, read where they are made."""
+    root, _, rest = name.partition(".")
+    if not rest:
+        return []
+    found: list[Assignment] = []
+    for call in facts.calls_in(function):
+        info = facts.functions.get(call.name or "")
+        if info is None:
+            continue
+        for a in call.node.args:
+            param = parameter_for(call.node, info.node, a) if not a.star and reference(a.value) == root else None
+            found += [b for b in facts.assigned(f"{param}.{rest}") if b.function == info.name] if param else []
+    return found
 
 
 def _same_object(name: str, assigned_in: str, read_in: str) -> bool:
