@@ -153,20 +153,33 @@ def returned_loaders(facts: ModuleFacts, function: str, returned: cst.BaseExpres
     ]
 
 
-def whole_loader_of_helper(ctx: LintContext, site: CallSite, resolved: Resolved) -> CallSite | None:
-    """The DataLoader that the helper `site` calls builds and returns (its one `return`), when
-    nothing in it splits the data by rank: it is given no sampler, or one that is None on every
-    path there (`sampler = None`, a DistributedSampler left commented out), and its dataset
-    does not shard itself. None when the helper may return anything else, or when one of the
-    loaders it may return (one per branch) can be split."""
+def whole_loaders_of_helper(ctx: LintContext, site: CallSite, resolved: Resolved) -> list[tuple[str, CallSite]]:
+    """The DataLoaders that the helper `site` calls builds and returns (its one `return`, or an
+    element of the tuple it returns: `train_data, test_data, classes = load_dataset(bs)`), by
+    the name the call binds each to, when nothing in them splits the data by rank: they are
+    given no sampler, or one that is None on every path there (`sampler = None`, a
+    DistributedSampler left commented out), and their dataset does not shard itself. Where the
+    helper builds a different loader in each branch, each of them must be whole."""
     facts, path, function = resolved
     returns = facts.functions[function].returns
-    if len(returns) != 1 or len(bound_names(ctx.facts, site.node)) != 1:
-        return None
-    built = returned_loaders(facts, function, returns[0])
-    if not built or not all(_whole(ctx, loader, facts, path) for loader in built):
-        return None
-    return built[0]
+    bindings = ctx.facts.bindings_of(site.node)
+    if len(returns) != 1:
+        return []
+    found = []
+    for binding in bindings:
+        value: cst.BaseExpression = returns[0]
+        if binding.position is not None:
+            if type(value) is not cst.Tuple or binding.position >= len(value.elements):
+                continue
+            if any(type(e) is cst.StarredElement for e in value.elements):
+                continue
+            value = value.elements[binding.position].value
+        elif len(bindings) != 1:
+            continue
+        built = returned_loaders(facts, function, value)
+        if built and all(_whole(ctx, loader, facts, path) for loader in built):
+            found.append((binding.target, built[0]))
+    return found
 
 
 def _whole(ctx: LintContext, loader: CallSite, facts: ModuleFacts, path: Path) -> bool:
@@ -400,9 +413,11 @@ def _evaluation_loops(ctx: LintContext, found: list[Loop] | None) -> bool:
     return bool(found) and all(_evaluates(ctx, loop.function) and not _loop_trains(ctx, loop) for loop in found or ())
 
 
-def trained_on(ctx: LintContext, site: CallSite) -> bool:
-    """A loop that this analysis follows reads the loader and runs backward() or a step."""
-    return any(_loop_trains(ctx, loop) for loop in readers(ctx, site) or ())
+def trained_on(ctx: LintContext, site: CallSite, name: str | None = None) -> bool:
+    """A loop that this analysis follows reads the loader (the one the call binds to `name`,
+    else any it binds) and runs backward() or a step."""
+    found = readers(ctx, site) if name is None else _readers(ctx, [(name, site.function)], 4)
+    return any(_loop_trains(ctx, loop) for loop in found or ())
 
 
 def beside_a_split_loader(site: CallSite, facts: ModuleFacts) -> bool:
@@ -517,9 +532,28 @@ def _readers(ctx: LintContext, held: list[tuple[str, str]], depth: int) -> list[
                     return None
                 readers += deeper
                 found = True
+        for kept in _kept_by_constructor(facts, name, function):
+            loops = [loop for loop in facts.loops if loop.function.startswith(function.rpartition(".")[0] + ".")]
+            loops = [loop for loop in loops if type(loop.node) is cst.For and kept in _iterated(loop.node.iter)]
+            if not loops:
+                return None
+            readers += loops
+            found = True
         if not found:
             return None
     return readers
+
+
+def _kept_by_constructor(facts: ModuleFacts, name: str, function: str) -> list[str]:
+    """The attributes an `__init__` keeps its parameter under (`self.train_data = train_data`):
+    the class's methods read it there."""
+    if not function.endswith(".__init__"):
+        return []
+    return [
+        a.target
+        for a in facts.assignments_within(function)
+        if a.function == function and a.target.count(".") == 1 and a.target.startswith("self.") and reference(a.value) == name
+    ]
 
 
 def _wrapped_loops(facts: ModuleFacts, call: CallSite, name: str) -> list[Loop]:

@@ -21,7 +21,7 @@ from ddplint.lint.loaders import (
     read_one_batch,
     sharding,
     trained_on,
-    whole_loader_of_helper,
+    whole_loaders_of_helper,
 )
 from ddplint.lint.names import arg
 from ddplint.lint.rules.base import Finding, Inside, Rule
@@ -60,12 +60,11 @@ class DataloaderWithoutDistributedSampler(Rule):
         # a loader a helper of another module builds whole (`create_dataloader(...)` with
         # `sampler = None`): reported at the call when this module trains on what it returns
         for site, resolved in helper_calls(ctx):
-            loader = whole_loader_of_helper(ctx, site, resolved)
-            if loader is None or ctx.guards.main_only(site) or not trained_on(ctx, site):
-                continue
-            label = bound_names(facts, site.node)[0]
-            built = Inside(resolved.path, loader.node, "the DataLoader is built here, with no sampler that splits it by rank")
-            yield Finding(site.node, _message(label), inside=(built,))
+            for label, loader in whole_loaders_of_helper(ctx, site, resolved):
+                if ctx.guards.main_only(site) or not trained_on(ctx, site, label):
+                    continue
+                built = Inside(resolved.path, loader.node, "the DataLoader is built here, with no sampler that splits it by rank")
+                yield Finding(site.node, _message(label), inside=(built,))
 
 
 def _message(label: str) -> str:
