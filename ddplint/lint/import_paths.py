@@ -6,7 +6,7 @@ _init_paths`), does `sys.path.insert(0, osp.join(osp.dirname(__file__), "lib"))`
 are the project's, and resolve there. Only what can be read without running anything counts:
 module-level calls of `sys.path.insert`/`append` (or of a function of the module that passes one
 of its parameters to them), with a directory built from `__file__`, string literals, module-level
-names bound once, `os.path` functions and `pathlib.Path`. A relative directory is taken from the
+names bound once, `os.path` functions and `pathlib.Path` (`.parent`, `.parents[n]`, `/`). A relative directory is taken from the
 script's own directory, where such scripts are run from.
 """
 
@@ -18,7 +18,7 @@ from pathlib import Path
 import libcst as cst
 
 from ddplint.lint.facts import ModuleFacts
-from ddplint.lint.names import argument_for, dotted, string_value
+from ddplint.lint.names import argument_for, dotted, int_value, string_value
 
 EDITS = {"sys.path.insert": 1, "sys.path.append": 0}  # the position of the directory argument
 _JOINED = {"os.path.join", "pathlib.Path", "pathlib.PurePath"}
@@ -88,6 +88,13 @@ def _value(facts: ModuleFacts, path: Path, expr: cst.BaseExpression | None, dept
     if type(expr) is cst.Attribute and expr.attr.value == "parent":  # Path(__file__).parent
         inner = _value(facts, path, expr.value, depth - 1)
         return os.path.dirname(inner) if inner is not None else None
+    if type(expr) is cst.Subscript and type(expr.value) is cst.Attribute and expr.value.attr.value == "parents":
+        # Path(__file__).resolve().parents[1]: the directory two levels up
+        index = int_value(expr.slice[0].slice.value) if len(expr.slice) == 1 and type(expr.slice[0].slice) is cst.Index else None
+        inner = _value(facts, path, expr.value.value, depth - 1) if index is not None and index >= 0 else None
+        for _ in range(index + 1 if inner is not None and index is not None else 0):
+            inner = os.path.dirname(inner) if inner is not None else None
+        return inner
     if type(expr) is not cst.Call:
         return None
     if type(expr.func) is cst.Attribute and expr.func.attr.value in ("resolve", "absolute") and not expr.args:
