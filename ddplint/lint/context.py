@@ -202,6 +202,8 @@ class LintContext:
                 value = receiver
             if type(value) is not cst.Call or (callee := dotted(value.func)) is None:
                 return None
+            if callee in facts.functions and (callee := _built_by_factory(facts, callee)) is None:
+                return None  # `trainer = get_trainer(cfg)`: the class that function builds and returns
             if facts.qualify(callee) in WRAPPERS and value.args and dotted(value.args[0].value) == name:
                 continue  # `model = DDP(model)`: the script still calls its own class's methods on it
             classes.add(callee)
@@ -400,6 +402,21 @@ def _module_returned(value: cst.BaseExpression) -> cst.BaseExpression | None:
     if type(value) is cst.Call and type(value.func) is cst.Attribute and value.func.attr.value in MODULE_RETURNS_ITSELF:
         return value.func.value
     return None
+
+
+def _built_by_factory(facts: ModuleFacts, function: str) -> str | None:
+    """The one class a function of the module constructs and returns on every path, directly
+    (`return Trainer(...)`) or through a name bound to it there (`trainer = Trainer(...)`,
+    `return trainer`)."""
+    classes = set()
+    for returned in facts.functions[function].returns:
+        values = [returned]
+        if type(returned) is cst.Name:
+            values = [a.value for a in facts.by_scope.get((function, returned.value), ())]
+        for value in values or [returned]:
+            classes.add(dotted(value.func) if type(value) is cst.Call else None)
+    cls = classes.pop() if len(classes) == 1 else None
+    return cls if cls is not None and cls not in facts.functions else None
 
 
 def _constructed_here(facts: ModuleFacts, site: CallSite) -> str | None:
