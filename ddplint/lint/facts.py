@@ -33,6 +33,7 @@ from ddplint.lint.vocabulary import (
     FRAMEWORK_CALLS,
     FRAMEWORK_IMPORTS,
     FRAMEWORK_MODULES,
+    FRAMEWORK_RUNNERS,
     INIT_PG,
     NOT_DISTRIBUTED,
     OS_LOCKS,
@@ -1354,12 +1355,14 @@ def _drop_shadowed(facts: ModuleFacts, definitions: list[tuple[str, tuple, int, 
 
 def _starts_at_import(facts: ModuleFacts) -> bool:
     """Module-level code starts the processes or the group itself (`main()` at the bottom of a
-    file without a `__main__` block): the module is a script, not a library."""
+    file without a `__main__` block), or builds a framework's runner that does (`accelerator =
+    Accelerator()` among a notebook-style script's statements): the module is a script, not a
+    library."""
     seen: set[str] = set()
     todo = [facts.calls_in("")]
     while todo:
         for site in todo.pop():
-            if site.name == INIT_PG or site.name in SPAWN:
+            if site.name == INIT_PG or site.name in SPAWN or site.name in FRAMEWORK_RUNNERS:
                 return True
             function = site.name if site.name in facts.functions else constructed_method(facts, site.node)
             if function is None and site.name is not None and f"{site.name}.__init__" in facts.functions:
