@@ -93,6 +93,8 @@ def effect_of(site: CallSite, facts: ModuleFacts, bindings: constants.Bindings |
         bound = (bindings or {}).get(mode.value) if text is None and type(mode) is cst.Name else None
         if isinstance(bound, str):
             text = bound
+        elif text is None and type(mode) is cst.Name:
+            text = _held_mode(facts, site, mode.value)
         if text is None or not MODE.match(text) or not WRITE_MODES & set(text) or _per_rank(target, facts, site.function):
             return None
         if id(call) in facts.idle_with_calls:
@@ -298,6 +300,19 @@ def _holds_a_save(site: CallSite, facts: ModuleFacts) -> bool:
 
 def _is_devnull(target: cst.BaseExpression | None, facts: ModuleFacts) -> bool:
     return target is not None and facts.qualify(dotted(target)) == "os.devnull"
+
+
+def _held_mode(facts: ModuleFacts, site: CallSite, name: str) -> str | None:
+    """A file mode kept in a local name whose every binding reaching the call is a literal, or a
+    choice of literals (`mode = "a" if resume else "w"`): a writing mode among them."""
+    values: list[cst.BaseExpression] = []
+    for binding in facts.reaching(name, site.function, site.order, site.blocks):
+        value = binding.value
+        values += [value.body, value.orelse] if type(value) is cst.IfExp else [value]
+    modes = [string_value(v) for v in values]
+    if not modes or None in modes:
+        return None
+    return next((m for m in modes if m is not None and MODE.match(m) and WRITE_MODES & set(m)), None)
 
 
 def _is_descriptor(target: cst.BaseExpression | None) -> bool:
