@@ -541,18 +541,7 @@ def _per_rank_path_argument(
         return _per_rank_call(site.node, facts, site.function)
     inner_facts, inner_path, function = resolved
     definition = inner_facts.functions[function].node
-    used: set[str] = set()
-    for inner in inner_facts.calls_within(function):
-        if effect_of(inner, inner_facts) == kind:
-            used |= names_in(write_path(inner, inner_facts) or inner.node)
-        elif ctx.resolve_function(inner_facts, inner_path, ctx.method_target(inner_facts, inner)) is not None:
-            used |= {n for a in inner.node.args for n in names_in(a.value)}  # handed on to another helper
-    pending = list(used)
-    while pending:  # through the helper's own bindings: `self.fname = fname`, then open(self.fname)
-        for binding in inner_facts.assigned(pending.pop()):
-            for name in names_in(binding.value) - used:
-                used.add(name)
-                pending.append(name)
+    used = _path_names(ctx, inner_facts, inner_path, function, kind, PATH_HELPERS)
     if _per_rank_for(ctx, facts, path, site, site.node, definition, used):
         return True
     # `logger.log(...)` where `logger = CSVLogger(f"log_{rank}.csv")`: the constructor stored it
@@ -565,6 +554,42 @@ def _per_rank_path_argument(
         type(call) is cst.Call and _per_rank_for(ctx, facts, path, site, call, inner_facts.functions[init].node, used)
         for call in constructions
     )
+
+
+PATH_HELPERS = 2  # how many helpers deep a path argument is followed to the write that uses it
+
+
+def _path_names(ctx: LintContext, facts: ModuleFacts, path: Path, function: str, kind: WriteKind, depth: int) -> set[str]:
+    """The names that the paths of the function's writes of `kind` read: its own writes', and
+    the arguments it hands a helper for a parameter that the helper's writes use (not the model
+    or the device it hands `super().__init__` beside them); through the function's own bindings
+    (`self.fname = fname`, then open(self.fname)). Memoised."""
+    key = (id(facts), function, "path names", kind, depth)
+    if key in ctx.memo:
+        return ctx.memo[key]
+    ctx.memo[key] = set()  # a recursive helper adds nothing
+    used: set[str] = set()
+    for inner in facts.calls_within(function):
+        if effect_of(inner, facts) == kind:
+            used |= names_in(write_path(inner, facts) or inner.node)
+            continue
+        callee = ctx.resolve_function(facts, path, ctx.method_target(facts, inner))
+        if callee is None:
+            continue
+        if depth == 0 or any(a.star for a in inner.node.args):
+            used |= {n for a in inner.node.args for n in names_in(a.value)}  # handed on, unread
+            continue
+        deeper = _path_names(ctx, callee.facts, callee.path, callee.function, kind, depth - 1)
+        definition = callee.facts.functions[callee.function].node
+        used |= {n for a in inner.node.args if parameter_for(inner.node, definition, a) in deeper for n in names_in(a.value)}
+    pending = list(used)
+    while pending:
+        for binding in facts.assigned(pending.pop()):
+            for name in names_in(binding.value) - used:
+                used.add(name)
+                pending.append(name)
+    ctx.memo[key] = used
+    return used
 
 
 def _per_rank_for(
