@@ -6,8 +6,8 @@ _init_paths`), does `sys.path.insert(0, osp.join(osp.dirname(__file__), "lib"))`
 are the project's, and resolve there. Only what can be read without running anything counts:
 module-level calls of `sys.path.insert`/`append` (or of a function of the module that passes one
 of its parameters to them), with a directory built from `__file__`, string literals, module-level
-names bound once, `os.path` functions and `pathlib.Path` (`.parent`, `.parents[n]`, `/`). A relative directory is taken from the
-script's own directory, where such scripts are run from.
+names bound once, `os.path` functions and `pathlib.Path` (`.parent`, `.parents[n]`, `/`). A
+relative directory is taken from the script's own directory, where such scripts are run from.
 """
 
 from __future__ import annotations
@@ -90,10 +90,13 @@ def _value(facts: ModuleFacts, path: Path, expr: cst.BaseExpression | None, dept
         return os.path.dirname(inner) if inner is not None else None
     if type(expr) is cst.Subscript and type(expr.value) is cst.Attribute and expr.value.attr.value == "parents":
         # Path(__file__).resolve().parents[1]: the directory two levels up
-        index = int_value(expr.slice[0].slice.value) if len(expr.slice) == 1 and type(expr.slice[0].slice) is cst.Index else None
-        inner = _value(facts, path, expr.value.value, depth - 1) if index is not None and index >= 0 else None
-        for _ in range(index + 1 if inner is not None and index is not None else 0):
-            inner = os.path.dirname(inner) if inner is not None else None
+        item = expr.slice[0].slice if len(expr.slice) == 1 else None
+        levels = int_value(item.value) if type(item) is cst.Index else None
+        inner = _value(facts, path, expr.value.value, depth - 1)
+        if levels is None or levels < 0 or inner is None:
+            return None
+        for _ in range(levels + 1):
+            inner = os.path.dirname(inner)
         return inner
     if type(expr) is not cst.Call:
         return None

@@ -395,7 +395,8 @@ def _fed_to_a_loader(ctx: LintContext, call: CallSite, names: set[str]) -> bool:
     batch_size): return DataLoader(graphs, ...)`). Only the value itself counts: a logger
     handed to a dataset builder is no data."""
     if data_name(call.name) == LOADER:
-        return reference(arg(call.node, 0, "dataset") or cst.Name("None")) in names
+        dataset = arg(call.node, 0, "dataset")
+        return dataset is not None and reference(dataset) in names
     given = [a for a in call.node.args if not a.star and reference(a.value) in names]
     callee = ctx.resolve_function(ctx.facts, ctx.path, ctx.method_target(ctx.facts, call)) if given else None
     if callee is None or not _returns_loaders(callee):
