@@ -349,7 +349,15 @@ class LintContext:
         if key not in self._resolve_cache:
             self._resolve_cache[key] = spawn_targets(facts) | entry_points(facts) | process_targets(facts)
             if facts is self.facts:
-                self._resolve_cache[key] |= self._spawned_through_helpers()
+                self._resolve_cache[key] |= self.spawned_through_helpers()
+        return self._resolve_cache[key]
+
+    def spawned_through_helpers(self) -> set[str]:
+        """The functions of the linted module it hands to a project helper that passes them on
+        to mp.spawn: each runs in a spawned process, its first parameter the process index."""
+        key = "spawned through helpers"
+        if key not in self._resolve_cache:
+            self._resolve_cache[key] = self._spawned_through_helpers()
         return self._resolve_cache[key]
 
     def _spawned_through_helpers(self) -> set[str]:

@@ -191,13 +191,14 @@ class ModuleFacts:
 
     # -- bindings --------------------------------------------------------------------
 
-    def with_bindings(self, extra: list[Assignment]) -> ModuleFacts:
-        """A copy that also holds `extra` bindings (made through calls), indexed and with the
-        roles they give; this one is left as it is."""
+    def with_bindings(self, extra: list[Assignment], roles: dict[tuple[str, str], Role] | None = None) -> ModuleFacts:
+        """A copy that also holds `extra` bindings (made through calls) and `roles` (known
+        through calls: the process index of a function a project helper spawns), indexed and
+        with the roles they give; this one is left as it is."""
         copy = replace(
             self,
             assignments=[*self.assignments, *extra],
-            roles=dict(self.roles),
+            roles={**self.roles, **(roles or {})},
             by_target={},
             by_scope={},
             by_value={},

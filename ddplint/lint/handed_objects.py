@@ -17,8 +17,9 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from ddplint.lint.facts import Assignment, ModuleFacts
+from ddplint.lint.facts import Assignment, ModuleFacts, process_index_parameter
 from ddplint.lint.names import argument_for, parameter_for, reference
+from ddplint.lint.roles import Role
 
 if TYPE_CHECKING:
     from ddplint.lint.context import LintContext
@@ -27,7 +28,10 @@ if TYPE_CHECKING:
 
 def with_handed_bindings(ctx: LintContext) -> ModuleFacts:
     """The linted module's facts with the bindings its calls of project functions make on the
-    objects they hand over (a copy; the facts other files share stay as they are)."""
+    objects they hand over, and with the process index of each function it hands a project
+    helper that passes it on to mp.spawn (`run_mp(train, n)`: train's first parameter is the
+    local rank), as mp.spawn called here gives it (a copy; the facts other files share stay as
+    they are)."""
     facts = ctx.facts
     replayed: list[Assignment] = []
     for site in facts.calls:
@@ -56,7 +60,12 @@ def with_handed_bindings(ctx: LintContext) -> ModuleFacts:
                         f"{handed[owner]}.{attribute}", value, site.function, site.order, site.conditions, site.loops, site.blocks
                     )
                 )
-    return facts.with_bindings(replayed) if replayed else facts
+    indexes = {
+        (target, index): Role.LOCAL_RANK
+        for target in ctx.spawned_through_helpers()
+        if (index := process_index_parameter(facts, target)) is not None and (target, index) not in facts.roles
+    }
+    return facts.with_bindings(replayed, indexes) if replayed or indexes else facts
 
 
 def _renamed(value: cst.BaseExpression, handed: dict[str, str]) -> cst.BaseExpression | None:
