@@ -17,7 +17,7 @@ from ddplint.lint import limits
 from ddplint.lint import positions as positions_mod
 from ddplint.lint.context import LintContext
 from ddplint.lint.handed_objects import with_handed_bindings
-from ddplint.lint.liveness import dead_definitions
+from ddplint.lint.liveness import dead_definitions, unreachable_statements
 from ddplint.lint.noqa import line_suppresses
 from ddplint.lint.project import Lookup, ProjectIndex
 from ddplint.lint.result import LintResult
@@ -99,7 +99,7 @@ def analyse(path, text, lines, config, rules, project, result: LintResult, modul
         except Exception as exc:  # one rule's bug must not stop the run
             result.internal_errors.append(FileError(str(path), f"internal error in {rule.code}: {type(exc).__name__}: {exc}"))
     if found:
-        dead = dead_definitions(module) if facts.is_script else []
+        dead = [*(dead_definitions(module) if facts.is_script else []), *unreachable_statements(module)]
         positions = positions_mod.ranges(module, [*_located(found), *dead], text)
         spans = [(positions[id(node)].start.line, positions[id(node)].end.line) for node in dead]
         seen = set()  # one node can match a rule twice (`device=torch.device("cuda")`)

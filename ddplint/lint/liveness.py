@@ -1,4 +1,4 @@
-"""Which top-level functions and classes of a script ever run.
+"""Which top-level functions and classes of a script ever run, and which statements cannot.
 
 A script runs its module-level code (its `__main__` block included) and what that code names,
 and what those name in turn. A function or class that nothing live names (`train_mp` left
@@ -8,6 +8,9 @@ decorator may register them), and so does everything of a module that other modu
 A method of a class without base classes that nothing in the script names (`def test(self):`
 whose one call, `trainer.test()`, is commented out) never runs either: no library calls it by
 name.
+
+Statements that follow a `return`, `raise`, `continue` or `break` in the same block never run
+either, in any module (a training loop left below the `return` of the one that replaced it).
 """
 
 from __future__ import annotations
@@ -90,3 +93,24 @@ def _plain_methods(module: cst.Module) -> list[cst.FunctionDef]:
         members = statement.body.body if type(statement.body) is cst.IndentedBlock else ()
         found += [m for m in members if type(m) is cst.FunctionDef and not m.decorators and not m.name.value.startswith("__")]
     return found
+
+
+_EXITS = (cst.Return, cst.Raise, cst.Continue, cst.Break)
+
+
+class _Unreachable(Walker):
+    def __init__(self) -> None:
+        self.found: list[cst.BaseStatement] = []
+
+    def visit_IndentedBlock(self, node: cst.IndentedBlock) -> None:
+        for i, statement in enumerate(node.body):
+            if type(statement) is cst.SimpleStatementLine and type(statement.body[-1]) in _EXITS:
+                self.found.extend(node.body[i + 1 :])
+                return
+
+
+def unreachable_statements(module: cst.Module) -> list[cst.BaseStatement]:
+    """The statements that follow a `return`, `raise`, `continue` or `break` in their block."""
+    collector = _Unreachable()
+    collector.walk(module)
+    return collector.found
