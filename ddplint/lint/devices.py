@@ -94,6 +94,8 @@ def classify(ctx: LintContext, expr: cst.BaseExpression | None, site: Event, int
         if depth > 0 and (through := _through_helper(ctx, expr, site, int_is_index, depth - 1)) is not None:
             return through
     role = facts.role_of(expr, function)
+    if role in PER_NODE and _global_where_used(ctx, expr, site):
+        role = Role.GLOBAL_RANK
     if role in PER_NODE:
         return Device(DeviceKind.LOCAL)
     if role is Role.GLOBAL_RANK and not _built_without_rank(ctx, expr, site):
@@ -104,6 +106,18 @@ def classify(ctx: LintContext, expr: cst.BaseExpression | None, site: Event, int
     if name is None or depth == 0:
         return Device(DeviceKind.OTHER)
     return _classify_name(ctx, name, site, int_is_index, depth - 1)
+
+
+def _global_where_used(ctx: LintContext, expr: cst.BaseExpression, site: Event) -> bool:
+    """A name taken as the local rank (it holds it on the other paths) that only bindings of the
+    global rank in the same function reach here: `args.local_rank = dist.get_rank()`, then
+    `torch.device("cuda", args.local_rank)` in the same branch (a parameter is the caller's)."""
+    name = reference(expr) if type(expr) in (cst.Name, cst.Attribute) else None
+    reaching = ctx.facts.reaching(name, site.function, site.order, site.blocks) if name else []
+    return bool(reaching) and all(
+        b.function == site.function and not b.element and ctx.facts.role_of(b.value, b.function) is Role.GLOBAL_RANK
+        for b in reaching
+    )
 
 
 def _built_without_rank(ctx: LintContext, expr: cst.BaseExpression, site: Event) -> bool:
