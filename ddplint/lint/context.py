@@ -418,10 +418,8 @@ def _built_by_factory(facts: ModuleFacts, function: str) -> str | None:
     `return trainer`)."""
     classes = set()
     for returned in facts.functions[function].returns:
-        values = [returned]
-        if type(returned) is cst.Name:
-            values = [a.value for a in facts.by_scope.get((function, returned.value), ())]
-        for value in values or [returned]:
+        bound = facts.by_scope.get((function, returned.value), []) if type(returned) is cst.Name else []
+        for value in [a.value for a in bound] or [returned]:
             classes.add(dotted(value.func) if type(value) is cst.Call else None)
     cls = classes.pop() if len(classes) == 1 else None
     return cls if cls is not None and cls not in facts.functions else None

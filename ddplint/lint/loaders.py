@@ -347,10 +347,7 @@ def is_training(facts: ModuleFacts, site: CallSite, dataset: cst.BaseExpression 
     shuffle = arg(site.node, 2, "shuffle")
     if type(shuffle) is cst.Name and shuffle.value == "True":
         return True
-    info = facts.functions.get(site.function)
-    # a loader returned as it is built is known by its function's name (`def prepare_val_loader(...)`)
-    returned = [site.function.rpartition(".")[2]] if info is not None and any(r is site.node for r in info.returns) else []
-    words = " ".join([*bound_names(facts, site.node), *returned, *(names_in(dataset) if dataset is not None else ())])
+    words = " ".join([*bound_names(facts, site.node), *(names_in(dataset) if dataset is not None else ())])
     if is_false(shuffle) and EVAL_WORDS.search(words):
         return False  # an unshuffled evaluation pass, also over training data (`trainval`, `train_eval`)
     if "train" in words.lower():
@@ -432,8 +429,15 @@ def beside_a_split_loader(site: CallSite, facts: ModuleFacts) -> bool:
 
 def readers(ctx: LintContext, site: CallSite) -> list[Loop] | None:
     """The loops that read the loader a DataLoader call builds, followed as `_readers` does; None
-    where it goes somewhere this cannot follow."""
-    return _readers(ctx, [(name, site.function) for name in bound_names(ctx.facts, site.node)], 4)
+    where it goes somewhere this cannot follow. A loader returned as it is built (`def
+    prepare_val_loader(...): return DataLoader(...)`) is read under the names its callers bind."""
+    facts = ctx.facts
+    held = [(name, site.function) for name in bound_names(facts, site.node)]
+    info = facts.functions.get(site.function)
+    if not held and info is not None and any(r is site.node for r in info.returns):
+        callers = ctx.guards.callers(facts).get(site.function, [])
+        held = [(a.target, c.function) for c in callers for a in facts.by_value.get(id(c.node), []) if not a.element]
+    return _readers(ctx, held, 4)
 
 
 def _evaluates(ctx: LintContext, function: str) -> bool:
