@@ -32,6 +32,7 @@ from ddplint.lint.project import ProjectIndex
 from ddplint.lint.resolver import Resolved
 from ddplint.lint.summaries import Effect, Summaries
 from ddplint.lint.vocabulary import ACCELERATE, FRAMEWORK_RUNNERS, INIT_PG, MODULE_RETURNS_ITSELF, TRAINER, WRAPPERS
+from ddplint.lint.walk import Walker
 
 REEXPORT_HOPS = 2  # a class found through at most this many re-exporting modules
 
@@ -381,7 +382,7 @@ class LintContext:
 def _names_used(module: cst.Module) -> frozenset[str]:
     """Every name the module reads or binds, other than in the name of a `def` or `class`."""
 
-    class Names(cst.CSTVisitor):
+    class Names(Walker):
         def __init__(self) -> None:
             self.found: set[str] = set()
 
@@ -390,18 +391,18 @@ def _names_used(module: cst.Module) -> frozenset[str]:
 
         def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
             for part in (node.params, node.body, *node.decorators):
-                part.visit(self)
+                self.walk(part)
             if node.returns is not None:
-                node.returns.visit(self)
+                self.walk(node.returns)
             return False
 
         def visit_ClassDef(self, node: cst.ClassDef) -> bool:
             for part in (node.body, *node.bases, *node.keywords, *node.decorators):
-                part.visit(self)
+                self.walk(part)
             return False
 
     names = Names()
-    module.visit(names)
+    names.walk(module)
     return frozenset(names.found)
 
 

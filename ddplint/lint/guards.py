@@ -541,18 +541,23 @@ class Guards:
         main-process test.
         """
         scope = [a for a in facts.assigned(name) if a.function == function or "." in name]
+        if not scope:
+            return depth > 0 and self._handed_on_main_only(name, facts, path, function, depth - 1)
         nones: list[Assignment] = []
         real: list[Assignment] = []
         chosen: list[cst.IfExp] = []
+        returned: list[Assignment] = []  # `run = start_logger(rank)`, which returns a run on rank 0 only
         for a in scope:
             if literal_truth(a.value) is False:
                 nones.append(a)
             elif type(a.value) is cst.IfExp and "None" in {dotted(a.value.body), dotted(a.value.orelse)}:
                 chosen.append(a.value)
+            elif type(a.value) is cst.Call and depth > 0 and self._returns_on_main_only(a.value, facts, path, depth - 1):
+                returned.append(a)
             else:
                 real.append(a)
         if not real and not chosen:
-            return False
+            return bool(returned)
         # None first (`writer = None`, then `if rank == 0: writer = ...`), or on the other side of
         # the same test (`if rank == 0: writer = ... else: writer = None`)
         if real:
@@ -569,6 +574,43 @@ class Guards:
             )
             for a in real
         )
+
+    def _handed_on_main_only(self, name: str, facts: ModuleFacts, path: Path, function: str, depth: int) -> bool:
+        """`name` is a parameter that every call of the function fills with a name its caller
+        sets on the main process only (`train(model, run)` after `run = start_logger(rank)`)."""
+        info = facts.functions.get(function)
+        if info is None or name not in info.params:
+            return False
+        calls = self._calls_of(facts, function)
+        for site, module, where in calls:
+            value = argument_for(site.node, info.node, name)
+            if type(value) is not cst.Name or not self.set_on_main_only(value.value, module, where, site.function, depth):
+                return False
+        return bool(calls)
+
+    def _returns_on_main_only(self, call: cst.Call, facts: ModuleFacts, path: Path, depth: int) -> bool:
+        """The project function the call names returns a real value only on the main process:
+        each of its returns is None (or False), under a main-process test, or a name it sets
+        on the main process only."""
+        name = dotted(call.func)
+        resolved = self.ctx.resolve_function(facts, path, facts.qualify(name) or name) if name else None
+        if resolved is None:
+            return False
+        inner, where, function = resolved
+        info = inner.functions[function]
+        real = False
+        for value, conditions in zip(info.returns, info.return_conditions, strict=True):
+            if literal_truth(value) is False:
+                continue
+            named = reference(value) if type(value) is cst.Name else None
+            if not (
+                any(self.condition_kind(c, inner, where, function, depth) is MAIN for c in conditions)
+                or named is not None
+                and self.set_on_main_only(named, inner, where, function, depth)
+            ):
+                return False
+            real = True
+        return real
 
     def _main_side(self, choice: cst.IfExp, facts: ModuleFacts, path: Path, function: str, depth: int) -> bool:
         """`x if <test> else None` (or `None if <test> else x`) is not None on the main process only."""
@@ -1241,10 +1283,17 @@ def _against_bool(test: cst.Comparison) -> bool | None:
     return (value == "True") == (operator in {cst.Equal, cst.Is})
 
 
-def _only_tested(facts: ModuleFacts, function: str, param: str) -> bool:
-    """The function reads its parameter only as the test of its own branches (`if verbose:`):
-    nothing keeps it, hands it on or returns it."""
+def _only_tested(facts: ModuleFacts, function: str, param: str, seen: frozenset[str] = frozenset()) -> bool:
+    """The function reads its parameter only as the test of its own branches (`if verbose:`),
+    directly or through a flag it derives and only tests (`logging_on = run is not None`):
+    nothing else keeps it, hands it on or returns it."""
     info = facts.functions[function]
-    kept = [a.value for a in facts.assignments_within(function)]
+    seen = seen | {param}
+    for a in facts.assignments_within(function):
+        if param not in names_in(a.value):
+            continue
+        derived = _computed_test(a.value) and "." not in a.target and a.target not in seen
+        if not (derived and _only_tested(facts, function, a.target, seen)):
+            return False
     handed = [a.value for c in facts.calls_within(function) for a in c.node.args]
-    return not any(param in names_in(value) for value in [*kept, *handed, *info.returns])
+    return not any(param in names_in(value) for value in [*handed, *info.returns])
