@@ -28,7 +28,7 @@ from ddplint.lint.facts import (
 from ddplint.lint.guards import Guards
 from ddplint.lint.names import dotted, reference
 from ddplint.lint.paths import never_runs
-from ddplint.lint.project import ProjectIndex
+from ddplint.lint.project import Located, ProjectIndex
 from ddplint.lint.resolver import Resolved
 from ddplint.lint.summaries import Effect, Summaries
 from ddplint.lint.vocabulary import ACCELERATE, FRAMEWORK_RUNNERS, INIT_PG, MODULE_RETURNS_ITSELF, TRAINER, WRAPPERS
@@ -214,7 +214,7 @@ class LintContext:
         if facts.has_members(cls):
             return cls
         found = self.project.resolve(path, facts.qualify(cls) or cls)
-        for _ in range(REEXPORT_HOPS):  # through a package's `from .trainer import Trainer`
+        for _ in range(REEXPORT_HOPS + 1):  # through a package's `from .trainer import Trainer`
             if found is None or not found.attr:
                 return None
             if found.facts.has_members(found.attr):
@@ -323,12 +323,24 @@ class LintContext:
             following = []
             for importer, facts in frontier:
                 for qualified in facts.imports.values():
-                    resolved = self.project.resolve(importer, qualified)
-                    if resolved is not None and resolved.path != self.project.real(self.path) and resolved.path not in found:
-                        found[resolved.path] = resolved.facts
-                        following.append((resolved.path, resolved.facts))
+                    for located in self._through_reexports(importer, qualified):
+                        if located.path != self.project.real(self.path) and located.path not in found:
+                            found[located.path] = located.facts
+                            following.append((located.path, located.facts))
             frontier = following
         return list(found.items())
+
+    def _through_reexports(self, importer: Path, qualified: str) -> list[Located]:
+        """The module an import names, and where a package only re-exports the name (`from
+        .trainer import Trainer` in its `__init__`), the modules it passes through to the one
+        that defines it: a re-export is no level of depth."""
+        chain: list[Located] = []
+        resolved = self.project.resolve(importer, qualified)
+        while resolved is not None and all(c.path != resolved.path for c in chain):
+            chain.append(resolved)
+            onward = resolved.facts.imports.get(resolved.attr) if resolved.attr and len(chain) <= REEXPORT_HOPS else None
+            resolved = self.project.resolve(resolved.path, onward) if onward else None
+        return chain
 
     # The parts hold this context by a weak reference: with a strong one each context would be
     # a reference cycle, and its module's whole tree would live on until the cycle collector
