@@ -135,8 +135,13 @@ def _built_without_rank(ctx: LintContext, expr: cst.BaseExpression, site: Event)
 
 
 def builds_device(facts: ModuleFacts, expr: cst.BaseExpression) -> bool:
-    """`f"cuda:{rank}"` or `torch.device(...)`: a device expression built here."""
-    return type(expr) is cst.FormattedString or type(expr) is cst.Call and facts.callee(expr) == "torch.device"
+    """`f"cuda:{rank}"`, `"cuda:{}".format(rank)`, `"cuda:%d" % rank` or `torch.device(...)`: a
+    device expression built here."""
+    if type(expr) is cst.BinaryOperation:
+        return type(expr.operator) is cst.Modulo and string_value(expr.left) is not None
+    return (
+        type(expr) is cst.FormattedString or format_call(expr) or type(expr) is cst.Call and facts.callee(expr) == "torch.device"
+    )
 
 
 def _formatted_index(ctx: LintContext, expr: cst.FormattedString, site: Event, depth: int) -> Device:

@@ -31,7 +31,7 @@ def with_handed_bindings(ctx: LintContext) -> ModuleFacts:
     objects they hand over, and with the process index of each function it hands a project
     helper that passes it on to mp.spawn (`run_mp(train, n)`: train's first parameter is the
     local rank), as mp.spawn called here gives it (a copy; the facts other files share stay as
-    they are)."""
+    they are), and with the roles of what it imports from the project."""
     facts = ctx.facts
     replayed: list[Assignment] = []
     for site in facts.calls:
@@ -65,7 +65,24 @@ def with_handed_bindings(ctx: LintContext) -> ModuleFacts:
         for target in ctx.spawned_through_helpers()
         if (index := process_index_parameter(facts, target)) is not None and (target, index) not in facts.roles
     }
-    return facts.with_bindings(replayed, indexes) if replayed or indexes else facts
+    roles = {**_imported_roles(ctx), **indexes}
+    return facts.with_bindings(replayed, roles) if replayed or roles else facts
+
+
+def _imported_roles(ctx: LintContext) -> dict[tuple[str, str], Role]:
+    """The roles of the names the module imports from a project module that binds them at its
+    top level (`from dist_env import RANK` where dist_env.py reads `RANK` from the environment)."""
+    facts, roles = ctx.facts, {}
+    for local, qualified in facts.imports.items():
+        if ("", local) in facts.roles:
+            continue
+        located = ctx.project.resolve(ctx.path, qualified)
+        while located is not None and located.attr and ("", located.attr) not in located.facts.roles:
+            onward = located.facts.imports.get(located.attr)  # re-exported by a package
+            located = ctx.project.resolve(located.path, onward) if onward else None
+        if located is not None and located.attr:
+            roles[("", local)] = located.facts.roles[("", located.attr)]
+    return roles
 
 
 def _renamed(value: cst.BaseExpression, handed: dict[str, str]) -> cst.BaseExpression | None:

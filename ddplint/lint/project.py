@@ -192,7 +192,9 @@ class ProjectIndex:
         """What an imported project module adds to sys.path, None when it does not touch it
         (read once per run; parsed only when its text mentions sys.path)."""
         if module not in self._dirs_of_module:
-            facts = self.facts_for(module) if "sys.path" in _text(module) else None
+            cached = self._cache.get(self.real(module))  # its text, where it was parsed already
+            text = cached[0] if cached is not None else _text(module)
+            facts = self.facts_for(module) if "sys.path" in text else None
             self._dirs_of_module[module] = import_paths.added_dirs(facts, self.real(module)) if facts is not None else None
         return self._dirs_of_module[module]
 
