@@ -176,10 +176,27 @@ def whole_loaders_of_helper(ctx: LintContext, site: CallSite, resolved: Resolved
             value = value.elements[binding.position].value
         elif len(bindings) != 1:
             continue
-        built = returned_loaders(facts, function, value)
+        built = _loaders_returned_through(facts, function, value)
         if built and all(_whole(ctx, loader, facts, path) for loader in built):
             found.append((binding.target, built[0]))
     return found
+
+
+def _loaders_returned_through(facts: ModuleFacts, function: str, returned: cst.BaseExpression, hops: int = 2) -> list[CallSite]:
+    """`returned_loaders`, and where `returned` is a name the function binds once to a call of
+    another function of its module with one `return` (`train_dl = prepare_data(x, y, bs)`),
+    the loaders that one returns."""
+    built = returned_loaders(facts, function, returned)
+    name = reference(returned) if type(returned) is cst.Name else None
+    if built or name is None or hops == 0:
+        return built
+    bound = [a for a in facts.assignments_within(function) if a.target == name]
+    value = bound[0].value if len(bound) == 1 and not bound[0].element and bound[0].position is None else None
+    callee = dotted(value.func) if type(value) is cst.Call else None
+    inner = facts.functions.get(callee) if callee is not None and "." not in callee else None
+    if inner is None or len(inner.returns) != 1:
+        return []
+    return _loaders_returned_through(facts, callee, inner.returns[0], hops - 1)
 
 
 def _whole(ctx: LintContext, loader: CallSite, facts: ModuleFacts, path: Path) -> bool:
@@ -440,6 +457,15 @@ def readers(ctx: LintContext, site: CallSite) -> list[Loop] | None:
     return _readers(ctx, held, 4)
 
 
+def _peeked(facts: ModuleFacts, call: CallSite) -> bool:
+    """`next(iter(loader))`: one batch read to look at it (its size, its shape), no pass over the data."""
+    return call.name == "iter" and any(
+        outer.name == "next" and outer.node.args and outer.node.args[0].value is call.node
+        for outer in facts.calls_in(call.function)
+        if id(outer.node) in call.within_calls
+    )
+
+
 def _evaluates(ctx: LintContext, function: str) -> bool:
     """The function turns gradients off (`with torch.no_grad():`, `@torch.inference_mode()`) or
     puts a model in eval mode."""
@@ -498,7 +524,7 @@ def _readers(ctx: LintContext, held: list[tuple[str, str]], depth: int) -> list[
                 wrappers |= _wrapping_calls(loop.node.iter)
         for call in facts.calls_in(function):
             given = [a for a in call.node.args if reference(a.value) == name]
-            if not given or id(call.node) in wrappers or call.name in INSPECTING_BUILTINS:
+            if not given or id(call.node) in wrappers or call.name in INSPECTING_BUILTINS or _peeked(facts, call):
                 continue
             wrapped = _wrapped_loops(facts, call, name)
             if wrapped:  # `pbar = tqdm(loader)`, then `for x in pbar:`
