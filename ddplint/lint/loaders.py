@@ -196,7 +196,7 @@ def _loaders_returned_through(facts: ModuleFacts, function: str, returned: cst.B
     inner = facts.functions.get(callee) if callee is not None and "." not in callee else None
     if inner is None or len(inner.returns) != 1:
         return []
-    return _loaders_returned_through(facts, callee, inner.returns[0], hops - 1)
+    return _loaders_returned_through(facts, inner.name, inner.returns[0], hops - 1)
 
 
 def _whole(ctx: LintContext, loader: CallSite, facts: ModuleFacts, path: Path) -> bool:
