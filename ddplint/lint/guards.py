@@ -37,7 +37,7 @@ from ddplint.lint.facts import (
     starts_workers,
 )
 from ddplint.lint.launch import LaunchTests
-from ddplint.lint.names import argument_for, dotted, int_value, names_in, parameter_for, reference, string_value
+from ddplint.lint.names import argument_for, computed_test, dotted, int_value, names_in, parameter_for, reference, string_value
 from ddplint.lint.paths import literal_truth
 from ddplint.lint.roles import (
     DIST_FLAGS,
@@ -289,7 +289,7 @@ class Guards:
             return _atom(DIST)  # the flag, or a name every binding of which copies it (`cfg.DISTRIBUTED = args.distributed`)
         if any(name in _disjuncts(a.value) for flag in group for a in facts.assigned(flag)):
             return DIST_WORLDS, ALL
-        if last_part(name) in DIST_FLAGS and not (copies and all(_computed_test(a.value) for a in copies)):
+        if last_part(name) in DIST_FLAGS and not (copies and all(computed_test(a.value) for a in copies)):
             return _atom(DIST)  # (a flag computed here, `use_ddp = ddp and batch >= n`, is read by its value)
         return None
 
@@ -1128,13 +1128,6 @@ def _enclosing_function(facts: ModuleFacts, scope: str):
 DIST_WORLDS = frozenset({MAIN_WORLD, NOT_MAIN_WORLD})
 
 
-def _computed_test(value: cst.BaseExpression) -> bool:
-    """`ddp and batch >= n`, `world > 1`, `not single`: a value that is itself a test."""
-    return type(value) in (cst.BooleanOperation, cst.Comparison) or (
-        type(value) is cst.UnaryOperation and type(value.operator) is cst.Not
-    )
-
-
 def _disjuncts(expr: cst.BaseExpression) -> set[str]:
     """The names `a or b or c` is true by."""
     if type(expr) is cst.BooleanOperation and type(expr.operator) is cst.Or:
@@ -1292,7 +1285,7 @@ def _only_tested(facts: ModuleFacts, function: str, param: str, seen: frozenset[
     for a in facts.assignments_within(function):
         if param not in names_in(a.value):
             continue
-        derived = _computed_test(a.value) and "." not in a.target and a.target not in seen
+        derived = computed_test(a.value) and "." not in a.target and a.target not in seen
         if not (derived and _only_tested(facts, function, a.target, seen)):
             return False
     handed = [a.value for c in facts.calls_within(function) for a in c.node.args]

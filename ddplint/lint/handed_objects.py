@@ -2,13 +2,15 @@
 
 Research code fills a configuration object in helpers: `init_dist(args, cfg)` sets
 `args.gpu = args.local_rank`, `load_cfg(args, cfg)` copies `cfg.RANK_ID = args.gpu` and
-`cfg.DISTRIBUTED = args.distributed`. After such a call the caller's `cfg.RANK_ID` holds its
-`args.local_rank`, and `if cfg.DISTRIBUTED:` is its launch test. The helper's bindings of an
-attribute of a parameter, from (an attribute of) a parameter, are replayed at the call with
-the caller's names: only copies, so a replayed binding never holds a value the caller's tree
-does not have a place for (a device string, a call) and nothing is ever reported at one. A
-binding from anything else (`args.rank = int(os.environ["RANK"])`) is not replayed; it only
-tells the caller that what it knew of that attribute no longer holds.
+`cfg.DISTRIBUTED = args.distributed`, `setup(args)` raises `args.log = True` under `if
+args.rank % n == 0:`. After such a call the caller's `cfg.RANK_ID` holds its
+`args.local_rank`, `if cfg.DISTRIBUTED:` is its launch test and `if args.log:` lets the first
+process of each machine through. The helper's bindings of an attribute of a parameter, from (an
+attribute of) a parameter, a flag or a test of those, are replayed at the call with the
+caller's names and the helper's tests around them, also through one helper it hands the
+object on to (see `_Renamer` for why only these). A binding from anything else
+(`args.rank = int(os.environ["RANK"])`) is not replayed; it only tells the caller that what
+it knew of that attribute no longer holds.
 """
 
 from __future__ import annotations
@@ -17,13 +19,14 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from ddplint.lint.facts import Assignment, ModuleFacts, process_index_parameter
-from ddplint.lint.names import argument_for, parameter_for, reference
+from ddplint.lint.facts import Assignment, Condition, ModuleFacts, process_index_parameter
+from ddplint.lint.names import argument_for, computed_test, parameter_for, reference
 from ddplint.lint.roles import Role
 
 if TYPE_CHECKING:
     from ddplint.lint.context import LintContext
     from ddplint.lint.paths import Event
+    from ddplint.lint.resolver import Resolved
 
 
 def with_handed_bindings(ctx: LintContext) -> ModuleFacts:
@@ -40,26 +43,11 @@ def with_handed_bindings(ctx: LintContext) -> ModuleFacts:
         resolved = ctx.resolve_function(facts, ctx.path, site.name)
         if resolved is None or "." in resolved.function:
             continue  # a plain function: a method's first parameter is the object it runs on
-        inner, _, function = resolved
-        definition = inner.functions[function].node
-        handed = {}
-        for param in inner.functions[function].params:
-            given = argument_for(site.node, definition, param)
-            if type(given) is cst.Name:
-                handed[param] = given.value
-        if not handed:
-            continue
-        for binding in inner.assignments_within(function):
-            owner, _, attribute = binding.target.partition(".")
-            if binding.function != function or binding.element or owner not in handed or not attribute or "." in attribute:
-                continue
-            value = _renamed(binding.value, handed)
-            if value is not None:
-                replayed.append(
-                    Assignment(
-                        f"{handed[owner]}.{attribute}", value, site.function, site.order, site.conditions, site.loops, site.blocks
-                    )
-                )
+        handed = _handed(site.node, resolved.facts, resolved.function, {})
+        for target, value, conditions in _replayed(ctx, resolved, handed, HANDED_ON):
+            replayed.append(
+                Assignment(target, value, site.function, site.order, site.conditions + conditions, site.loops, site.blocks)
+            )
     indexes = {
         (target, index): Role.LOCAL_RANK
         for target in ctx.spawned_through_helpers()
@@ -85,15 +73,108 @@ def _imported_roles(ctx: LintContext) -> dict[tuple[str, str], Role]:
     return roles
 
 
-def _renamed(value: cst.BaseExpression, handed: dict[str, str]) -> cst.BaseExpression | None:
-    """`args.local_rank` in the helper as the caller names it; None for anything but a parameter
-    or an attribute of one."""
-    if type(value) is cst.Name:
-        return cst.Name(handed[value.value]) if value.value in handed else None
-    if type(value) is cst.Attribute:
-        inner = _renamed(value.value, handed)
-        return cst.Attribute(value=inner, attr=cst.Name(value.attr.value)) if inner is not None else None
-    return None
+HANDED_ON = 1  # a helper that hands the object on to another (`init_dist(args)` calling `_init_pytorch(args)`)
+
+Replayed = tuple[str, cst.BaseExpression, tuple[Condition, ...]]  # target, value, tests, as the caller names them
+
+
+def _handed(call: cst.Call, facts: ModuleFacts, function: str, outer: dict[str, str]) -> dict[str, str]:
+    """The function's parameters that the call fills with a name, by that name (as `outer`
+    renames it, for a call inside a helper)."""
+    definition = facts.functions[function].node
+    handed = {}
+    for param in facts.functions[function].params:
+        given = argument_for(call, definition, param)
+        if type(given) is cst.Name and (not outer or given.value in outer):
+            handed[param] = outer.get(given.value, given.value)
+    return handed
+
+
+def _replayed(ctx: LintContext, resolved: Resolved, handed: dict[str, str], hops: int) -> list[Replayed]:
+    """The bindings the function makes on attributes of the objects it is handed, with the tests
+    around them, in the caller's names; and those of the project functions it hands them on to."""
+    facts, path, function = resolved
+    if not handed:
+        return []
+    renamer = _Renamer(handed)
+    found: list[Replayed] = []
+    for binding in facts.assignments_within(function):
+        owner, _, attribute = binding.target.partition(".")
+        if binding.function != function or binding.element or owner not in handed or not attribute or "." in attribute:
+            continue
+        value, conditions = renamer.value(binding.value), renamer.conditions(binding.conditions)
+        if value is not None and conditions is not None:
+            found.append((f"{handed[owner]}.{attribute}", value, conditions))
+    for site in facts.calls_within(function) if hops else ():
+        inner = ctx.resolve_function(facts, path, site.name) if site.name else None
+        conditions = renamer.conditions(site.conditions)
+        if inner is None or "." in inner.function or conditions is None:
+            continue
+        onward = _handed(site.node, inner.facts, inner.function, handed)
+        found += [(t, v, conditions + c) for t, v, c in _replayed(ctx, inner, onward, hops - 1)]
+    return found
+
+
+class _Renamer:
+    """The helper's values and tests in the caller's names. Only copies (`args.gpu =
+    args.local_rank`), flags (`True`, `False`) and tests of the handed objects (`args.rank %
+    n == 0`) are renamed, so that a replayed binding never holds a value the caller's tree has
+    no place for (a device string, a call) and nothing is ever reported at one; anything else
+    is None. Each test is renamed once, so that both sides of one `if` share it."""
+
+    def __init__(self, handed: dict[str, str]) -> None:
+        self.handed = handed
+        self.tests: dict[int, cst.BaseExpression | None] = {}
+
+    def value(self, value: cst.BaseExpression) -> cst.BaseExpression | None:
+        if type(value) is cst.Name and value.value in {"True", "False", "None"}:
+            return value
+        if type(value) in (cst.Name, cst.Attribute):
+            return self._reference(value)
+        return self._test(value) if computed_test(value) else None
+
+    def conditions(self, conditions: tuple[Condition, ...]) -> tuple[Condition, ...] | None:
+        renamed = []
+        for c in conditions:
+            test = self._test(c.test)
+            if test is None:
+                return None
+            renamed.append(Condition(test, c.negated))
+        return tuple(renamed)
+
+    def _test(self, test: cst.BaseExpression) -> cst.BaseExpression | None:
+        if id(test) not in self.tests:
+            self.tests[id(test)] = self._rebuilt(test)
+        return self.tests[id(test)]
+
+    def _rebuilt(self, node: cst.BaseExpression) -> cst.BaseExpression | None:
+        if type(node) in (cst.Name, cst.Attribute):
+            return self.value(node)
+        if type(node) in (cst.Integer, cst.SimpleString):
+            return node
+        if type(node) is cst.UnaryOperation:
+            inner = self._rebuilt(node.expression)
+            return node.with_changes(expression=inner) if inner is not None else None
+        if isinstance(node, (cst.BinaryOperation, cst.BooleanOperation)):
+            left, right = self._rebuilt(node.left), self._rebuilt(node.right)
+            return node.with_changes(left=left, right=right) if left is not None and right is not None else None
+        if type(node) is cst.Comparison:
+            left = self._rebuilt(node.left)
+            targets = [c.with_changes(comparator=self._rebuilt(c.comparator)) for c in node.comparisons]
+            if left is None or any(c.comparator is None for c in targets):
+                return None
+            return node.with_changes(left=left, comparisons=targets)
+        return None
+
+    def _reference(self, value: cst.BaseExpression) -> cst.BaseExpression | None:
+        """`args.local_rank` in the helper as the caller names it; None for anything but a
+        parameter or an attribute of one."""
+        if type(value) is cst.Name:
+            return cst.Name(self.handed[value.value]) if value.value in self.handed else None
+        if type(value) is cst.Attribute:
+            inner = self._reference(value.value)
+            return cst.Attribute(value=inner, attr=cst.Name(value.attr.value)) if inner is not None else None
+        return None
 
 
 def set_by_helper(ctx: LintContext, head: str, attribute: str, site: Event) -> bool:

@@ -304,3 +304,10 @@ def other_device_type(expr: cst.BaseExpression | None) -> bool:
         return text.endswith(":") and text[:-1].isalpha() and text != "cuda:"
     value = string_value(expr)
     return value is not None and value.isalpha() and value != "cuda"
+
+
+def computed_test(value: cst.BaseExpression) -> bool:
+    """`ddp and batch >= n`, `world > 1`, `not single`: a value that is itself a test."""
+    return type(value) in (cst.BooleanOperation, cst.Comparison) or (
+        type(value) is cst.UnaryOperation and type(value.operator) is cst.Not
+    )
