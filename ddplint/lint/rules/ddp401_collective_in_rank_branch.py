@@ -35,15 +35,15 @@ def _wrapped_models(ctx: LintContext) -> dict[str, tuple[str, int]]:
     """
     wrapped: dict[str, tuple[str, int]] = {}
     for a in ctx.facts.assignments:
-        if _wraps(ctx.facts, a.value) and (a.target not in wrapped or a.order < wrapped[a.target][1]):
+        if _wraps(ctx, ctx.facts, ctx.path, a.value) and (a.target not in wrapped or a.order < wrapped[a.target][1]):
             wrapped[a.target] = (a.function, a.order)
     return wrapped
 
 
-def _wraps(facts: ModuleFacts, value: cst.BaseExpression, through: int = 1) -> bool:
+def _wraps(ctx: LintContext, facts: ModuleFacts, path: Path, value: cst.BaseExpression, through: int = 1) -> bool:
     """The value is a DDP/FSDP wrapper: `DDP(net, ...)`, also moved or switched on the way
     (`DDP(net, device_ids=[rank]).to(device)`: a module's `.to()` returns the module), or what a
-    function of the module returns when one of its `return`s is one (`model = set_model(model,
+    function of the project returns when one of its `return`s is one (`model = set_model(model,
     distributed=True)`, whose distributed path wraps: a distributed run takes it)."""
     value = _unmoved(value)
     if type(value) is not cst.Call:
@@ -51,12 +51,15 @@ def _wraps(facts: ModuleFacts, value: cst.BaseExpression, through: int = 1) -> b
     callee = facts.callee(value)
     if callee in WRAPPERS:  # DDP(net, broadcast_buffers=False): its forward pass sends nothing
         return not (callee == DDP and is_false(arg(value, None, "broadcast_buffers")))
-    info = facts.functions.get(callee) if callee and through > 0 else None
-    return info is not None and any(
-        _wraps(facts, r, through - 1)
+    resolved = ctx.resolve_function(facts, path, callee, constructors=False) if callee and through > 0 else None
+    if resolved is None:
+        return False
+    inner, where, function = resolved
+    return any(
+        _wraps(ctx, inner, where, r, through - 1)
         or type(r) is cst.Name
-        and any(a.function == info.name and _wraps(facts, a.value, through - 1) for a in facts.assigned(r.value))
-        for r in info.returns
+        and any(a.function == function and _wraps(ctx, inner, where, a.value, through - 1) for a in inner.assigned(r.value))
+        for r in inner.functions[function].returns
     )
 
 
@@ -80,7 +83,7 @@ def _is_wrapped(ctx: LintContext, name: str | None, site: CallSite, models: dict
         return site.function != function or site.order > order
     if any(a.function == site.function for a in facts.assigned(name)):
         reaching = facts.reaching(name, site.function, site.order, site.blocks)
-        return any(_wraps(facts, b.value) for b in reaching if not b.element)
+        return any(_wraps(ctx, facts, ctx.path, b.value) for b in reaching if not b.element)
     return not function or site.function.startswith(f"{function}.")
 
 
@@ -187,7 +190,7 @@ def _model_in_attribute(ctx: LintContext, site: CallSite, models: dict[str, tupl
     resolved = ctx.resolve_function(facts, ctx.path, site.name)
     if resolved is None or "." not in resolved.function:
         return None
-    inner_facts, _, method = resolved
+    inner_facts, inner_path, method = resolved
     cls = method.rpartition(".")[0]
     init = inner_facts.functions.get(f"{cls}.__init__")
     obj = site.name.partition(".")[0]
@@ -201,7 +204,7 @@ def _model_in_attribute(ctx: LintContext, site: CallSite, models: dict[str, tupl
 
     attributes = _attributes_of(inner_facts, cls)
     forwarded = {a for a in attributes if runs(a)}
-    own = {a for a in _wrapped_in_init(inner_facts, cls) if runs(a)}
+    own = {a for a in _wrapped_in_init(ctx, inner_facts, inner_path, cls) if runs(a)}
     for binding in bindings:
         construction = None if binding.element else _call_site(ctx, binding.value)
         built = ctx.resolve_function(facts, ctx.path, construction.name) if construction is not None else None
@@ -230,14 +233,15 @@ def _self_bindings(facts: ModuleFacts, cls: str) -> dict[str, list[Assignment]]:
     return bound
 
 
-def _wrapped_in_init(facts: ModuleFacts, cls: str) -> set[str]:
+def _wrapped_in_init(ctx: LintContext, facts: ModuleFacts, path: Path, cls: str) -> set[str]:
     """Attributes of a class bound only in its `__init__`, unconditionally, whose last binding
     there wraps the model (`self.encoder = DDP(self.encoder, device_ids=[gpu])`)."""
     init = f"{cls}.__init__"
     return {
         attr
         for attr, found in _self_bindings(facts, cls).items()
-        if all(a.function == init and not a.conditions for a in found) and _wraps(facts, max(found, key=lambda a: a.order).value)
+        if all(a.function == init and not a.conditions for a in found)
+        and _wraps(ctx, facts, path, max(found, key=lambda a: a.order).value)
     }
 
 
