@@ -712,8 +712,31 @@ def cuda_tests(ctx: LintContext, expr: cst.BaseExpression, site: CallSite, depth
     # module, `args.device = ...` in the function that parses the arguments)
     facts = ctx.facts
     bindings = facts.assigned(name) if "." in name else facts.reaching(name, site.function, site.order, site.blocks)
-    found = [cuda_tests(ctx, b.value, site, depth - 1) for b in bindings if not b.element]
-    return frozenset.intersection(*found) if found else frozenset()
+    bindings = [b for b in bindings if not b.element]
+    found = [cuda_tests(ctx, b.value, site, depth - 1) for b in bindings]
+    return (frozenset.intersection(*found) if found else frozenset()) or _branch_tests(ctx, bindings, site)
+
+
+def _branch_tests(ctx: LintContext, bindings: list[Assignment], site: CallSite) -> frozenset[str]:
+    """`if args.no_cuda: device = torch.device("cpu")`, `else: device = torch.device("cuda")`:
+    the tests of the branches that make the name CUDA, where every other binding makes it
+    something else."""
+    kinds = [classify(ctx, b.value, site, True).kind for b in bindings]
+    cuda = [b for b, kind in zip(bindings, kinds, strict=True) if kind is DeviceKind.BARE]
+    if (
+        not cuda
+        or len(cuda) == len(bindings)
+        or any(kind is not DeviceKind.OTHER for kind in kinds if kind is not DeviceKind.BARE)
+    ):
+        return frozenset()
+    return frozenset.intersection(*(frozenset(_side_key(c) for c in b.conditions) for b in cuda))
+
+
+def _side_key(condition: Condition) -> str:
+    """The key of the test that holds inside the condition's branch."""
+    if not condition.negated:
+        return test_key(condition.test)
+    return complement_key(condition.test) or test_key(cst.UnaryOperation(operator=cst.Not(), expression=condition.test))
 
 
 def _dominates_when_distributed(ctx: LintContext, binding: CallSite, use: CallSite, also: frozenset[str] = frozenset()) -> bool:
@@ -744,7 +767,7 @@ def _dominates_when_distributed(ctx: LintContext, binding: CallSite, use: CallSi
             for u in use.conditions
         )
         or not c.negated
-        and (test_key(c.test) in also or _asks_for_cuda(facts, c.test))
+        and (test_key(c.test) in also or _asks_for_cuda(facts, c.test, also))
         for c in extra
     )
 
@@ -770,9 +793,19 @@ def _other_side(facts: ModuleFacts, function: str, first: Condition, then: Condi
     )
 
 
-def _asks_for_cuda(facts: ModuleFacts, test: cst.BaseExpression) -> bool:
-    """`if torch.cuda.is_available():`: every run with a GPU to land on takes the branch."""
-    return type(test) is cst.Call and facts.callee(test) == "torch.cuda.is_available"
+def _asks_for_cuda(facts: ModuleFacts, test: cst.BaseExpression, also: frozenset[str] = frozenset()) -> bool:
+    """`if torch.cuda.is_available():`: every run with a GPU to land on takes the branch; so
+    does a flag that only joins that with the tests the use's device is CUDA under (`args.cuda
+    = not args.no_cuda and torch.cuda.is_available()`, the device CUDA where `not args.no_cuda`)."""
+    if type(test) is cst.Call:
+        return facts.callee(test) == "torch.cuda.is_available"
+    if type(test) is cst.BooleanOperation and type(test.operator) is cst.And:
+        return all(_asks_for_cuda(facts, side, also) or test_key(side) in also for side in (test.left, test.right))
+    name = reference(test) if type(test) in (cst.Name, cst.Attribute) else None
+    bindings = facts.assigned(name) if name is not None and also else []
+    return bool(bindings) and all(
+        not b.element and type(b.value) is cst.BooleanOperation and _asks_for_cuda(facts, b.value, also) for b in bindings
+    )
 
 
 def visible_devices_per_rank(ctx: LintContext) -> bool:
