@@ -203,7 +203,9 @@ class LintContext:
                 value = receiver
             if type(value) is not cst.Call or (callee := dotted(value.func)) is None:
                 return None
-            if callee in facts.functions and (callee := _built_by_factory(facts, callee)) is None:
+            if binding.element and (binding.position is None or callee not in facts.functions):
+                return None  # `for x in make()`, `a, b = make()` of another module: what each holds is unknown
+            if callee in facts.functions and (callee := _built_by_factory(facts, callee, binding.position)) is None:
                 return None  # `trainer = get_trainer(cfg)`: the class that function builds and returns
             if facts.qualify(callee) in WRAPPERS and value.args and dotted(value.args[0].value) == name:
                 continue  # `model = DDP(model)`: the script still calls its own class's methods on it
@@ -425,12 +427,18 @@ def _module_returned(value: cst.BaseExpression) -> cst.BaseExpression | None:
     return None
 
 
-def _built_by_factory(facts: ModuleFacts, function: str) -> str | None:
+def _built_by_factory(facts: ModuleFacts, function: str, position: int | None) -> str | None:
     """The one class a function of the module constructs and returns on every path, directly
     (`return Trainer(...)`) or through a name bound to it there (`trainer = Trainer(...)`,
-    `return trainer`)."""
+    `return trainer`); with `position`, as that element of the tuple it returns (`return args,
+    helper, writer`, unpacked by the caller)."""
     classes = set()
     for returned in facts.functions[function].returns:
+        if position is not None:
+            elements = returned.elements if type(returned) is cst.Tuple else ()
+            if position >= len(elements) or any(type(e) is cst.StarredElement for e in elements):
+                return None
+            returned = elements[position].value
         bound = facts.by_scope.get((function, returned.value), []) if type(returned) is cst.Name else []
         for value in [a.value for a in bound] or [returned]:
             classes.add(dotted(value.func) if type(value) is cst.Call else None)
