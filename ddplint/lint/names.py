@@ -225,9 +225,10 @@ def _line_break_before(call: cst.Call) -> cst.ParenthesizedWhitespace | None:
 
 def call_parameters(call: cst.Call, definition: cst.FunctionDef) -> list[cst.Param]:
     """The positional parameters as the call fills them: without `self`/`cls` for a method
-    called through an object and for a constructor (`Logger(...)` runs `__init__`)."""
+    called through an object, for a constructor (`Logger(...)` runs `__init__`) and for an
+    instance called itself (`checkpoint(step, model)` runs `__call__`)."""
     params = [*definition.params.posonly_params, *definition.params.params]
-    bound = type(call.func) is cst.Attribute or definition.name.value == "__init__"
+    bound = type(call.func) is cst.Attribute or definition.name.value in {"__init__", "__call__"}
     if params and params[0].name.value in {"self", "cls"} and bound:
         return params[1:]
     return params
