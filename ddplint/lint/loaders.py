@@ -517,12 +517,13 @@ def _readers(ctx: LintContext, held: list[tuple[str, str]], depth: int) -> list[
         if "." in name or depth == 0:
             return None
         found, wrappers = False, set()
+        scopes = {function} | (_reading_the_global(facts, name) if not function else set())
         for loop in facts.loops:
-            if loop.function == function and type(loop.node) is cst.For and name in _iterated(loop.node.iter):
+            if loop.function in scopes and type(loop.node) is cst.For and name in _iterated(loop.node.iter):
                 readers.append(loop)
                 found = True
                 wrappers |= _wrapping_calls(loop.node.iter)
-        for call in facts.calls_in(function):
+        for call in (c for scope in scopes for c in facts.calls_in(scope)):
             given = [a for a in call.node.args if reference(a.value) == name]
             if not given or id(call.node) in wrappers or call.name in INSPECTING_BUILTINS or _peeked(facts, call):
                 continue
@@ -572,6 +573,17 @@ def _readers(ctx: LintContext, held: list[tuple[str, str]], depth: int) -> list[
         if not found:
             return None
     return readers
+
+
+def _reading_the_global(facts: ModuleFacts, name: str) -> set[str]:
+    """The functions of the module that read its module-level `name` (`def train(epoch): for
+    batch in train_loader:` after `train_loader = get_loader(...)` at the top level): neither a
+    parameter of theirs nor bound in them."""
+    return {
+        info.name
+        for info in facts.functions.values()
+        if name not in info.params and not any(a.function == info.name for a in facts.assigned(name))
+    }
 
 
 def _kept_by_constructor(facts: ModuleFacts, name: str, function: str) -> list[str]:
