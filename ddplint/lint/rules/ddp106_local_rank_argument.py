@@ -9,7 +9,7 @@ import libcst as cst
 
 from ddplint.diagnostics import Severity
 from ddplint.lint.context import LintContext
-from ddplint.lint.facts import Assignment, CallSite, local_rank_flag, names_read, starts_own_workers
+from ddplint.lint.facts import Assignment, CallSite, ModuleFacts, local_rank_flag, names_read, starts_own_workers
 from ddplint.lint.names import reference
 from ddplint.lint.resolver import Resolved
 from ddplint.lint.rules.base import Finding, Inside, Rule
@@ -105,6 +105,8 @@ def _declared_by_call(ctx: LintContext, site: CallSite) -> tuple[Path, CallSite,
 def _declared_in(ctx: LintContext, resolved: Resolved, depth: int) -> tuple[Path, CallSite, str] | None:
     facts, path, function = resolved
     calls = facts.calls_within(function)
+    if any(_parses_a_global(facts, c, function) for c in calls):
+        calls = [*calls, *(c for c in facts.calls if c.function == "")]  # its flags are declared at the top
     found = _first_flag(path, calls)
     if found is not None or depth == 0:
         return found
@@ -115,6 +117,13 @@ def _declared_in(ctx: LintContext, resolved: Resolved, depth: int) -> tuple[Path
             if found is not None:
                 return found
     return None
+
+
+def _parses_a_global(facts: ModuleFacts, call: CallSite, function: str) -> bool:
+    """`parser.parse_known_args()` inside `get_args()`, of a parser the module builds at its top
+    level (`parser = argparse.ArgumentParser()`, its flags added there)."""
+    receiver = reference(call.node.func.value) if call.method in PARSE_METHODS and type(call.node.func) is cst.Attribute else None
+    return receiver is not None and not any(a.function == function for a in facts.assigned(receiver))
 
 
 def _first_flag(path: Path, calls: list[CallSite]) -> tuple[Path, CallSite, str] | None:
