@@ -61,8 +61,11 @@ def _imported_roles(ctx: LintContext) -> dict[tuple[str, str], Role]:
     """The roles of the names the module imports from a project module that binds them at its
     top level (`from dist_env import RANK` where dist_env.py reads `RANK` from the environment)."""
     facts, roles = ctx.facts, {}
+    called = {c.name.partition(".")[0] for c in facts.calls if c.name}
     for local, qualified in facts.imports.items():
-        if ("", local) in facts.roles:
+        # only a name read as a value: looking up the functions, classes and modules the
+        # module calls would parse every project module it imports, needed or not
+        if local not in facts.names_read or local in called or ("", local) in facts.roles:
             continue
         located = ctx.project.resolve(ctx.path, qualified)
         while located is not None and located.attr and ("", located.attr) not in located.facts.roles:
