@@ -14,13 +14,14 @@ from pathlib import Path
 import libcst as cst
 
 from ddplint.diagnostics import Severity
+from ddplint.lint.caller_state import gated_at_call, handed_state
 from ddplint.lint.context import LintContext
-from ddplint.lint.facts import Assignment, CallSite, ModuleFacts
+from ddplint.lint.facts import Assignment, CallSite, Condition, ModuleFacts
 from ddplint.lint.guards import MAIN, NOTMAIN, OPPOSITE, SINGLE, Kind
 from ddplint.lint.loaders import is_false
-from ddplint.lint.names import arg, call_parameters, callee_text, dotted, parameter_for
+from ddplint.lint.names import arg, argument_for, call_parameters, callee_text, dotted, parameter_for, reference
 from ddplint.lint.paths import never_runs
-from ddplint.lint.rules.base import Finding, Rule
+from ddplint.lint.rules.base import Finding, Inside, Rule
 from ddplint.lint.summaries import Effect, direct_effects
 from ddplint.lint.vocabulary import DDP, MODULE_RETURNS_ITSELF, WRAPPERS
 
@@ -42,10 +43,13 @@ def _wrapped_models(ctx: LintContext) -> dict[str, tuple[str, int]]:
 
 def _wraps(ctx: LintContext, facts: ModuleFacts, path: Path, value: cst.BaseExpression, through: int = 1) -> bool:
     """The value is a DDP/FSDP wrapper: `DDP(net, ...)`, also moved or switched on the way
-    (`DDP(net, device_ids=[rank]).to(device)`: a module's `.to()` returns the module), or what a
+    (`DDP(net, device_ids=[rank]).to(device)`: a module's `.to()` returns the module), chosen
+    on the distributed side of a conditional expression, or what a
     function of the project returns when one of its `return`s is one (`model = set_model(model,
     distributed=True)`, whose distributed path wraps: a distributed run takes it)."""
     value = _unmoved(value)
+    if type(value) is cst.IfExp:  # `DDP(model, ...) if args.distributed else model`: the distributed side
+        return any(_wraps(ctx, facts, path, side, through) for side in (value.body, value.orelse))
     if type(value) is not cst.Call:
         return False
     callee = facts.callee(value)
@@ -83,8 +87,42 @@ def _is_wrapped(ctx: LintContext, name: str | None, site: CallSite, models: dict
         return site.function != function or site.order > order
     if any(a.function == site.function for a in facts.assigned(name)):
         reaching = facts.reaching(name, site.function, site.order, site.blocks)
-        return any(_wraps(ctx, facts, ctx.path, b.value) for b in reaching if not b.element)
+        return any(
+            _wraps(ctx, facts, ctx.path, b.value) if not b.element else _handed_back_wrapped(ctx, b, HAND_ON_HOPS)
+            for b in reaching
+        )
     return not function or site.function.startswith(f"{function}.")
+
+
+def _handed_back_wrapped(ctx: LintContext, binding: Assignment, hops: int) -> bool:
+    """`model, optimizer = resume(opts, model, optimizer)`: a project function that returns, in
+    that place of its tuple, the parameter it was given, as it is, gives back the model it was
+    handed: a wrapped one where the bindings reaching the call wrap."""
+    call = binding.value
+    if hops == 0 or binding.position is None or type(call) is not cst.Call or any(a.star for a in call.args):
+        return False
+    resolved = ctx.resolve_function(ctx.facts, ctx.path, ctx.facts.callee(call))
+    if resolved is None:
+        return False
+    facts, _, function = resolved
+    info = facts.functions[function]
+    given: set[str] = set()
+    for returned in info.returns:
+        elements = returned.elements if type(returned) is cst.Tuple else ()
+        if binding.position >= len(elements) or type(elements[binding.position].value) is not cst.Name:
+            return False
+        given.add(cst.ensure_type(elements[binding.position].value, cst.Name).value)
+    param = given.pop() if len(given) == 1 else None
+    if param is None or param not in info.params or any(a.function == function for a in facts.assigned(param)):
+        return False
+    argument = argument_for(call, info.node, param)
+    held = reference(argument) if argument is not None else None
+    reaching = ctx.facts.reaching(held, binding.function, binding.order, binding.blocks) if held else []
+    return any(
+        _wraps(ctx, ctx.facts, ctx.path, b.value) if not b.element else _handed_back_wrapped(ctx, b, hops - 1)
+        for b in reaching
+        if b.value is not call
+    )
 
 
 def _not_an_instance_here(site: CallSite, name: str) -> bool:
@@ -149,6 +187,35 @@ def _runs_forward(ctx: LintContext, facts: ModuleFacts, path: Path, function: st
             if name is not None and _runs_forward(ctx, inner_facts, inner_path, inner, name, hops - 1):
                 return True
     return False
+
+
+def _forward_under_own_rank_test(
+    ctx: LintContext, site: CallSite, models: dict[str, tuple[str, int]]
+) -> tuple[str, Path, CallSite] | None:
+    """The wrapped model a call hands to a function of another project module that runs its
+    forward pass only in its own rank-dependent branches (`test_and_eval(opts, model)` with `if opts.rank == 0: ...
+    model(images)`): the model's name, and the first such forward call, in its module."""
+    handed = [a for a in site.node.args if _is_wrapped(ctx, dotted(a.value), site, models)]
+    if not handed or any(a.star for a in site.node.args):
+        return None
+    resolved = ctx.resolve_function(ctx.facts, ctx.path, ctx.method_target(ctx.facts, site))
+    if resolved is None or resolved.facts is ctx.facts:
+        return None  # (a function of this module: its forward pass is judged where it is)
+    facts, path, function = resolved
+    state = handed_state(ctx, site, ctx.facts, ctx.path, facts, function)
+
+    def rank_test(condition: Condition, where: str) -> bool:  # `if opts.rank == 0:`, read with the caller's `opts`
+        kind = ctx.guards.condition_kind(condition, facts, path, where)
+        return kind in {MAIN, NOTMAIN} or bool(state) and gated_at_call(ctx, condition, state, site, ctx.facts, ctx.path)
+
+    for argument in handed:
+        param = parameter_for(site.node, facts.functions[function].node, argument)
+        if param is None or any(a.target == param for a in facts.assignments_within(function)):
+            continue
+        forwards = [c for c in facts.calls_within(function) if c.name in (param, f"{param}.forward")]
+        if forwards and all(any(rank_test(c, f.function) for c in f.conditions) for f in forwards):
+            return dotted(argument.value) or param, path, forwards[0]
+    return None
 
 
 def _model_it_sees(ctx: LintContext, site: CallSite, models: dict[str, tuple[str, int]]) -> str | None:
@@ -337,6 +404,21 @@ class CollectiveInRankBranch(Rule):
                 f"{what} runs only on some ranks (inside a rank-dependent branch): the other ranks "
                 f"never join its collectives and the job hangs or mismatches later ones; {fix}",
             )
+
+        for site in ctx.facts.calls:
+            if guards.rank_conditional(site) or never_runs(ctx.facts, site):
+                continue  # (a call in a rank branch is judged above)
+            found = _forward_under_own_rank_test(ctx, site, models)
+            if found is not None:
+                model, path, first = found
+                yield Finding(
+                    site.node,
+                    f"{callee_text(site.node)}() runs the forward pass of the wrapped model '{model}' only on some "
+                    "ranks (inside its own rank-dependent branch): the other ranks never join its collectives "
+                    f"and the job hangs or mismatches later ones; evaluate with the unwrapped model ('{model}.module') "
+                    "there or run it on every rank",
+                    inside=(Inside(path, first.node, "the forward pass runs here, under a rank test"),),
+                )
 
     @staticmethod
     def _side(ctx: LintContext, site: CallSite) -> Kind | None:
