@@ -166,6 +166,8 @@ class LintContext:
         constructors = facts is self.facts if constructors is None else constructors
         if constructors and f"{name}.__init__" in facts.functions:
             return Resolved(facts, path, f"{name}.__init__")
+        if constructors and name in facts.bases:  # a class that inherits its __init__
+            return self._inherited(facts, path, f"{name}.__init__", hops)
         if name.rpartition(".")[0] in facts.bases:  # a method a class of this module inherits
             return self._inherited(facts, path, name, hops)
         if name.startswith("torch.") or name.split(".")[0] in {"os", "sys", "torch"}:
@@ -244,6 +246,8 @@ class LintContext:
             return Resolved(module_facts, module_path, attr)
         if constructors and attr and f"{attr}.__init__" in module_facts.functions:
             return Resolved(module_facts, module_path, f"{attr}.__init__")
+        if constructors and attr in module_facts.bases:  # `DDPTrainer(args)` runs its base's __init__
+            return self._inherited(module_facts, module_path, f"{attr}.__init__", hops)
         inherited = self._inherited(module_facts, module_path, attr, hops)
         if inherited is not None:
             return inherited
