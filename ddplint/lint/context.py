@@ -217,16 +217,8 @@ class LintContext:
         cls = classes.pop()
         if facts.has_members(cls):
             return cls
-        found = self.project.resolve(path, facts.qualify(cls) or cls)
-        for _ in range(REEXPORT_HOPS + 1):  # through a package's `from .trainer import Trainer`
-            if found is None or not found.attr:
-                return None
-            if found.facts.has_members(found.attr):
-                return cls
-            if found.attr.partition(".")[0] not in found.facts.imports:
-                return None
-            found = self.project.resolve(found.path, found.facts.qualify(found.attr) or found.attr)
-        return None
+        chain = self.through_reexports(path, facts.qualify(cls) or cls)  # `from .trainer import Trainer`
+        return cls if any(found.attr and found.facts.has_members(found.attr) for found in chain) else None
 
     def _resolve_in_project(self, facts: ModuleFacts, path: Path, name: str, hops: int, constructors: bool) -> Resolved | None:
         if not facts.may_name_a_module(name):
@@ -329,23 +321,24 @@ class LintContext:
             following = []
             for importer, facts in frontier:
                 for qualified in facts.imports.values():
-                    for located in self._through_reexports(importer, qualified):
+                    for located in self.through_reexports(importer, qualified):
                         if located.path != self.project.real(self.path) and located.path not in found:
                             found[located.path] = located.facts
                             following.append((located.path, located.facts))
             frontier = following
         return list(found.items())
 
-    def _through_reexports(self, importer: Path, qualified: str) -> list[Located]:
-        """The module an import names, and where a package only re-exports the name (`from
+    def through_reexports(self, importer: Path, qualified: str) -> list[Located]:
+        """The module an import names and, where a package only re-exports the name (`from
         .trainer import Trainer` in its `__init__`), the modules it passes through to the one
-        that defines it: a re-export is no level of depth."""
+        that defines it, at most REEXPORT_HOPS further: a re-export is no level of depth."""
         chain: list[Located] = []
-        resolved = self.project.resolve(importer, qualified)
-        while resolved is not None and all(c.path != resolved.path for c in chain):
-            chain.append(resolved)
-            onward = resolved.facts.imports.get(resolved.attr) if resolved.attr and len(chain) <= REEXPORT_HOPS else None
-            resolved = self.project.resolve(resolved.path, onward) if onward else None
+        found = self.project.resolve(importer, qualified)
+        while found is not None and len(chain) <= REEXPORT_HOPS and all(c.path != found.path for c in chain):
+            chain.append(found)
+            head = found.attr.partition(".")[0]
+            onward = found.facts.qualify(found.attr) if head in found.facts.imports else None
+            found = self.project.resolve(found.path, onward) if onward else None
         return chain
 
     # The parts hold this context by a weak reference: with a strong one each context would be

@@ -722,13 +722,9 @@ def _branch_tests(ctx: LintContext, bindings: list[Assignment], site: CallSite) 
     the tests of the branches that make the name CUDA, where every other binding makes it
     something else."""
     kinds = [classify(ctx, b.value, site, True).kind for b in bindings]
-    cuda = [b for b, kind in zip(bindings, kinds, strict=True) if kind is DeviceKind.BARE]
-    if (
-        not cuda
-        or len(cuda) == len(bindings)
-        or any(kind is not DeviceKind.OTHER for kind in kinds if kind is not DeviceKind.BARE)
-    ):
+    if set(kinds) != {DeviceKind.BARE, DeviceKind.OTHER}:
         return frozenset()
+    cuda = [b for b, kind in zip(bindings, kinds, strict=True) if kind is DeviceKind.BARE]
     return frozenset.intersection(*(frozenset(_side_key(c) for c in b.conditions) for b in cuda))
 
 

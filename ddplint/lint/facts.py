@@ -260,6 +260,18 @@ class ModuleFacts:
         scopes = ("", *(s for s in enclosing_scopes(function) if s in self.functions))  # a class body is no scope of its methods
         return [a for scope in scopes for a in self.by_scope.get((scope, target), ())]
 
+    def reads_global(self, name: str, function: str) -> bool:
+        """A read of `name` in `function` reads the module's own binding: the module binds it at
+        its top level, and neither the function nor one around it binds it or takes it as a
+        parameter."""
+        if function not in self.functions:
+            return False
+        scopes = [s for s in enclosing_scopes(function) if s in self.functions]
+        if any(name in self.functions[s].params for s in scopes):
+            return False
+        seen = self.visible(name, function)
+        return bool(seen) and all(a.function == "" for a in seen)
+
     # -- roles -----------------------------------------------------------------------
 
     def role_of_name(self, name: str, function: str) -> Role | None:

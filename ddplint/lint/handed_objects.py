@@ -67,12 +67,10 @@ def _imported_roles(ctx: LintContext) -> dict[tuple[str, str], Role]:
         # module calls would parse every project module it imports, needed or not
         if local not in facts.names_read or local in called or ("", local) in facts.roles:
             continue
-        located = ctx.project.resolve(ctx.path, qualified)
-        while located is not None and located.attr and ("", located.attr) not in located.facts.roles:
-            onward = located.facts.imports.get(located.attr)  # re-exported by a package
-            located = ctx.project.resolve(located.path, onward) if onward else None
-        if located is not None and located.attr:
-            roles[("", local)] = located.facts.roles[("", located.attr)]
+        for located in ctx.through_reexports(ctx.path, qualified):
+            if located.attr and ("", located.attr) in located.facts.roles:
+                roles[("", local)] = located.facts.roles[("", located.attr)]
+                break
     return roles
 
 
@@ -188,7 +186,7 @@ def set_by_helper(ctx: LintContext, head: str, attribute: str, site: Event) -> b
     (`init_distributed_mode(args)` in the `__main__` block, then `train()`)."""
     facts = ctx.facts
     calls = [c for c in facts.calls_in(site.function) if c.order < site.order]
-    if site.function and _global_in(facts, head, site.function):
+    if site.function and facts.reads_global(head, site.function):
         calls += facts.calls_in("")
     for call in calls:
         if not any(reference(a.value) == head for a in call.node.args):
@@ -201,14 +199,3 @@ def set_by_helper(ctx: LintContext, head: str, attribute: str, site: Event) -> b
         if any(a.target in {f"{p}.{attribute}" for p in params} for a in resolved.facts.assignments_within(resolved.function)):
             return True
     return False
-
-
-def _global_in(facts: ModuleFacts, head: str, function: str) -> bool:
-    """`head` inside `function` is the module's: neither a parameter nor bound there."""
-    info = facts.functions.get(function)
-    return (
-        info is not None
-        and head not in info.params
-        and not any(a.function == function for a in facts.assigned(head))
-        and any(a.function == "" for a in facts.assigned(head))
-    )

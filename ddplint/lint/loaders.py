@@ -517,7 +517,8 @@ def _readers(ctx: LintContext, held: list[tuple[str, str]], depth: int) -> list[
         if "." in name or depth == 0:
             return None
         found, wrappers = False, set()
-        scopes = {function} | (_reading_the_global(facts, name) if not function else set())
+        # a module-level loader is also read where the module's functions read it as a global
+        scopes = {function} | ({f for f in facts.functions if facts.reads_global(name, f)} if not function else set())
         for loop in facts.loops:
             if loop.function in scopes and type(loop.node) is cst.For and name in _iterated(loop.node.iter):
                 readers.append(loop)
@@ -573,17 +574,6 @@ def _readers(ctx: LintContext, held: list[tuple[str, str]], depth: int) -> list[
         if not found:
             return None
     return readers
-
-
-def _reading_the_global(facts: ModuleFacts, name: str) -> set[str]:
-    """The functions of the module that read its module-level `name` (`def train(epoch): for
-    batch in train_loader:` after `train_loader = get_loader(...)` at the top level): neither a
-    parameter of theirs nor bound in them."""
-    return {
-        info.name
-        for info in facts.functions.values()
-        if name not in info.params and not any(a.function == info.name for a in facts.assigned(name))
-    }
 
 
 def _kept_by_constructor(facts: ModuleFacts, name: str, function: str) -> list[str]:

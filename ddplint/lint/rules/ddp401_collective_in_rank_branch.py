@@ -16,7 +16,7 @@ import libcst as cst
 from ddplint.diagnostics import Severity
 from ddplint.lint.caller_state import gated_at_call, handed_state
 from ddplint.lint.context import LintContext
-from ddplint.lint.facts import Assignment, CallSite, Condition, ModuleFacts
+from ddplint.lint.facts import Assignment, CallSite, ModuleFacts
 from ddplint.lint.guards import MAIN, NOTMAIN, OPPOSITE, SINGLE, Kind
 from ddplint.lint.loaders import is_false
 from ddplint.lint.names import arg, argument_for, call_parameters, callee_text, dotted, parameter_for, reference
@@ -193,7 +193,7 @@ def _forward_under_own_rank_test(
     ctx: LintContext, site: CallSite, models: dict[str, tuple[str, int]]
 ) -> tuple[str, Path, CallSite] | None:
     """The wrapped model a call hands to a function of another project module that runs its
-    forward pass only in its own rank-dependent branches (`test_and_eval(opts, model)` with `if opts.rank == 0: ...
+    forward pass only on one side of its own rank tests (`test_and_eval(opts, model)` with `if opts.rank == 0: ...
     model(images)`): the model's name, and the first such forward call, in its module."""
     handed = [a for a in site.node.args if _is_wrapped(ctx, dotted(a.value), site, models)]
     if not handed or any(a.star for a in site.node.args):
@@ -204,16 +204,22 @@ def _forward_under_own_rank_test(
     facts, path, function = resolved
     state = handed_state(ctx, site, ctx.facts, ctx.path, facts, function)
 
-    def rank_test(condition: Condition, where: str) -> bool:  # `if opts.rank == 0:`, read with the caller's `opts`
-        kind = ctx.guards.condition_kind(condition, facts, path, where)
-        return kind in {MAIN, NOTMAIN} or bool(state) and gated_at_call(ctx, condition, state, site, ctx.facts, ctx.path)
+    def side(forward: CallSite) -> Kind | None:  # `if opts.rank == 0:`, read with the caller's `opts` too
+        for condition in forward.conditions:
+            kind = ctx.guards.condition_kind(condition, facts, path, forward.function)
+            if kind in {MAIN, NOTMAIN}:
+                return kind
+            if state and gated_at_call(ctx, condition, state, site, ctx.facts, ctx.path):
+                return MAIN
+        return None
 
     for argument in handed:
         param = parameter_for(site.node, facts.functions[function].node, argument)
         if param is None or any(a.target == param for a in facts.assignments_within(function)):
             continue
         forwards = [c for c in facts.calls_within(function) if c.name in (param, f"{param}.forward")]
-        if forwards and all(any(rank_test(c, f.function) for c in f.conditions) for f in forwards):
+        # every forward pass on one side of the rank tests: with one on each side, every rank joins
+        if forwards and len(sides := {side(f) for f in forwards}) == 1 and None not in sides:
             return dotted(argument.value) or param, path, forwards[0]
     return None
 
