@@ -15,6 +15,8 @@ A test is classified by what it says about the process that passes it:
 
 from __future__ import annotations
 
+import math
+
 import weakref
 from enum import Enum
 from pathlib import Path
@@ -100,6 +102,7 @@ class Guards:
         self.ctx = ctx
         self.summaries = summaries
         self._callers: dict[int, dict[str, list[CallSite]]] = {}
+        self._reached: dict[tuple[int, str], tuple[float, ...]] = {}
         self._predicates: dict[tuple[int, str], Worlds] = {}
         self._methods: dict[str, Worlds] = {}
         self._refused: dict[int, frozenset[str]] = {}
@@ -1064,6 +1067,27 @@ class Guards:
         if key not in self._callers:
             self._callers[key] = _callers(facts)
         return self._callers[key]
+
+
+    def run_order(self, facts: ModuleFacts, site: CallSite) -> tuple[float, ...]:
+        """Where the site first runs in a run of the module: the orders of the calls that first
+        reach its function from module level, outermost first, then its own. `logger =
+        make_logger()` in `main()` runs before the `Evaluator()` of `run()` that `main()` calls
+        later, though `run` is written above `main`. Functions nothing here calls come last."""
+        return (*self._reached_at(facts, site.function, frozenset()), site.order)
+
+    def _reached_at(self, facts: ModuleFacts, function: str, visiting: frozenset[str]) -> tuple[float, ...]:
+        if not function:
+            return ()
+        key = (id(facts), function)
+        if key not in self._reached:
+            chains = [
+                (*self._reached_at(facts, c.function, visiting | {function}), c.order)
+                for c in self.callers(facts).get(function, [])
+                if c.function not in visiting and c.function != function
+            ]
+            self._reached[key] = min(chains, default=(math.inf,))
+        return self._reached[key]
 
 
 def _callers(facts: ModuleFacts) -> dict[str, list[CallSite]]:

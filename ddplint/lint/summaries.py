@@ -13,10 +13,13 @@ from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import libcst as cst
+
 from ddplint.lint import constants
 from ddplint.lint.facts import Assignment, CallSite, ModuleFacts, single_process_init
 from ddplint.lint.names import arg, data_name, dotted, fills_required, getattr_call, string_value
 from ddplint.lint.paths import never_runs
+from ddplint.lint.roles import RANKS
 from ddplint.lint.vocabulary import (
     BINDING,
     BINDING_METHODS,
@@ -100,9 +103,24 @@ def per_process_visible_devices(facts: ModuleFacts) -> list[Assignment]:
         if any({id(loop) for loop in w.loops} & {id(loop) for loop in c.loops} for c in starts):
             if computed:  # `for rank in ...: os.environ[...] = str(rank); mp.start_processes(...)`
                 found.append(w)
-        elif not starts and (facts.role_of(w.value, w.function) is not None or computed and w.function != ""):
+        elif not starts and (
+            facts.role_of(w.value, w.function) is not None or _picked_by_rank(facts, w.value, w.function) or computed and w.function != ""
+        ):
             found.append(w)
     return found
+
+
+def _picked_by_rank(facts: ModuleFacts, value: cst.BaseExpression, function: str, follow: bool = True) -> bool:
+    """`str(gpus[local_rank])`, `cfg["gpu"][rank]`, or a name of the same function bound only to
+    such a pick (`gpu = int(cfg["gpu"][local_rank])`): one entry of a list per process."""
+    while type(value) is cst.Call and facts.callee(value) in {"int", "str"} and value.args:
+        value = value.args[0].value
+    if type(value) is cst.Subscript:
+        return any(type(s.slice) is cst.Index and facts.role_of(s.slice.value, function) in RANKS for s in value.slice)
+    if type(value) is not cst.Name or not follow:
+        return False
+    bindings = [b for b in facts.assigned(value.value) if b.function == function]
+    return bool(bindings) and all(not b.element and _picked_by_rank(facts, b.value, function, follow=False) for b in bindings)
 
 
 class Summaries:

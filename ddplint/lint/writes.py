@@ -328,12 +328,12 @@ def unguarded_writes(ctx: LintContext, kind: WriteKind) -> Iterator[tuple[CallSi
 
     Yields the site and, for a call into another module of the project, the chain inside it:
     the calls it goes through, then the write (empty for a write of this module). Once per such
-    write, at the first call that reaches it (a `log()` helper called fifty times is one
+    write, at the call that reaches it first in a run (a `log()` helper called fifty times is one
     mistake, in the helper; so is its write reached again through another helper).
     """
     guards = ctx.guards
     reported: set[object] = set()  # the helpers (or their writes) already reported
-    for site in ctx.facts.calls:
+    for site in sorted(ctx.facts.calls, key=lambda s: guards.run_order(ctx.facts, s)):
         if guards.safe_helper(site) or kind != MKDIR and prepares_data(ctx.facts, site.function):
             continue
         inside: tuple[Inside, ...] | None = ()
