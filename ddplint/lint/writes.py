@@ -408,10 +408,19 @@ def _fed_to_a_loader(ctx: LintContext, call: CallSite, names: set[str]) -> bool:
     return any(d is not None and reference(d) in params for d in datasets)
 
 
-def _returns_loaders(resolved: Resolved) -> bool:
-    """The function returns a DataLoader it builds, or a tuple holding one."""
-    facts, _, function = resolved
-    built = [c for c in facts.calls_within(function) if data_name(c.name) == LOADER]
+def _returns_loaders(resolved: Resolved, hops: int = 1) -> bool:
+    """The function returns a DataLoader it builds, or a tuple holding one; or one that a function
+    of its module it calls returns (`train_dl = prepare_data(x, y)`, then `return train_dl, valid_dl`)."""
+    facts, path, function = resolved
+    built = [
+        c
+        for c in facts.calls_within(function)
+        if data_name(c.name) == LOADER
+        or hops > 0
+        and c.name in facts.functions
+        and c.name != function
+        and _returns_loaders(Resolved(facts, path, c.name), hops - 1)
+    ]
     held = {n for c in built for n in bound_names(facts, c.node)}
     nodes = {id(c.node) for c in built}
     return bool(built) and any(id(r) in nodes or names_in(r) & held for r in facts.functions[function].returns)
