@@ -16,7 +16,6 @@ A test is classified by what it says about the process that passes it:
 from __future__ import annotations
 
 import math
-
 import weakref
 from enum import Enum
 from pathlib import Path
@@ -1067,7 +1066,6 @@ class Guards:
         if key not in self._callers:
             self._callers[key] = _callers(facts)
         return self._callers[key]
-
 
     def run_order(self, facts: ModuleFacts, site: CallSite) -> tuple[float, ...]:
         """Where the site first runs in a run of the module: the orders of the calls that first

@@ -29,7 +29,19 @@ def loaders(facts: ModuleFacts) -> list[CallSite]:
 
 
 def samplers(facts: ModuleFacts) -> list[CallSite]:
-    return [c for c in facts.calls if data_name(c.name) == SAMPLER]
+    return [c for c in facts.calls if is_sampler(facts, c.name)]
+
+
+def is_sampler(facts: ModuleFacts, name: str | None) -> bool:
+    """torch's DistributedSampler, or a class of the module that extends it (`class
+    StatefulSampler(DistributedSampler)`): it shards and shuffles by the epoch it is given."""
+    seen: set[str] = set()
+    while name is not None and name not in seen:
+        if data_name(name) == SAMPLER:
+            return True
+        seen.add(name)
+        name = next((b for b in facts.bases.get(name, ()) if data_name(b) == SAMPLER or b in facts.bases), None)
+    return False
 
 
 def bound_names(facts: ModuleFacts, node: cst.CSTNode) -> list[str]:
@@ -216,7 +228,7 @@ def sharding(expr: cst.BaseExpression | None, facts: ModuleFacts, site: CallSite
         return _either(sharding(expr.body, facts, site, depth), sharding(expr.orelse, facts, site, depth))
     if type(expr) is cst.Call:
         callee = data_name(facts.callee(expr)) or ""
-        if callee == SAMPLER or "Distributed" in callee.rsplit(".", 1)[-1]:
+        if is_sampler(facts, callee) or "Distributed" in callee.rsplit(".", 1)[-1]:
             return YES
         if has_keyword(expr, "num_replicas") or has_keyword(expr, "rank"):
             return YES

@@ -104,7 +104,10 @@ def per_process_visible_devices(facts: ModuleFacts) -> list[Assignment]:
             if computed:  # `for rank in ...: os.environ[...] = str(rank); mp.start_processes(...)`
                 found.append(w)
         elif not starts and (
-            facts.role_of(w.value, w.function) is not None or _picked_by_rank(facts, w.value, w.function) or computed and w.function != ""
+            facts.role_of(w.value, w.function) is not None
+            or _picked_by_rank(facts, w.value, w.function)
+            or computed
+            and w.function != ""
         ):
             found.append(w)
     return found

@@ -15,7 +15,6 @@ from ddplint.lint.facts import Assignment, CallSite, Loop, ModuleFacts
 from ddplint.lint.loaders import (
     EVAL_WORDS,
     INSPECTING_BUILTINS,
-    SAMPLER,
     bound_names,
     calls_in_loop,
     epoch_loop,
@@ -24,6 +23,7 @@ from ddplint.lint.loaders import (
     given_sampler,
     helper_calls,
     is_false,
+    is_sampler,
     loader_calls_given,
     loaders,
     loaders_given,
@@ -215,7 +215,7 @@ def _samplers_from_helpers(ctx: LintContext) -> dict[CallSite, tuple[Inside, str
         bindings = constants.bind_call(site.node, inner_facts, function, {})
         for inner in inner_facts.calls_within(function):
             shuffle = arg(inner.node, 3, "shuffle")
-            if data_name(inner.name) != SAMPLER or is_false(shuffle):
+            if not is_sampler(inner_facts, inner.name) or is_false(shuffle):
                 continue
             if (
                 constants.dark(inner.conditions, bindings)
@@ -288,7 +288,7 @@ def _shuffling_sampler_of(facts: ModuleFacts, function: str, returned: cst.BaseE
     if given is None:
         return None
     for sampler in calls:
-        if data_name(sampler.name) != SAMPLER or is_false(arg(sampler.node, 3, "shuffle")):
+        if not is_sampler(facts, sampler.name) or is_false(arg(sampler.node, 3, "shuffle")):
             continue
         if given is sampler.node or reference(given) in bound_names(facts, sampler.node):
             return sampler
@@ -299,7 +299,7 @@ def _shuffling_sampler_of(facts: ModuleFacts, function: str, returned: cst.BaseE
     returns = facts.functions[builder].returns if builder is not None and builder in facts.functions else []
     if builder is None or len(returns) != 1:
         return None
-    built = next((c for c in facts.calls_within(builder) if data_name(c.name) == SAMPLER), None)
+    built = next((c for c in facts.calls_within(builder) if is_sampler(facts, c.name)), None)
     if built is None or is_false(arg(built.node, 3, "shuffle")):
         return None
     return built if returns[0] is built.node or reference(returns[0]) in bound_names(facts, built.node) else None
