@@ -86,13 +86,12 @@ def classify(ctx: LintContext, expr: cst.BaseExpression | None, site: Event, int
         sides = [classify(ctx, e, site, int_is_index, depth) for e in taken or (expr.body, expr.orelse)]
         return min(sides, key=lambda d: _WORST_FIRST.index(d.kind))
     if type(expr) is cst.Dict:  # map_location={"cuda:0": f"cuda:{rank}"}: the values say where tensors go
-        sides = [
-            (classify(ctx, e.value, site, int_is_index, depth), e.value) for e in expr.elements if type(e) is cst.DictElement
-        ]
-        if not sides:
+        targets = [e.value for e in expr.elements if type(e) is cst.DictElement]
+        mapped = [(classify(ctx, target, site, int_is_index, depth), target) for target in targets]
+        if not mapped:
             return Device(DeviceKind.OTHER)
-        device, value = min(sides, key=lambda side: _WORST_FIRST.index(side[0].kind))
-        return device if device.origin is not None else replace(device, origin=value)
+        device, target = min(mapped, key=lambda pair: _WORST_FIRST.index(pair[0].kind))
+        return device if device.origin is not None else replace(device, origin=target)
     if type(expr) is cst.Call:
         callee = facts.callee(expr)
         if callee == "torch.device":
