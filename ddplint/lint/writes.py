@@ -351,6 +351,11 @@ def unguarded_writes(ctx: LintContext, kind: WriteKind) -> Iterator[tuple[CallSi
             keys = {id(inside[-1].node)}
             if resolved is not None:
                 keys.add((resolved.path, resolved.function))
+        elif site.conditions and (target := write_path(site, ctx.facts)) is not None:
+            # the two sides of one test writing the same path (`if hasattr(model, "module"):
+            # torch.save(model.module.state_dict(), p)` / `else: torch.save(model.state_dict(), p)`)
+            tests = tuple(id(c.test) for c in site.conditions)
+            keys = {("alternatives", site.function, tests, ctx.module.code_for_node(target))}
         # rank 0 first, the others after it (a cache): not concurrent, but a second makedirs still raises
         if keys & reported:
             continue
