@@ -28,7 +28,7 @@ class ConstantSetEpoch(Rule):
                 continue
             value = site.node.args[0].value
             loops = [loop for loop in site.loops if epoch_loop(loop)]
-            if loops and (is_constant(value) or _loop_invariant(facts, loops, value)):
+            if loops and (is_constant(value) or _loop_invariant(facts, loops, value)) and not _reads_own_state(site, value):
                 yield Finding(
                     value,
                     "set_epoch() gets a value that does not change from one epoch to the next: the "
@@ -77,6 +77,14 @@ def _loop_invariant(facts: ModuleFacts, loops: list[cst.For | cst.While], value:
             changing |= names_in(loop.target)
     changing |= {a.target for loop in loops for a in facts.by_loop.get(id(loop), [])}
     return not any(n in changing or n.split(".")[0] in changing for n in used)
+
+
+def _reads_own_state(site: CallSite, value: cst.BaseExpression) -> bool:
+    """The value reads the sampler's own state, which set_epoch itself moves on:
+    `loaders["val"].sampler.set_epoch(loaders["val"].sampler.epoch + 1)`."""
+    func = site.node.func
+    receiver = func.value if type(func) is cst.Attribute else None
+    return receiver is not None and any(type(n) is cst.Attribute and n.value.deep_equals(receiver) for n in _walk(value))
 
 
 def _walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
