@@ -12,7 +12,7 @@ import libcst as cst
 
 from ddplint.lint.context import LintContext
 from ddplint.lint.facts import CallSite, Loop, ModuleFacts
-from ddplint.lint.names import arg, call_parameters, data_name, dotted, has_keyword, names_in, reference, string_value
+from ddplint.lint.names import arg, call_parameters, data_name, dotted, enters, has_keyword, names_in, reference, string_value
 from ddplint.lint.resolver import Resolved
 from ddplint.lint.roles import RANK_CALLS, RANKS
 from ddplint.lint.vocabulary import BATCH_SAMPLER, LOADER, NO_GRAD, PLAIN_SAMPLERS, SAMPLER
@@ -146,7 +146,11 @@ def helper_calls(ctx: LintContext, given_to_loaders: bool = False) -> Iterator[t
         if not (bound_names(facts, site.node) or id(site.node) in samplers) or data_name(site.name) in {LOADER, SAMPLER}:
             continue
         resolved = ctx.resolve_function(facts, ctx.path, ctx.method_target(facts, site))
-        if resolved is not None and resolved.facts is not facts:
+        if (
+            resolved is not None
+            and resolved.facts is not facts
+            and enters(site.node, resolved.facts.functions[resolved.function].node)
+        ):
             yield site, resolved
 
 

@@ -234,10 +234,11 @@ def call_parameters(call: cst.Call, definition: cst.FunctionDef) -> list[cst.Par
     return params
 
 
-def fills_required(call: cst.Call, definition: cst.FunctionDef) -> bool:
-    """The call gives every parameter without a default a value (False: Python raises TypeError
-    before the body runs). True where it cannot be told: `*args`/`**kwargs` at the call, or a
-    decorated function, whose wrapper may take other arguments."""
+def enters(call: cst.Call, definition: cst.FunctionDef) -> bool:
+    """The call can enter the function: it gives every parameter without a default a value, and
+    every keyword it passes is a parameter (False: Python raises TypeError before the body runs,
+    so the call is not the one the author meant). True where it cannot be told: `*args`/`**kwargs`
+    at the call, or a decorated function, whose wrapper may take other arguments."""
     if definition.decorators or any(a.star for a in call.args):
         return True
     positional = sum(1 for a in call.args if a.keyword is None)
@@ -245,6 +246,10 @@ def fills_required(call: cst.Call, definition: cst.FunctionDef) -> bool:
     params = call_parameters(call, definition)
     required = [p.name.value for i, p in enumerate(params) if p.default is None and i >= positional]
     required += [p.name.value for p in definition.params.kwonly_params if p.default is None]
+    if type(definition.params.star_kwarg) is not cst.Param:
+        named = {p.name.value for p in (*params, *definition.params.kwonly_params)}
+        if keywords - named:
+            return False
     return all(name in keywords for name in required)
 
 

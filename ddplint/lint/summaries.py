@@ -17,7 +17,7 @@ import libcst as cst
 
 from ddplint.lint import constants
 from ddplint.lint.facts import Assignment, CallSite, ModuleFacts, single_process_init
-from ddplint.lint.names import arg, data_name, dotted, fills_required, getattr_call, string_value
+from ddplint.lint.names import arg, data_name, dotted, enters, getattr_call, string_value
 from ddplint.lint.paths import never_runs
 from ddplint.lint.roles import RANKS
 from ddplint.lint.vocabulary import (
@@ -212,5 +212,5 @@ class Summaries:
 
 
 def _fills(site: CallSite, resolved: Resolved) -> bool:
-    """The call can enter the function it names: it fills every required parameter."""
-    return fills_required(site.node, resolved.facts.functions[resolved.function].node)
+    """The call can enter the function it names (names.enters)."""
+    return enters(site.node, resolved.facts.functions[resolved.function].node)
