@@ -287,9 +287,30 @@ def _shards(ctx: LintContext, expr: cst.BaseExpression, site: CallSite, facts: M
             return True
         if _built_by_rank_reading_class(ctx, e, facts, path):
             return True
+        if type(e) is cst.Call and depth and _returns_a_shard(ctx, e, facts, path, depth - 1):
+            return True
         # a wrapper (a project class, a transform) keeps the sharding of the dataset it is given
         wrapped = arg(e, 0, "dataset") if type(e) is cst.Call and depth else None
         if wrapped is not None and dotted(wrapped) is not None and _shards(ctx, wrapped, site, facts, path, depth - 1):
+            return True
+    return False
+
+
+def _returns_a_shard(ctx: LintContext, call: cst.Call, facts: ModuleFacts, path: Path, depth: int) -> bool:
+    """A function of the project whose result is a sharded dataset: `train_data =
+    to_torch(stream)` where `to_torch` ends with `split_dataset_by_node(data, rank, world)`."""
+    resolved = ctx.resolve_function(facts, path, facts.callee(call))
+    if resolved is None:
+        return False
+    inner, inner_path, function = resolved
+    for returned in inner.functions[function].returns:
+        name = dotted(returned)
+        values = (
+            [returned, *(a.value for a in inner.assigned(name) if a.function == function and not a.element)]
+            if name
+            else [returned]
+        )
+        if any(SHARD_WORDS.search(n.rsplit(".", 1)[-1]) for value in values for n in names_in(value)):
             return True
     return False
 
