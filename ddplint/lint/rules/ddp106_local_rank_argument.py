@@ -10,7 +10,7 @@ import libcst as cst
 from ddplint.diagnostics import Severity
 from ddplint.lint.context import LintContext
 from ddplint.lint.facts import Assignment, CallSite, ModuleFacts, local_rank_flag, names_read, starts_own_workers
-from ddplint.lint.names import reference
+from ddplint.lint.names import dotted, reference
 from ddplint.lint.resolver import Resolved
 from ddplint.lint.rules.base import Finding, Inside, Rule
 from ddplint.lint.summaries import Effect
@@ -27,8 +27,8 @@ class LocalRankArgument(Rule):
     severity = Severity.WARNING
 
     def check(self, ctx: LintContext) -> Iterator[Finding]:
-        flags: list[tuple[CallSite, str, Inside | None]] = [
-            (site, flag, None) for site in ctx.facts.calls if (flag := local_rank_flag(site)) is not None
+        flags: list[tuple[cst.CSTNode, str, Inside | None]] = [
+            (site.node, flag, None) for site in ctx.facts.calls if (flag := local_rank_flag(site)) is not None
         ]
         flags += list(_helper_flags(ctx))
         if (
@@ -43,9 +43,9 @@ class LocalRankArgument(Rule):
             "local_rank" not in ctx.facts.attributes or _overwritten_before_reads(ctx)
         ):
             return  # kept so that torch.distributed.launch does not reject it, and its value never read
-        for site, flag, inside in flags:
+        for node, flag, inside in flags:
             yield Finding(
-                site.node,
+                node,
                 f"'{flag}' is only passed by the deprecated torch.distributed.launch: under "
                 "torchrun it keeps its default on every rank (torchrun sets LOCAL_RANK in the "
                 "environment instead); read int(os.environ['LOCAL_RANK'])",
@@ -75,7 +75,7 @@ def _overwritten_before_reads(ctx: LintContext) -> bool:
     return found
 
 
-def _helper_flags(ctx: LintContext) -> Iterator[tuple[CallSite, str, Inside]]:
+def _helper_flags(ctx: LintContext) -> Iterator[tuple[cst.CSTNode, str, Inside]]:
     """Calls that reach a parser of another project module declaring the flag: a function that
     builds it (`args = parse_args()` with `parser.add_argument("--local_rank", ...)` in
     options.py), or one that calls such a function of its module (`merge_config()` calling
@@ -87,7 +87,34 @@ def _helper_flags(ctx: LintContext) -> Iterator[tuple[CallSite, str, Inside]]:
         if found is not None and id(found[1].node) not in seen:
             path, declared, flag = found
             seen.add(id(declared.node))
-            yield site, flag, Inside(path, declared.node, f"'{flag}' declared here")
+            yield site.node, flag, Inside(path, declared.node, f"'{flag}' declared here")
+    yield from _parsed_on_import(ctx, seen)
+
+
+def _parsed_on_import(ctx: LintContext, seen: set[int]) -> Iterator[tuple[cst.CSTNode, str, Inside]]:
+    """Options that another project module parses at its top level, imported already parsed
+    (`from options import opts` where options.py ends with `opts = parser.parse_args()`):
+    reported at the import."""
+    lines = [statement.body for statement in ctx.module.body if type(statement) is cst.SimpleStatementLine]
+    for node in (small for line in lines for small in line):
+        if type(node) is not cst.ImportFrom or isinstance(node.names, cst.ImportStar):
+            continue
+        for alias in node.names:
+            local = dotted(alias.asname.name if alias.asname is not None else alias.name)
+            qualified = ctx.facts.imports.get(local) if local else None
+            chain = ctx.through_reexports(ctx.path, qualified) if qualified else []
+            located = chain[-1] if chain else None
+            if located is None or not located.attr or located.facts is ctx.facts:
+                continue
+            top = [c for c in located.facts.calls if c.function == ""]
+            parses = {id(c.node) for c in top if c.method in PARSE_METHODS}
+            parsed = any(
+                not a.element and a.function == "" and id(a.value) in parses for a in located.facts.assigned(located.attr)
+            )
+            found = _first_flag(located.path, top) if parsed else None
+            if found is not None and id(found[1].node) not in seen:
+                seen.add(id(found[1].node))
+                yield alias, found[2], Inside(found[0], found[1].node, f"'{found[2]}' declared here")
 
 
 def _declared_by_call(ctx: LintContext, site: CallSite) -> tuple[Path, CallSite, str] | None:
