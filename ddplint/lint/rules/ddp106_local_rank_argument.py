@@ -123,13 +123,17 @@ def _declared_by_call(ctx: LintContext, site: CallSite) -> tuple[Path, CallSite,
         located = ctx.project.resolve(ctx.path, ctx.facts.qualify(parser) or parser) if parser else None
         if located is not None and located.attr and located.facts is not ctx.facts:
             return _first_flag(located.path, [c for c in located.facts.calls if c.function == ""])
-    resolved = ctx.resolve_function(ctx.facts, ctx.path, ctx.method_target(ctx.facts, site))
+    target = ctx.method_target(ctx.facts, site)
+    resolved = ctx.resolve_function(ctx.facts, ctx.path, target)
     if resolved is None or resolved.facts is ctx.facts:
         return None
-    return _declared_in(ctx, resolved, HELPER_DEPTH)
+    # `TrainOptions().parse()`: the base class's parse() calls `self.initialize()`, which is
+    # TrainOptions' own where it overrides it
+    instance = target.rpartition(".")[0] if target and "." in resolved.function else ""
+    return _declared_in(ctx, resolved, HELPER_DEPTH, instance)
 
 
-def _declared_in(ctx: LintContext, resolved: Resolved, depth: int) -> tuple[Path, CallSite, str] | None:
+def _declared_in(ctx: LintContext, resolved: Resolved, depth: int, instance: str = "") -> tuple[Path, CallSite, str] | None:
     facts, path, function = resolved
     calls = facts.calls_within(function)
     if any(_parses_a_global(facts, c, function) for c in calls):
@@ -138,12 +142,20 @@ def _declared_in(ctx: LintContext, resolved: Resolved, depth: int) -> tuple[Path
     if found is not None or depth == 0:
         return found
     for inner in calls:
-        called = ctx.resolve_function(facts, path, ctx.method_target(facts, inner))
-        if called is not None and called.facts is facts and called.function != function:
-            found = _declared_in(ctx, called, depth - 1)
+        overriding = _overridden(ctx, inner, instance)
+        called = overriding or ctx.resolve_function(facts, path, ctx.method_target(facts, inner))
+        if called is not None and (called.facts is facts or overriding) and called.function != function:
+            found = _declared_in(ctx, called, depth - 1, instance)
             if found is not None:
                 return found
     return None
+
+
+def _overridden(ctx: LintContext, call: CallSite, instance: str) -> Resolved | None:
+    """`self.initialize()` inside an inherited method, as the class of the object defines it."""
+    if not instance or not call.name or not call.name.startswith("self.") or call.name.count(".") != 1:
+        return None
+    return ctx.resolve_function(ctx.facts, ctx.path, f"{instance}.{call.name[5:]}")
 
 
 def _parses_a_global(facts: ModuleFacts, call: CallSite, function: str) -> bool:
