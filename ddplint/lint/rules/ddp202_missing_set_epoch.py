@@ -436,9 +436,14 @@ def _epochs_in_own_class(facts: ModuleFacts, function: str) -> bool:
 
 
 def _runs_steps(facts: ModuleFacts, loop: Loop) -> bool:
-    """A loop whose turns each run a step: a loop nested in it, or a call of the class's methods."""
+    """A loop whose turns each run a step: a loop nested in it, a call of the class's methods, or
+    of a function of the module that loops itself (`train(model, loader, optimizer, epoch)`)."""
     return any(
-        call.loops[-1] is not loop.node or (call.name or "").startswith(("self.", "cls.")) for call in calls_in_loop(facts, loop)
+        call.loops[-1] is not loop.node
+        or (call.name or "").startswith(("self.", "cls."))
+        or call.name in facts.functions
+        and any(inner.loops for inner in facts.calls_within(call.name))
+        for call in calls_in_loop(facts, loop)
     )
 
 
