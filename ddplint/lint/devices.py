@@ -538,9 +538,20 @@ def parameter_as_device(facts: ModuleFacts, function: str, param: str) -> CallSi
     for a in sorted((a for a in facts.assignments if a.function == function and not a.element), key=lambda a: a.order):
         if _as_device(facts, a.value, names):
             names.add(a.target)
-    for site in facts.calls_within(function):
+    calls = facts.calls_within(function)
+    cls, _, method = function.rpartition(".")
+    kept = {n for n in names if n.startswith("self.")}
+    kept -= {a.target for a in facts.assignments if a.function.startswith(f"{cls}.") and a.function != function}
+    if method == "__init__" and kept:  # `self.device = torch.device(f"cuda:{rank}")`, used by the other methods
+        calls = [*calls, *(c for c in facts.calls if c.function.startswith(f"{cls}.") and c.function != function)]
+    for site in calls:
         for target, int_is_index, placement in _device_arguments(site, False):
-            if target is not None and placement and int_is_index and _as_device(facts, target, names):
+            if (
+                target is not None
+                and placement
+                and int_is_index
+                and _as_device(facts, target, names if site.function == function else kept)
+            ):
                 return site
     return None
 
@@ -588,7 +599,11 @@ def _as_device(facts: ModuleFacts, expr: cst.BaseExpression, names: set[str]) ->
         return len(parts) == 1 and type(parts[0].expression) is cst.Name and parts[0].expression.value in names
     if type(expr) is cst.Call and facts.callee(expr) == "torch.device":
         index = arg(expr, 1, "index")
+        if index is None:  # torch.device(f"cuda:{rank}")
+            return (first := arg(expr, 0, "type")) is not None and _as_device(facts, first, names)
         return type(index) is cst.Name and index.value in names
+    if type(expr) is cst.Attribute:  # `self.device`, kept by the constructor
+        return reference(expr) in names
     return False
 
 
