@@ -8,6 +8,7 @@ from pathlib import Path
 import libcst as cst
 
 from ddplint.diagnostics import Severity
+from ddplint.lint import constants
 from ddplint.lint.context import LintContext
 from ddplint.lint.facts import Assignment, CallSite, ModuleFacts, local_rank_flag, never_named, starts_own_workers
 from ddplint.lint.helpers import ask_helper
@@ -57,7 +58,11 @@ def _pinned(write: Assignment, facts: ModuleFacts) -> bool:
 def _pinned_by_helper(
     ctx: LintContext, site: CallSite, facts: ModuleFacts, path: Path, top: bool = False
 ) -> tuple[str, Inside] | None:
-    """The rendezvous variable a function of another project module pins, and where."""
+    """The rendezvous variable a function of another project module pins, and where: a constant of
+    its own, or a parameter the call fills with one or leaves at its literal default
+    (`ddp_setup(rank, world, master_port=29500)` writing `str(master_port)`)."""
+    resolved = ctx.resolve_function(facts, path, ctx.method_target(facts, site))
+    bindings = constants.bind_call(site.node, resolved.facts, resolved.function, {}) if resolved is not None else {}
 
     def answer(inner_facts: ModuleFacts, inner_path: Path, function: str) -> tuple[str, Inside] | None:
         return next(
@@ -65,7 +70,8 @@ def _pinned_by_helper(
                 (variable, Inside(inner_path, write.value, f"{variable} set here"))
                 for variable in RENDEZVOUS
                 for write in inner_facts.env_writes.get(variable, [])
-                if (write.function == function or write.function.startswith(f"{function}.")) and _pinned(write, inner_facts)
+                if (write.function == function or write.function.startswith(f"{function}."))
+                and (_pinned(write, inner_facts) or write.function == function and _given_constant(write, bindings, inner_facts))
             ),
             None,
         ) or next(
@@ -77,7 +83,15 @@ def _pinned_by_helper(
             None,
         )
 
-    return ask_helper(ctx, site, facts, path, "pins the rendezvous", answer, None, top)
+    return ask_helper(ctx, site, facts, path, ("pins the rendezvous", constants.key(bindings)), answer, None, top)
+
+
+def _given_constant(write: Assignment, bindings: constants.Bindings, facts: ModuleFacts) -> bool:
+    """The write's value is (`str()` of) a parameter the call binds to a constant."""
+    value = write.value
+    if type(value) is cst.Call and dotted(value.func) == "str" and value.args:
+        value = value.args[0].value
+    return type(value) is cst.Name and value.value in bindings and not any(_about_env(c.test, facts) for c in write.conditions)
 
 
 def _launched(facts: ModuleFacts) -> bool:
