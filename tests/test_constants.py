@@ -107,13 +107,17 @@ def test_the_tests_around_a_call_decide_branches_inside_it():
         ("g(1)", False),  # the keyword-only `k` is required
         ("g(1, k=2)", True),
         ("h()", True),  # decorated: the wrapper may take other arguments
+        ("f(1, 2, rank=0)", False),  # a keyword f does not take: TypeError before the body
+        ("k(1, rank=0)", True),  # **kwargs takes any keyword
+        ("g(1, k=2, c=3)", False),
     ],
 )
-def test_a_call_that_leaves_a_required_parameter_unfilled_cannot_enter_the_function(call, fills):
-    from ddplint.lint.names import fills_required
+def test_a_call_that_cannot_bind_its_arguments_cannot_enter_the_function(call, fills):
+    from ddplint.lint.names import enters
 
     module = cst.parse_module(
         "def f(a, b, c=3): pass\nclass C:\n    def m(self, rank, world=1): pass\ndef g(a, *, k): pass\n@wraps\ndef h(a): pass\n"
+        "def k(a, **options): pass\n"
     )
     definitions = {}
     for statement in module.body:
@@ -123,4 +127,4 @@ def test_a_call_that_leaves_a_required_parameter_unfilled_cannot_enter_the_funct
             definitions["m"] = statement.body.body[0]
     node = cst.parse_expression(call)
     name = node.func.attr.value if type(node.func) is cst.Attribute else node.func.value
-    assert fills_required(node, definitions[name]) is fills
+    assert enters(node, definitions[name]) is fills
