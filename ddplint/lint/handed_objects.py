@@ -145,12 +145,16 @@ class _Renamer:
 
     def _test(self, test: cst.BaseExpression) -> cst.BaseExpression | None:
         if id(test) not in self.tests:
-            self.tests[id(test)] = self._rebuilt(test)
+            try:
+                self.tests[id(test)] = self._rebuilt(test)
+            except cst.CSTValidationError:  # a shape libcst will not rebuild: the test is not replayed
+                self.tests[id(test)] = None
         return self.tests[id(test)]
 
     def _rebuilt(self, node: cst.BaseExpression) -> cst.BaseExpression | None:
         if type(node) in (cst.Name, cst.Attribute):
-            return self.value(node)
+            renamed = self.value(node)  # with the parentheses it had: `not(args.log)`
+            return renamed.with_changes(lpar=node.lpar, rpar=node.rpar) if renamed is not None else None
         if type(node) in (cst.Integer, cst.SimpleString):
             return node
         if type(node) is cst.UnaryOperation:
