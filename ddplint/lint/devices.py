@@ -786,6 +786,8 @@ def _dominates_when_distributed(ctx: LintContext, binding: CallSite, use: CallSi
         )
         or not c.negated
         and (test_key(c.test) in also or _asks_for_cuda(facts, c.test, also))
+        # the use runs only where the binding's own test holds again
+        or any(_same_side(facts, function, c, u, binding.order, use.order) for u in use.conditions)
         for c in extra
     )
 
@@ -795,20 +797,33 @@ def _other_side(facts: ModuleFacts, function: str, first: Condition, then: Condi
     reached again later in `function` with nothing rebinding its names in between (`if args.gpu
     is not None: set_device(args.gpu)` at the group's start, then `if args.gpu is not None: ...
     else: model.cuda()` where the model is wrapped)."""
+    return _same_test(facts, function, first, then, start, end) is False
+
+
+def _same_side(facts: ModuleFacts, function: str, first: Condition, then: Condition, start: int, end: int) -> bool:
+    """`then` holds exactly where `first` does: the same test reached again on the same side
+    (`if args.cuda: set_device(local_rank)`, later `if args.cuda: model.cuda()`)."""
+    return _same_test(facts, function, first, then, start, end) is True
+
+
+def _same_test(facts: ModuleFacts, function: str, first: Condition, then: Condition, start: int, end: int) -> bool | None:
+    """Whether `then` holds where `first` holds (True) or where it does not (False), the same
+    test read again with nothing rebinding its names in between; None where they are unrelated."""
     if then.test is first.test:
-        return then.negated != first.negated
+        return then.negated == first.negated
     key = test_key(first.test)
     if test_key(then.test) == key:
-        opposite = then.negated != first.negated
+        same = then.negated == first.negated
     elif complement_key(then.test) == key:
-        opposite = then.negated == first.negated
+        same = then.negated != first.negated
     else:
-        return False
+        return None
     tested = set(names_in(first.test))  # `args.gpu`: rebinding `args` or `args.gpu` changes it
-    return opposite and not any(
+    rebound = any(
         start < a.order < end and any(t == a.target or t.startswith(a.target + ".") for t in tested)
         for a in facts.assignments_within(function)
     )
+    return None if rebound else same
 
 
 def _asks_for_cuda(facts: ModuleFacts, test: cst.BaseExpression, also: frozenset[str] = frozenset()) -> bool:
