@@ -384,6 +384,7 @@ class CollectiveInRankBranch(Rule):
                 what = (site.name or "") if direct else f"{callee_text(site.node)}() (it runs a collective)"
                 communicating.append((site, what))
         sides = {id(site): self._side(ctx, site) for site, _ in communicating}
+        branches: set[tuple] = set()  # the forward passes of one branch are one mistake, told at the first
         for site, what in communicating:
             forward = "forward pass" in what
             side = sides[id(site)]
@@ -401,6 +402,10 @@ class CollectiveInRankBranch(Rule):
             if paired or _met_by_the_others(ctx, site, communicating):
                 continue  # `if rank == 0: barrier()` matched by `if rank != 0: barrier()`, or where the others go on
             if forward:  # DDP syncs buffers (and, in training, gradients) with the other ranks
+                branch = (site.function, tuple(id(c.test) for c in site.conditions), tuple(id(loop) for loop in site.loops))
+                if branch in branches:
+                    continue
+                branches.add(branch)
                 model = site.name if what.startswith("forward pass") else what.rsplit("'", 2)[-2]
                 fix = f"evaluate on one rank with the unwrapped model ('{model}.module') or run it on every rank"
             else:
