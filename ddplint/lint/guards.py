@@ -560,6 +560,8 @@ class Guards:
                 real.append(a)
         if not real and not chosen:
             return bool(returned)
+        if self._lowered_on_the_others(real, nones, facts, path, depth):
+            return True
         # None first (`writer = None`, then `if rank == 0: writer = ...`), or on the other side of
         # the same test (`if rank == 0: writer = ... else: writer = None`)
         if real:
@@ -575,6 +577,21 @@ class Guards:
                 for c in a.conditions
             )
             for a in real
+        )
+
+    def _lowered_on_the_others(
+        self, raised: list[Assignment], lowered: list[Assignment], facts: ModuleFacts, path: Path, depth: int
+    ) -> bool:
+        """A flag raised on every process and then lowered on all but the main one (`verbose =
+        True`, then `if dist.get_rank() != 0: verbose = False`)."""
+        return (
+            bool(raised)
+            and bool(lowered)
+            and all(literal_truth(a.value) is True and not a.conditions for a in raised)
+            and max(a.order for a in raised) < min(a.order for a in lowered)
+            and all(
+                any(self.condition_kind(c, facts, path, a.function, depth - 1) is NOTMAIN for c in a.conditions) for a in lowered
+            )
         )
 
     def _handed_on_main_only(self, name: str, facts: ModuleFacts, path: Path, function: str, depth: int) -> bool:
