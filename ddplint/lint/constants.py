@@ -117,6 +117,8 @@ def bind_arguments(call: cst.Call, definition: cst.FunctionDef, outer: Bindings)
             value = given[name]
             held = reference(value) if type(value) in (cst.Name, cst.Attribute) else None
             found = outer[held] if held in outer else literal(value)
+            if held is not None:  # what the caller knows of the object's attributes (`args.distributed`)
+                bound.update({name + key[len(held) :]: known for key, known in outer.items() if key.startswith(held + ".")})
         else:
             found = literal(param.default)
         if found is not UNKNOWN:
@@ -130,7 +132,7 @@ def bind_call(call: cst.Call, facts, function: str, outer: Bindings) -> Bindings
     bound = bind_arguments(call, facts.functions[function].node, outer)
     if bound:
         reassigned = {a.target for a in facts.assignments_within(function) if a.function == function}
-        bound = {name: value for name, value in bound.items() if name not in reassigned}
+        bound = {name: value for name, value in bound.items() if name not in reassigned and name.split(".")[0] not in reassigned}
     return bound
 
 

@@ -790,10 +790,12 @@ class Guards:
             for site in facts.calls
         ):
             return True
+        # (what the branch's own tests say holds inside the call: `else: main_worker(0, args)`
+        # under `if args.distributed:` does not reach main_worker's own `if args.distributed:` wrap)
         return not any(
             site.function == function
             and any(c is condition for c in site.conditions)
-            and Effect.DATA_PARALLEL in self.summaries.effects(site, facts, path)
+            and Effect.DATA_PARALLEL in self.summaries.effects(site, facts, path, constants.branch_facts(site.conditions))
             for site in facts.calls
         )
 
