@@ -274,6 +274,7 @@ def dataset_shards(
     )
 
 
+RANK_HOPS = 4  # names followed back from a dataset's arguments to a rank
 WRAPPERS_FOLLOWED = 2  # `HFIterable(dataset)` after `dataset = split_dataset_by_node(...)`, wrapped once more
 
 
@@ -322,10 +323,16 @@ def _built_from_a_rank(facts: ModuleFacts, expr: cst.BaseExpression, site: CallS
     name = dotted(expr)
     built = [a.value for a in facts.reaching(name, site.function, site.order, site.blocks)] if name else []
     pending: list[cst.CSTNode] = [e for e in [expr, *built] if type(e) in (cst.Call, cst.Subscript)]
+    followed: set[str] = {name} if name else set()  # names whose values are read in turn, RANK_HOPS of them
     while pending:
         node = pending.pop()
         if node is not expr and isinstance(node, (cst.Name, cst.Attribute)) and facts.holds_rank(node, site.function):
             return True
+        if type(node) is cst.Name and node.value not in followed and len(followed) < RANK_HOPS:
+            # `indices = pickle.load(f)` with `f = open(f"client_{rank}.pkl")`: read from a per-rank file
+            followed.add(node.value)
+            pending += [a.value for a in facts.reaching(node.value, site.function, site.order, site.blocks)]
+            continue
         if type(node) is cst.Attribute:
             pending.append(node.value)  # `cfg.rank_file`'s attribute is no value of its own
         elif type(node) is cst.Arg:
