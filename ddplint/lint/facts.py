@@ -152,6 +152,7 @@ class ModuleFacts:
     attributes: set[str] = field(default_factory=set)  # every `x.<name>` used, x not self: "local_rank", "gpu"
     asserts: list[Assert] = field(default_factory=list)
     arms: dict[int, tuple[int, int]] = field(default_factory=dict)  # block of an if/else arm -> both arms
+    failing: set[int] = field(default_factory=set)  # blocks of the `except` clauses that end raising an error of their own
     # indexes built once after the walk, so that rules look bindings up instead of scanning
     by_target: dict[str, list[Assignment]] = field(default_factory=dict)
     by_scope: dict[tuple[str, str], list[Assignment]] = field(default_factory=dict)  # (function, target) -> its bindings
@@ -517,6 +518,12 @@ class _Collector(Walker):
         self.caught = saved
         self.handlers += 1
         for handler in node.handlers:
+            last = handler.body.body[-1] if type(handler.body) is cst.IndentedBlock and handler.body.body else None
+            final = last.body[-1] if type(last) is cst.SimpleStatementLine else None
+            if type(final) is cst.Raise and type(final.exc) is cst.Call:
+                # ends the run with an error of its own: what it does, it does on the way to that
+                # failure (a re-raise, `raise e`, is a clean-up on the way out: an emergency save)
+                self.facts.failing.add(id(handler))
             self._branch(handler)
         self.handlers -= 1
         for part in (node.orelse, node.finalbody):

@@ -69,6 +69,13 @@ def _on_every_path(events: Sequence[Event], prefix: tuple[int, ...], facts: Modu
     return any(_through_every_arm(inside, prefix, arms, facts) for arms in inner_arms)
 
 
+def on_the_way_to_a_failure(facts: ModuleFacts, event: Event) -> bool:
+    """Inside an `except` clause that ends by raising an error of its own: the run stops there
+    (`except ImportError: create_default_local_file(); raise RuntimeError("set up local.py
+    first")`). Not one that re-raises what it caught after saving (`torch.save(...); raise e`)."""
+    return bool(facts.failing) and any(block in facts.failing for block in event.blocks)
+
+
 def never_runs(facts: ModuleFacts, site: CallSite) -> bool:
     """Inside a branch that value flow rules out: `if args.gpu is None:` where `args.gpu` was set
     from the process's rank (`args.gpu = gpu` in an mp.spawn worker) and so is never None; or

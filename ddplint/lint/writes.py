@@ -34,6 +34,7 @@ from ddplint.lint.names import (
     reference,
     string_value,
 )
+from ddplint.lint.paths import on_the_way_to_a_failure
 from ddplint.lint.resolver import Resolved
 from ddplint.lint.roles import RANK_CALLS, RANKS
 from ddplint.lint.rules.base import Inside
@@ -359,7 +360,7 @@ def unguarded_writes(ctx: LintContext, kind: WriteKind) -> Iterator[tuple[CallSi
         # rank 0 first, the others after it (a cache): not concurrent, but a second makedirs still raises
         if keys & reported:
             continue
-        if ctx.runs_nowhere(site):
+        if ctx.runs_nowhere(site) or on_the_way_to_a_failure(ctx.facts, site):
             continue  # a branch value flow rules out (the `else:` of `if multi_gpu:` after `multi_gpu = True`)
         if not guards.main_only(site, main_first=kind != MKDIR) and not _undecided(ctx, site, ctx.facts, ctx.path):
             reported |= keys
@@ -477,6 +478,7 @@ def _helper_writes(
                 and not (inner.locked and kind != MKDIR)
                 and not (kind != MKDIR and prepares_data(inner_facts, inner.function))
                 and not constants.dark(inner.conditions, bindings)
+                and not on_the_way_to_a_failure(inner_facts, inner)
                 and not any(_given(c) in off for c in inner.conditions)
                 and not (handed and any(gated_at_call(ctx, c, handed, site, facts, path) for c in inner.conditions))
                 and (
