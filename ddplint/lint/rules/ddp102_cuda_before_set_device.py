@@ -15,6 +15,7 @@ from ddplint.lint.devices import (
     replaced_before_read,
     visible_devices_per_rank,
 )
+from ddplint.lint.guards import DIST
 from ddplint.lint.paths import never_runs
 from ddplint.lint.roles import DeviceKind
 from ddplint.lint.rules.base import Finding, Rule
@@ -40,10 +41,13 @@ class CudaBeforeSetDevice(Rule):
         utility = not ctx.summaries.sites_with(Effect.BINDS_DEVICE) and not ctx.summaries.sites_with(Effect.INIT_GROUP)
         callers = ctx.guards.callers(ctx.facts)
         entries = ctx.spawn_targets(ctx.facts)
-        first: dict[str, Finding] = {}  # one finding per function: the first use that nothing binds
+        # one finding per function: the first use that nothing binds, or the first that every run
+        # of the function makes when the first is in a branch (`map_location=device` on resume)
+        first: dict[str, Finding] = {}
+        branched: set[str] = set()  # functions whose finding so far is a use in a branch
         for use in device_uses(ctx):
             function = use.site.function
-            if use.kind is not DeviceKind.BARE or function in first:
+            if use.kind is not DeviceKind.BARE or function in first and (function not in branched or use.site.conditions):
                 continue
             if utility and function and (not ctx.facts.is_script or not _reached(function, callers, entries)):
                 continue
@@ -58,6 +62,11 @@ class CudaBeforeSetDevice(Rule):
                 "'cuda' without an index before torch.cuda.set_device: every rank lands on GPU 0; "
                 "call torch.cuda.set_device(local_rank) first or use f'cuda:{local_rank}'",
             )
+            # a branch every distributed run takes (`if distributed:`) is where the mistake shows
+            if any(ctx.guards.condition_kind(c, ctx.facts, ctx.path, function) is not DIST for c in use.site.conditions):
+                branched.add(function)
+            else:
+                branched.discard(function)
         if bindings or len(first) < 2:
             return list(first.values())
         # nothing binds anywhere: one mistake, told once, where the run first meets it (a use in
