@@ -385,10 +385,20 @@ class CollectiveInRankBranch(Rule):
                 communicating.append((site, what))
         sides = {id(site): self._side(ctx, site) for site, _ in communicating}
         branches: set[tuple] = set()  # the forward passes of one branch are one mistake, told at the first
+        # functions of the module whose own forward pass is under a rank test: reported there, not
+        # again at the calls of the function (`if master: self.estimate_loss()` where
+        # estimate_loss returns early on the other ranks)
+        inside = {
+            site.function
+            for site, what in communicating
+            if what.startswith("forward pass") and sides[id(site)] is not None and guards.rank_conditional(site)
+        }
         for site, what in communicating:
             forward = "forward pass" in what
             side = sides[id(site)]
             if side is None or not guards.rank_conditional(site) or never_runs(ctx.facts, site):
+                continue
+            if forward and not what.startswith("forward pass") and ctx.method_target(ctx.facts, site) in inside:
                 continue
             if any(guards.condition_kind(c, ctx.facts, ctx.path, site.function) == SINGLE for c in site.conditions):
                 continue  # only a run without distribution gets there: no other rank to wait for
