@@ -823,10 +823,21 @@ class Guards:
             # Called from elsewhere. A function that uses the process group unconditionally runs
             # on every rank, and its unconditional writes with it; under a test this analysis
             # cannot read, the write is given the benefit of the doubt.
-            return not self.every_rank(info.name, facts, path) or bool(site.conditions)
+            return not self.every_rank(info.name, facts, path) or any(
+                self._may_vary(c, facts, path, site.function) for c in site.conditions
+            )
         if site.conditions and self._dark_where_not_main(site, info.name, facts, path, main_first):
             return True
         return self._called_on_main_only(info.name, facts, path, main_first)
+
+    def _may_vary(self, condition: Condition, facts: ModuleFacts, path: Path, function: str) -> bool:
+        """The test may differ between the ranks: a rank test, or one whose names value flow may
+        connect to a rank. A launch, configuration or file-system test (`if not
+        os.path.exists(out):`) is the same on every rank."""
+        if self.condition_kind(condition, facts, path, function) in {DIST, SINGLE}:
+            return False
+        names = [n for n in _names_and_attributes(condition.test)]
+        return not names or any(self._rankish(n, facts, path, function) for n in names)
 
     def _dark_where_not_main(self, site: CallSite, function: str, facts: ModuleFacts, path: Path, main_first: bool) -> bool:
         """Every call of the function is main-only or passes constants under which the site's
@@ -1167,6 +1178,19 @@ def _enclosing_function(facts: ModuleFacts, scope: str):
 
 
 DIST_WORLDS = frozenset({MAIN_WORLD, NOT_MAIN_WORLD})
+
+
+def _names_and_attributes(test: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """The outermost names, attributes and calls a test reads."""
+    found: list[cst.BaseExpression] = []
+    pending: list[cst.CSTNode] = [test]
+    while pending:
+        node = pending.pop()
+        if type(node) in (cst.Name, cst.Attribute, cst.Call):
+            found.append(node)  # type: ignore[arg-type]
+        else:
+            pending.extend(node.children)
+    return found
 
 
 def _disjuncts(expr: cst.BaseExpression) -> set[str]:
