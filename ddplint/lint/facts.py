@@ -149,7 +149,7 @@ class ModuleFacts:
     names_read: set[str] = field(default_factory=set)  # every name the module's code mentions (not a def's own name)
     item_stores: list[ItemStore] = field(default_factory=list)
     idle_with_calls: set[int] = field(default_factory=set)  # id() of `with open(...): pass` items
-    attributes: set[str] = field(default_factory=set)  # every `x.<name>` used, x not self: "local_rank", "gpu"
+    attributes: set[str] = field(default_factory=set)  # every `x.<name>` used, x not self nor a module: "local_rank"
     asserts: list[Assert] = field(default_factory=list)
     arms: dict[int, tuple[int, int]] = field(default_factory=dict)  # block of an if/else arm -> both arms
     failing: set[int] = field(default_factory=set)  # blocks of the `except` clauses that end raising an error of their own
@@ -644,7 +644,9 @@ class _Collector(Walker):
                 self.facts.env_names.add(value)
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
-        if not (type(node.value) is cst.Name and node.value.value in {"self", "cls"}):
+        head = node.value.value if type(node.value) is cst.Name else None
+        # not an object's own (`self.x`), nor a module's (`idr_torch.local_rank` after `import idr_torch`)
+        if head not in {"self", "cls"} and self.facts.imports.get(head or "") not in self.facts.imported_modules:
             self.facts.attributes.add(node.attr.value)
 
     def visit_Subscript(self, node: cst.Subscript) -> None:
