@@ -4,6 +4,8 @@ and the frameworks, launchers and writers around them. Every name is the canonic
 
 from __future__ import annotations
 
+import re
+
 # Public spellings of the same object, mapped to one canonical qualified name.
 CANONICAL = {
     "torch.nn.parallel.distributed.DistributedDataParallel": "torch.nn.parallel.DistributedDataParallel",
@@ -239,6 +241,9 @@ LOADER_SUBCLASSES = {
 # The base classes of a dataset (under their public names, as data_name gives them).
 DATASETS = {"torch.utils.data.Dataset", "torch.utils.data.IterableDataset"}
 
+# Learning-rate schedulers (torch's, and the factories of Hugging Face transformers): their
+# state_dict holds step counts and rates, no tensors on a device.
+LR_SCHEDULERS = re.compile(r"torch\.optim\.lr_scheduler\.\w+|transformers(\.optimization)?\.get_\w*schedule\w*")
 PLAIN_SAMPLERS = {
     "torch.utils.data.RandomSampler",
     "torch.utils.data.SequentialSampler",

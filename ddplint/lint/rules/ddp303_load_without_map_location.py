@@ -25,7 +25,7 @@ from ddplint.lint.names import (
 )
 from ddplint.lint.paths import never_runs
 from ddplint.lint.rules.base import Finding, Inside, Remedy, Replace, Rule
-from ddplint.lint.vocabulary import WRAPPERS
+from ddplint.lint.vocabulary import LR_SCHEDULERS, WRAPPERS
 from ddplint.lint.writes import OUTSIDE_TRAINER, called_from
 
 
@@ -126,6 +126,17 @@ def _helper_loads(ctx: LintContext, site: CallSite, facts: ModuleFacts, path: Pa
     return ask_helper(ctx, site, facts, path, ("loads without map_location", constants.key(bindings), state), answer, None, top)
 
 
+def _a_scheduler(facts: ModuleFacts, call: CallSite) -> bool:
+    """`scheduler.load_state_dict(...)` of a learning-rate scheduler: every binding of the receiver
+    in reach builds one (`scheduler = get_linear_schedule_with_warmup(optimizer, ...)`). Its state
+    holds no tensors, so no GPU is involved."""
+    receiver = call.name.rpartition(".")[0] if call.name else ""
+    bindings = [b for b in facts.assigned(receiver) if b.function == call.function or "." in receiver] if receiver else []
+    return bool(bindings) and all(
+        type(b.value) is cst.Call and LR_SCHEDULERS.fullmatch(facts.callee(b.value) or "") is not None for b in bindings
+    )
+
+
 def _restoring_names(facts: ModuleFacts) -> dict[str, set[str]]:
     """Names mentioned in the arguments of `load_state_dict(...)` calls, and the dicts they are
     filled from: `model_dict.update(pretrained)`, `state = {k[7:]: v for k, v in ckpt.items()}`,
@@ -186,7 +197,7 @@ def _restores(site: CallSite, facts: ModuleFacts, restores: dict[str, set[str]])
     key of it (`optimizer.load_state_dict(torch.load(path)["optimizer"])`)."""
     for outer in facts.calls:
         if outer.method == "load_state_dict" and any(_unkeyed(a.value) is site.node for a in outer.node.args):
-            return True
+            return not _a_scheduler(facts, outer)
     bindings = [*facts.bindings_of(site.node)]
     bindings += [a for a in facts.assignments if type(a.value) is cst.Subscript and a.value.value is site.node]
     return any(
