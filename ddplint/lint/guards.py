@@ -823,7 +823,7 @@ class Guards:
             # Called from elsewhere. A function that uses the process group unconditionally runs
             # on every rank, and its unconditional writes with it; under a test this analysis
             # cannot read, the write is given the benefit of the doubt.
-            return not self.every_rank(info.name, facts, path) or any(
+            return not self._runs_on_every_rank(info.name, facts, path) or any(
                 self._may_vary(c, facts, path, site.function) for c in site.conditions
             )
         if site.conditions and self._dark_where_not_main(site, info.name, facts, path, main_first):
@@ -914,6 +914,22 @@ class Guards:
             )
             self._main_functions[key] = answer
         return self._main_functions[key]
+
+    def _runs_on_every_rank(self, function: str, facts: ModuleFacts, path: Path) -> bool:
+        """every_rank, and the constructor of a class one of whose methods runs on every rank:
+        each rank that calls the method built its own object (`Trainer(config)` before
+        `trainer.train()` starts the group)."""
+        if self.every_rank(function, facts, path):
+            return True
+        cls, _, member = function.rpartition(".")
+        return (
+            member == "__init__"
+            and bool(cls)
+            and any(
+                name.rpartition(".")[0] == cls and name != function and self.every_rank(name, facts, path)
+                for name in facts.functions
+            )
+        )
 
     def every_rank(self, function: str, facts: ModuleFacts, path: Path) -> bool:
         """The function starts or uses the process group on every path through it that a
