@@ -37,6 +37,7 @@ def with_handed_bindings(ctx: LintContext) -> ModuleFacts:
     they are), and with the roles of what it imports from the project."""
     facts = ctx.facts
     replayed: list[Assignment] = []
+    kept: dict[tuple[str, str], Role] = {}
     for site in facts.calls:
         if not site.name or not any(type(a.value) is cst.Name for a in site.node.args):
             continue  # hands over no object by name
@@ -48,13 +49,30 @@ def with_handed_bindings(ctx: LintContext) -> ModuleFacts:
             replayed.append(
                 Assignment(target, value, site.function, site.order, site.conditions + conditions, site.loops, site.blocks)
             )
+        for target, role in _roles_set(resolved, handed).items():
+            if (site.function, target) not in facts.roles:
+                kept[(site.function, target)] = role
     indexes = {
         (target, index): Role.LOCAL_RANK
         for target in ctx.spawned_through_helpers()
         if (index := process_index_parameter(facts, target)) is not None and (target, index) not in facts.roles
     }
-    roles = {**_imported_roles(ctx), **indexes}
+    roles = {**_imported_roles(ctx), **kept, **indexes}
     return facts.with_bindings(replayed, roles) if replayed or roles else facts
+
+
+def _roles_set(resolved: Resolved, handed: dict[str, str]) -> dict[str, Role]:
+    """What the helper makes attributes of the objects it is handed hold, in the caller's names,
+    where every binding of the attribute there gives it the same role: `args.rank =
+    int(os.environ["RANK"])` makes the caller's `args.rank` the global rank."""
+    facts, _, function = resolved
+    roles: dict[str, set[Role | None]] = {}
+    for binding in facts.assignments_within(function):
+        owner, _, attribute = binding.target.partition(".")
+        if binding.function != function or binding.element or owner not in handed or not attribute or "." in attribute:
+            continue
+        roles.setdefault(f"{handed[owner]}.{attribute}", set()).add(facts.role_of(binding.value, function))
+    return {target: role for target, found in roles.items() if len(found) == 1 and (role := next(iter(found))) is not None}
 
 
 def _imported_roles(ctx: LintContext) -> dict[tuple[str, str], Role]:
