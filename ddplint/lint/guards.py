@@ -834,9 +834,12 @@ class Guards:
         """The test may differ between the ranks: a rank test, or one whose names value flow may
         connect to a rank. A launch, configuration or file-system test (`if not
         os.path.exists(out):`) is the same on every rank."""
-        if self.condition_kind(condition, facts, path, function) in {DIST, SINGLE}:
+        kind = self.condition_kind(condition, facts, path, function)
+        if kind in {MAIN, NOTMAIN}:
+            return True
+        if kind in {DIST, SINGLE}:
             return False
-        names = [n for n in _names_and_attributes(condition.test)]
+        names = _names_and_attributes(condition.test)
         return not names or any(self._rankish(n, facts, path, function) for n in names)
 
     def _dark_where_not_main(self, site: CallSite, function: str, facts: ModuleFacts, path: Path, main_first: bool) -> bool:
@@ -1202,8 +1205,8 @@ def _names_and_attributes(test: cst.BaseExpression) -> list[cst.BaseExpression]:
     pending: list[cst.CSTNode] = [test]
     while pending:
         node = pending.pop()
-        if type(node) in (cst.Name, cst.Attribute, cst.Call):
-            found.append(node)  # type: ignore[arg-type]
+        if isinstance(node, (cst.Name, cst.Attribute, cst.Call)):
+            found.append(node)
         else:
             pending.extend(node.children)
     return found

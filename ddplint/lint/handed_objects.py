@@ -67,12 +67,20 @@ def _roles_set(resolved: Resolved, handed: dict[str, str]) -> dict[str, Role]:
     int(os.environ["RANK"])` makes the caller's `args.rank` the global rank."""
     facts, _, function = resolved
     roles: dict[str, set[Role | None]] = {}
+    for target, binding in _attribute_bindings(facts, function, handed):
+        roles.setdefault(target, set()).add(facts.role_of(binding.value, function))
+    return {target: role for target, found in roles.items() if len(found) == 1 and (role := next(iter(found))) is not None}
+
+
+def _attribute_bindings(facts: ModuleFacts, function: str, handed: dict[str, str]) -> list[tuple[str, Assignment]]:
+    """The function's own bindings of an attribute of an object it is handed (`args.gpu = ...`),
+    each with its target in the caller's names."""
+    found = []
     for binding in facts.assignments_within(function):
         owner, _, attribute = binding.target.partition(".")
-        if binding.function != function or binding.element or owner not in handed or not attribute or "." in attribute:
-            continue
-        roles.setdefault(f"{handed[owner]}.{attribute}", set()).add(facts.role_of(binding.value, function))
-    return {target: role for target, found in roles.items() if len(found) == 1 and (role := next(iter(found))) is not None}
+        if binding.function == function and not binding.element and owner in handed and attribute and "." not in attribute:
+            found.append((f"{handed[owner]}.{attribute}", binding))
+    return found
 
 
 def _imported_roles(ctx: LintContext) -> dict[tuple[str, str], Role]:
@@ -117,13 +125,10 @@ def _replayed(ctx: LintContext, resolved: Resolved, handed: dict[str, str], hops
         return []
     renamer = _Renamer(handed)
     found: list[Replayed] = []
-    for binding in facts.assignments_within(function):
-        owner, _, attribute = binding.target.partition(".")
-        if binding.function != function or binding.element or owner not in handed or not attribute or "." in attribute:
-            continue
+    for target, binding in _attribute_bindings(facts, function, handed):
         value, conditions = renamer.value(binding.value), renamer.conditions(binding.conditions)
         if value is not None and conditions is not None:
-            found.append((f"{handed[owner]}.{attribute}", value, conditions))
+            found.append((target, value, conditions))
     for site in facts.calls_within(function) if hops else ():
         inner = ctx.resolve_function(facts, path, site.name) if site.name else None
         conditions = renamer.conditions(site.conditions)

@@ -284,7 +284,7 @@ def _shards(ctx: LintContext, expr: cst.BaseExpression, site: CallSite, facts: M
     if name is not None:
         exprs += [a.value for a in facts.reaching(name, site.function, site.order, site.blocks)]
     for e in exprs:
-        if any(SHARD_WORDS.search(n.rsplit(".", 1)[-1]) for n in names_in(e)):
+        if _names_a_shard(e):
             return True
         if _built_by_rank_reading_class(ctx, e, facts, path):
             return True
@@ -295,6 +295,12 @@ def _shards(ctx: LintContext, expr: cst.BaseExpression, site: CallSite, facts: M
         if wrapped is not None and dotted(wrapped) is not None and _shards(ctx, wrapped, site, facts, path, depth - 1):
             return True
     return False
+
+
+def _names_a_shard(expr: cst.BaseExpression) -> bool:
+    """The value is made by a call that shards a stream (`split_dataset_by_node(...)`, `.shard(...)`)
+    or reads the rank."""
+    return any(SHARD_WORDS.search(n.rsplit(".", 1)[-1]) for n in names_in(expr))
 
 
 def _returns_a_shard(ctx: LintContext, call: cst.Call, facts: ModuleFacts, path: Path, depth: int) -> bool:
@@ -311,7 +317,7 @@ def _returns_a_shard(ctx: LintContext, call: cst.Call, facts: ModuleFacts, path:
             if name
             else [returned]
         )
-        if any(SHARD_WORDS.search(n.rsplit(".", 1)[-1]) for value in values for n in names_in(value)):
+        if any(_names_a_shard(value) for value in values):
             return True
     return False
 
