@@ -253,6 +253,30 @@ class ModuleFacts:
             return here
         return self.assigned(target) if "." in target else self.by_scope.get(("", target), [])
 
+    def replaced_unread(self, binding: Assignment) -> bool:
+        """The name is bound again in the same block before anything reads it (a line pasted
+        twice, `sampler = DistributedSampler(ds)` on two lines): the first value is never used."""
+        if "." in binding.target:
+            return False  # an attribute: read by other methods too
+        later = [a for a in self.by_scope.get((binding.function, binding.target), ()) if a.order > binding.order]
+        if not later or later[0].blocks != binding.blocks or later[0].loops != binding.loops:
+            return False
+        name, end = binding.target, later[0].order
+
+        def reads(expr: cst.CSTNode) -> bool:
+            return any(n == name or n.startswith(name + ".") for n in names_in(expr))
+
+        calls = [c for c in self.calls_in(binding.function) if binding.order < c.order < end]
+        info = self.functions.get(binding.function)
+        between = [
+            *(c.node for c in calls),
+            *(condition.test for c in calls for condition in c.conditions),
+            *(a.value for a in self.assignments_within(binding.function) if binding.order < a.order < end),
+            *(loop.node.iter for loop in self.loops if loop.function == binding.function and type(loop.node) is cst.For),
+            *(info.returns if info is not None else ()),
+        ]
+        return not reads(later[0].value) and not any(reads(expr) for expr in between)
+
     def visible(self, target: str, function: str) -> list[Assignment]:
         """The bindings of `target` that a read in `function` can see: its own, its enclosing
         functions' and the module's; every binding of an attribute (`self.out`, `args.dir`)."""

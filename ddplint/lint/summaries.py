@@ -17,7 +17,7 @@ import libcst as cst
 
 from ddplint.lint import constants
 from ddplint.lint.facts import Assignment, CallSite, ModuleFacts, single_process_init
-from ddplint.lint.names import arg, data_name, dotted, enters, getattr_call, string_value
+from ddplint.lint.names import arg, data_name, dotted, enters, getattr_call, names_in, string_value
 from ddplint.lint.paths import never_runs
 from ddplint.lint.roles import RANKS
 from ddplint.lint.vocabulary import (
@@ -108,9 +108,23 @@ def per_process_visible_devices(facts: ModuleFacts) -> list[Assignment]:
             or _picked_by_rank(facts, w.value, w.function)
             or computed
             and w.function != ""
+            and not _joins_a_list(facts, w.value, w.function)
         ):
             found.append(w)
     return found
+
+
+def _joins_a_list(facts: ModuleFacts, value: cst.BaseExpression, function: str) -> bool:
+    """`",".join(str(g) for g in cfg["gpu_ids"])`: every GPU of a list that no rank picks from,
+    the same list in every process. A list sliced or built from a rank, here or where its name
+    was bound in the function, is the process's own."""
+    if type(value) is not cst.Call or type(value.func) is not cst.Attribute or value.func.attr.value != "join":
+        return False
+    if type(value.func.value) is not cst.SimpleString or len(value.args) != 1:
+        return False
+    read = names_in(value.args[0].value)
+    read |= {n for name in read for b in facts.assigned(name) if b.function == function for n in names_in(b.value)}
+    return not any(facts.role_of_name(n, function) is not None for n in read)
 
 
 def _picked_by_rank(facts: ModuleFacts, value: cst.BaseExpression, function: str, follow: bool = True) -> bool:

@@ -36,6 +36,10 @@ FILE_LOCKS = frozenset({"filelock.FileLock", "filelock.SoftFileLock", "filelock.
 # An exclusive lock of the operating system on an open file: `fcntl.flock(f, fcntl.LOCK_EX)`.
 OS_LOCKS = frozenset({"fcntl.flock", "fcntl.lockf"})
 
+# Reads of a remote file: what a function that makes one writes is the download, the same
+# bytes on every rank (a cache fill), not a log of the run.
+NETWORK_READS = frozenset({"urllib.request.urlopen", "requests.get", "requests.request"})
+
 # Context managers that make a GPU the current device inside their block.
 DEVICE_CONTEXTS = frozenset({"torch.cuda.device", "torch.cuda.device_of"})
 

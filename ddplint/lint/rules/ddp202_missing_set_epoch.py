@@ -163,6 +163,8 @@ class MissingSetEpoch(Rule):
             names = [loader[1]] if loader is not None else [named] if named else bound_names(facts, site.node)
             if id(site.node) in by_loader or by_loader & {id(b.value) for b in facts.bindings_of(site.node)}:
                 continue  # loader.sampler.set_epoch(epoch) for the loader it was given to
+            if facts.bindings_of(site.node) and all(facts.replaced_unread(b) for b in facts.bindings_of(site.node)):
+                continue  # bound again before any use: the sampler the loader gets is the next one
             dataset = arg(site.node, 0, "dataset")
             held = None if names else _holder(facts, site)  # given inline to a named loader
             words = [*names, *(names_in(dataset) if dataset is not None else ()), (reference(dataset) or "") if dataset else ""]
