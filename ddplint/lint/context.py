@@ -31,7 +31,7 @@ from ddplint.lint.paths import never_runs
 from ddplint.lint.project import Located, ProjectIndex
 from ddplint.lint.resolver import Resolved
 from ddplint.lint.summaries import Effect, Summaries
-from ddplint.lint.vocabulary import ACCELERATE, FRAMEWORK_RUNNERS, INIT_PG, MODULE_RETURNS_ITSELF, TRAINER, WRAPPERS
+from ddplint.lint.vocabulary import ACCELERATE, DEEPSPEED, FRAMEWORK_RUNNERS, INIT_PG, MODULE_RETURNS_ITSELF, TRAINER, WRAPPERS
 from ddplint.lint.walk import Walker
 
 REEXPORT_HOPS = 2  # a class found through at most this many re-exporting modules
@@ -78,8 +78,8 @@ class LintContext:
             )
         if self.facts.is_distributed:
             return self._touches_process_group()
-        if self.framework == ACCELERATE and self._builds_runner:
-            return True  # `accelerate launch` runs the script that builds an Accelerator on every process
+        if self.framework in (ACCELERATE, DEEPSPEED) and self._builds_runner:
+            return True  # `accelerate launch` or `deepspeed` runs the script that builds the runner on every process
         return any(site.name != INIT_PG for site in self.summaries.sites_with(Effect.STARTS_GROUP))
 
     def _touches_process_group(self) -> bool:

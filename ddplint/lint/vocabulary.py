@@ -83,12 +83,13 @@ COLLECTIVES = frozenset(
 # library whose training loop is one thing and its distribution another, the subpackage) that
 # does it: Ignite's Engine is a loop; ignite.distributed starts the group and places the model.
 ACCELERATE = "accelerate"
+DEEPSPEED = "deepspeed"
 FRAMEWORK_IMPORTS = {
     "lightning": "lightning",
     "pytorch_lightning": "lightning",
     "lightning_fabric": "lightning",
     "accelerate": ACCELERATE,
-    "deepspeed": "deepspeed",
+    "deepspeed": DEEPSPEED,
     "ignite.distributed": "ignite",
     "colossalai": "colossalai",
     "jax": "jax",  # JAX/Flax training: its own processes and devices, not torch.distributed

@@ -41,6 +41,7 @@ from ddplint.lint.rules.base import Inside
 from ddplint.lint.vocabulary import (
     ACCELERATE,
     CHECKPOINT_WRITERS,
+    DEEPSPEED,
     DATASETS,
     LOADER,
     LOG_WRITERS,
@@ -135,9 +136,10 @@ def effect_of(site: CallSite, facts: ModuleFacts, bindings: constants.Bindings |
     return None
 
 
-# The Hugging Face Trainer saves its own checkpoints on the right rank; what the script writes
-# or loads around it runs on every rank torchrun started.
-OUTSIDE_TRAINER = frozenset({TRAINER, ACCELERATE})
+# The Hugging Face Trainer saves its own checkpoints on the right rank, and a DeepSpeed engine
+# its own (`engine.save_checkpoint`, which every rank calls); what the script writes or loads
+# around them runs on every rank the launcher started.
+OUTSIDE_TRAINER = frozenset({TRAINER, ACCELERATE, DEEPSPEED})
 
 
 # Values that differ between processes as a rank does: a fresh temporary name, the pid.
