@@ -43,9 +43,11 @@ if TYPE_CHECKING:
     from ddplint.lint.rules.base import Rule
 
 SYNTAX_ERROR = "DDP001"
-# Every rule needs a distributed script, and every distributed script says one of these
-# (`dist` also for scripts whose process group starts in a helper such as dist_util.setup_dist).
-MIGHT_BE_DISTRIBUTED = re.compile(r"torch|RANK|local_rank|local-rank|cuda|dist")
+# Every rule needs a distributed script, and every distributed module says one of these
+# (`dist` also for scripts whose process group starts in a helper such as dist_util.setup_dist),
+# or is a script (`__main__`) that may do all of it through the project's modules
+# (`trainer = Trainer(config); trainer.run()`).
+MIGHT_BE_DISTRIBUTED = re.compile(r"torch|RANK|local_rank|local-rank|cuda|dist|__main__")
 # Source per worker process. Starting workers costs, and each parses the shared helpers again,
 # so a run under this many bytes stays in this process (the -j 1 path exactly). Measured side
 # by side with bench/parallel.py on pytorch/examples (93 files, 418 kB, 2 busy cores), 2
