@@ -41,8 +41,8 @@ from ddplint.lint.rules.base import Inside
 from ddplint.lint.vocabulary import (
     ACCELERATE,
     CHECKPOINT_WRITERS,
-    DEEPSPEED,
     DATASETS,
+    DEEPSPEED,
     LOADER,
     LOG_WRITERS,
     NETWORK_READS,

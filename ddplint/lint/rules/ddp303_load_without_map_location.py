@@ -20,6 +20,7 @@ from ddplint.lint.names import (
     dotted,
     has_star_kwargs,
     names_in,
+    parameter_for,
     reference,
     with_argument,
 )
@@ -59,7 +60,7 @@ class LoadWithoutMapLocation(Rule):
                 )
         for site in facts.calls_to("torch.load"):
             call = site.node
-            if not _bare_restore(ctx, site, facts) or ctx.guards.main_only(site) or never_runs(facts, site):
+            if not _bare_restore(ctx, site, facts, ctx.path) or ctx.guards.main_only(site) or never_runs(facts, site):
                 continue
             yield Finding(
                 call,
@@ -78,7 +79,7 @@ class LoadWithoutMapLocation(Rule):
             )
 
 
-def _bare_restore(ctx: LintContext, site: CallSite, facts: ModuleFacts) -> bool:
+def _bare_restore(ctx: LintContext, site: CallSite, facts: ModuleFacts, path: Path) -> bool:
     """torch.load without map_location whose result goes into a model or optimizer, or is the
     model itself (a whole pickled module)."""
     call = site.node
@@ -87,7 +88,7 @@ def _bare_restore(ctx: LintContext, site: CallSite, facts: ModuleFacts) -> bool:
     key = (id(facts), "restoring names")
     if key not in ctx.memo:
         ctx.memo[key] = _restoring_names(facts)
-    return _restores(site, facts, ctx.memo[key]) or _loads_module(site, facts)
+    return _restores(site, facts, ctx.memo[key]) or _loads_module(ctx, site, facts, path)
 
 
 def _helper_loads(ctx: LintContext, site: CallSite, facts: ModuleFacts, path: Path, top: bool = False) -> Inside | None:
@@ -111,7 +112,7 @@ def _helper_loads(ctx: LintContext, site: CallSite, facts: ModuleFacts, path: Pa
                 and (
                     found := (
                         Inside(inner_path, inner.node, "torch.load() without map_location here, on every rank")
-                        if _bare_restore(ctx, inner, inner_facts)
+                        if _bare_restore(ctx, inner, inner_facts, inner_path)
                         else None
                     )
                     if inner.name == "torch.load"
@@ -235,12 +236,13 @@ MODULE_METHODS = frozenset(
 )
 
 
-def _loads_module(site: CallSite, facts: ModuleFacts) -> bool:
+def _loads_module(ctx: LintContext, site: CallSite, facts: ModuleFacts, path: Path) -> bool:
     """`model = torch.load(path)`: the loaded object is a whole pickled model, because the name
     (or one rebound from it in the same function, `model = model.to(rank)`) is then used as a
     module: wrapped in DDP/FSDP, called, or asked for what only a module has (`.eval()`,
-    `.parameters()`). `.to()`/`.cuda()` alone prove nothing: a tensor has them too. With
-    `weights_only=True` no module can come back."""
+    `.parameters()`), here or in the project function it is handed to (`evaluate(loader,
+    model)` whose `model.eval()` runs). `.to()`/`.cuda()` alone prove nothing: a tensor has
+    them too. With `weights_only=True` no module can come back."""
     weights_only = arg(site.node, None, "weights_only")
     if isinstance(weights_only, cst.Name) and weights_only.value == "True":
         return False
@@ -251,10 +253,26 @@ def _loads_module(site: CallSite, facts: ModuleFacts) -> bool:
             continue
         receiver = use.name.rpartition(".")[0] if use.name and use.method in MODULE_METHODS else None
         wrapped = dotted(arg(use.node, 0, "module")) if use.name in WRAPPERS else None
-        for name in names & {receiver, wrapped, use.name}:
+        handed = {n for a in use.node.args if (n := reference(a.value)) is not None} & names
+        for name in names & {receiver, wrapped, use.name} | {n for n in handed if _used_as_module(ctx, facts, path, use, n)}:
             if _holds_loaded(facts, name, use, loaded, set()):
                 return True
     return False
+
+
+def _used_as_module(ctx: LintContext, facts: ModuleFacts, path: Path, use: CallSite, name: str) -> bool:
+    """The project function `use` calls receives `name` in a parameter that it calls, or asks
+    for what only a module has (`def evaluate(loader, model): model.eval()`)."""
+    resolved = ctx.resolve_function(facts, path, ctx.method_target(facts, use))
+    if resolved is None:
+        return False
+    definition = resolved.facts.functions[resolved.function].node
+    params = {parameter_for(use.node, definition, a) for a in use.node.args if reference(a.value) == name} - {None}
+    return any(
+        inner.name in params or inner.method in MODULE_METHODS and inner.name.rpartition(".")[0] in params
+        for inner in resolved.facts.calls_in(resolved.function)
+        if inner.name is not None
+    )
 
 
 def _holds_loaded(facts: ModuleFacts, name: str, at, loaded: list, seen: set[int]) -> bool:
