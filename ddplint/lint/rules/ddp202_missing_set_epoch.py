@@ -265,7 +265,10 @@ def _loaders_from_helpers(ctx: LintContext) -> dict[CallSite, tuple[Inside, str]
     for site, resolved in helper_calls(ctx):
         names = bound_names(facts, site.node)
         inner_facts, inner_path, function = resolved
-        returns = inner_facts.functions[function].returns
+        info = inner_facts.functions[function]
+        bindings = constants.bind_call(site.node, inner_facts, function, {})
+        # the returns the call's constant arguments leave reachable (`load_dataset(args, "train")`)
+        returns = [r for r, around in zip(info.returns, info.return_conditions) if not constants.dark(around, bindings)]
         if len(returns) != 1:
             continue  # several returns: which loader a run gets is not one answer
         parts = [e.value for e in returns[0].elements] if type(returns[0]) is cst.Tuple else [returns[0]]
