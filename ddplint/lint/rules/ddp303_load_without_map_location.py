@@ -46,11 +46,15 @@ class LoadWithoutMapLocation(Rule):
 
     def _loads(self, ctx: LintContext) -> Iterator[Finding]:
         facts = ctx.facts
-        for site in facts.calls:
+        reported: set[int] = set()  # a helper's load, reported at the first call that reaches it
+        for site in sorted(facts.calls, key=lambda s: ctx.guards.run_order(facts, s)):
             if site.name == "torch.load":
                 continue
             inside = _helper_loads(ctx, site, facts, ctx.path, top=True)
-            if inside is not None and not ctx.guards.main_only(site) and not never_runs(facts, site):
+            if inside is None or id(inside.node) in reported:
+                continue
+            if not ctx.guards.main_only(site) and not never_runs(facts, site):
+                reported.add(id(inside.node))
                 yield Finding(
                     site.node,
                     f"{callee_text(site.node)}() restores a checkpoint with torch.load and no map_location "
