@@ -268,7 +268,9 @@ def _loaders_from_helpers(ctx: LintContext) -> dict[CallSite, tuple[Inside, str]
         info = inner_facts.functions[function]
         bindings = constants.bind_call(site.node, inner_facts, function, {})
         # the returns the call's constant arguments leave reachable (`load_dataset(args, "train")`)
-        returns = [r for r, around in zip(info.returns, info.return_conditions) if not constants.dark(around, bindings)]
+        returns = [
+            r for r, around in zip(info.returns, info.return_conditions, strict=True) if not constants.dark(around, bindings)
+        ]
         if len(returns) != 1:
             continue  # several returns: which loader a run gets is not one answer
         parts = [e.value for e in returns[0].elements] if type(returns[0]) is cst.Tuple else [returns[0]]
