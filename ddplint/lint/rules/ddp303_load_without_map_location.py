@@ -156,7 +156,7 @@ def _restoring_names(facts: ModuleFacts) -> dict[str, set[str]]:
             frontier.append((name, function))
 
     for site in facts.calls:
-        if site.method == "load_state_dict":
+        if site.method == "load_state_dict" and not _a_scheduler(facts, site):
             for a in site.node.args:
                 for name in names_in(a.value):
                     add(name, site.function)
@@ -186,10 +186,11 @@ def _same_variable(name: str, bound_in: str, read_in: str) -> bool:
 
 
 def _filled_from(value: cst.BaseExpression) -> set[str]:
-    """The dict a value copies or filters: a name, one of its entries, a comprehension over it."""
+    """The dict a value copies or filters: a name, one of its entries (`ckpt["model"]`,
+    `ckpt.pop("model")`, `ckpt.get("model")`), a comprehension over it."""
     if type(value) is cst.DictComp:
         value = value.for_in.iter
-    if type(value) is cst.Call and type(value.func) is cst.Attribute and value.func.attr.value in {"items", "copy"}:
+    if type(value) is cst.Call and type(value.func) is cst.Attribute and value.func.attr.value in {"items", "copy", "pop", "get"}:
         value = value.func.value
     name = reference(value) if type(value) in (cst.Name, cst.Attribute, cst.Subscript) else None
     if name is None and type(value) is cst.Subscript:
