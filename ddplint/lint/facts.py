@@ -149,7 +149,7 @@ class ModuleFacts:
     names_read: set[str] = field(default_factory=set)  # every name the module's code mentions (not a def's own name)
     item_stores: list[ItemStore] = field(default_factory=list)
     idle_with_calls: set[int] = field(default_factory=set)  # id() of `with open(...): pass` items
-    attributes: set[str] = field(default_factory=set)  # every `x.<name>` used, x not self nor a module: "local_rank"
+    attributes: set[str] = field(default_factory=set)  # `x.<name>` (x not self nor a module), `x["<name>"]`
     asserts: list[Assert] = field(default_factory=list)
     arms: dict[int, tuple[int, int]] = field(default_factory=dict)  # block of an if/else arm -> both arms
     failing: set[int] = field(default_factory=set)  # blocks of the `except` clauses that end raising an error of their own
@@ -677,6 +677,10 @@ class _Collector(Walker):
         env = self.facts.env_read(node)
         if env is not None and id(node) not in self.env_targets:
             self.facts.env_reads.add(env)
+        elif len(node.slice) == 1 and type(node.slice[0].slice) is cst.Index:
+            key = string_value(node.slice[0].slice.value)  # `cfg["local_rank"]` after `cfg.update(vars(args))`
+            if key is not None and key.isidentifier():
+                self.facts.attributes.add(key)
 
     def visit_Call(self, node: cst.Call) -> None:
         if type(node.func) is cst.Attribute:

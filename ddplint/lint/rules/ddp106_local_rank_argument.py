@@ -11,6 +11,7 @@ from ddplint.diagnostics import Severity
 from ddplint.lint.context import LintContext
 from ddplint.lint.facts import Assignment, CallSite, ModuleFacts, local_rank_flag, names_read, starts_own_workers
 from ddplint.lint.names import dotted, reference
+from ddplint.lint.paths import dominates
 from ddplint.lint.resolver import Resolved
 from ddplint.lint.rules.base import Finding, Inside, Rule
 from ddplint.lint.summaries import Effect
@@ -65,12 +66,8 @@ def _overwritten_before_reads(ctx: LintContext) -> bool:
             if name.rsplit(".", 1)[-1] != "local_rank" or "." not in name:
                 continue
             found = True
-            here = [
-                a
-                for a in facts.reaching(name, event.function, event.order, event.blocks)
-                if a.function == event.function and a.order < event.order
-            ]
-            if not here:
+            # set on every path to the read (`if not args.distributed: args.local_rank = 0` is not)
+            if not any(dominates(a, event) for a in facts.reaching(name, event.function, event.order, event.blocks)):
                 return False
     return found
 
