@@ -24,13 +24,16 @@ class DeviceFromGlobalRank(Rule):
     def check(self, ctx: LintContext) -> Iterator[Finding]:
         # One finding per device built from the rank and kept (`device = f"cuda:{rank}"`,
         # `device = torch.device("cuda", rank)`), however often it is used, and one per function
-        # for the rank used directly as a device (`.to(rank)`, `.to(f"cuda:{rank}")`): the first place.
+        # for the rank used directly as a device (`.to(rank)`, `.to(f"cuda:{rank}")`): the first
+        # place; per arm of an if/else in it too (`if mode == "train": ... elif mode == "huge":`
+        # are two runs, each with its own first place).
         reported: set[object] = set()
         for use in device_uses(ctx):
             if use.kind is not DeviceKind.GLOBAL or not _global_binding_reaches(ctx, use):
                 continue
             built = not contains(use.site.node, use.expr) or bool(ctx.facts.bindings_of(use.expr))
-            key = id(use.expr) if built else use.site.function
+            arms = tuple(b for b in use.site.blocks if b in ctx.facts.arms)
+            key = id(use.expr) if built else (use.site.function, arms)
             if key not in reported:
                 reported.add(key)
                 yield Finding(
