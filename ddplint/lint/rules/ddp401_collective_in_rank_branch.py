@@ -359,6 +359,100 @@ def _met_by_the_others(ctx: LintContext, site: CallSite, communicating: list[tup
     return False
 
 
+def _in_rank_branches(ctx: LintContext) -> list[tuple[CallSite, str, str]]:
+    """The collectives and forward passes of the wrapped model in the module that only some ranks
+    reach: (the site, what it runs, the fix). Memoised per module: a script asks it of the
+    project modules it calls."""
+    key = "DDP401 rank branches"
+    if key not in ctx.memo:
+        ctx.memo[key] = list(_find_in_rank_branches(ctx))
+    return ctx.memo[key]
+
+
+def _find_in_rank_branches(ctx: LintContext) -> Iterator[tuple[CallSite, str, str]]:
+    guards = ctx.guards
+    models = _wrapped_models(ctx)
+    communicating = []
+    for site in ctx.facts.calls:
+        if _is_wrapped(ctx, site.name, site, models):
+            communicating.append((site, f"forward pass of the wrapped model '{site.name}'"))
+        elif (
+            handed := _forwarded_model(ctx, site, models)
+            or _model_in_attribute(ctx, site, models)
+            or _model_it_sees(ctx, site, models)
+        ) is not None:
+            what = f"{callee_text(site.node)}() (it runs the forward pass of the wrapped model '{handed}')"
+            communicating.append((site, what))
+        elif Effect.COLLECTIVE in ctx.summaries.effects(site):
+            direct = Effect.COLLECTIVE in direct_effects(site)
+            what = (site.name or "") if direct else f"{callee_text(site.node)}() (it runs a collective)"
+            communicating.append((site, what))
+    sides = {id(site): _side(ctx, site) for site, _ in communicating}
+    branches: set[tuple] = set()  # the forward passes of one branch are one mistake, told at the first
+    # functions of the module whose own forward pass is under a rank test: reported there, not
+    # again at the calls of the function (`if master: self.estimate_loss()` where
+    # estimate_loss returns early on the other ranks)
+    inside = {
+        site.function
+        for site, what in communicating
+        if what.startswith("forward pass") and sides[id(site)] is not None and guards.rank_conditional(site)
+    }
+    for site, what in communicating:
+        forward = "forward pass" in what
+        side = sides[id(site)]
+        if side is None or not guards.rank_conditional(site) or never_runs(ctx.facts, site):
+            continue
+        if forward and not what.startswith("forward pass") and ctx.method_target(ctx.facts, site) in inside:
+            continue
+        if any(guards.condition_kind(c, ctx.facts, ctx.path, site.function) == SINGLE for c in site.conditions):
+            continue  # only a run without distribution gets there: no other rank to wait for
+        paired = any(
+            other.name == site.name
+            and other is not site
+            and other.function == site.function
+            and sides[id(other)] == OPPOSITE[side]
+            for other, _ in communicating
+        )
+        if paired or _met_by_the_others(ctx, site, communicating):
+            continue  # `if rank == 0: barrier()` matched by `if rank != 0: barrier()`, or where the others go on
+        if forward:  # DDP syncs buffers (and, in training, gradients) with the other ranks
+            branch = (site.function, tuple(id(c.test) for c in site.conditions), tuple(id(loop) for loop in site.loops))
+            if branch in branches:
+                continue
+            branches.add(branch)
+            model = site.name if what.startswith("forward pass") else what.rsplit("'", 2)[-2]
+            fix = f"evaluate on one rank with the unwrapped model ('{model}.module') or run it on every rank"
+        else:
+            fix = "call it on every rank, outside the rank check"
+        yield site, what, fix
+
+
+def _helper_in_rank_branch(ctx: LintContext, site: CallSite) -> tuple[Path, cst.CSTNode, str, str] | None:
+    """A function of another project module that the call enters, which runs a collective or a
+    forward pass of the model it wraps inside its own rank test (`trainer.train(loader)` whose
+    `if dist.get_rank() == 0: self.evaluate(model)` runs the DDP model on rank 0 only): where,
+    what it runs, and the fix."""
+    resolved = ctx.resolve_function(ctx.facts, ctx.path, ctx.method_target(ctx.facts, site))
+    if resolved is None or resolved.facts is ctx.facts:
+        return None
+    helper = ctx.of_module(resolved.path, resolved.facts)
+    if helper is None:
+        return None
+    for inner, what, fix in _in_rank_branches(helper):
+        if inner.function == resolved.function:
+            return resolved.path, inner.node, what, fix
+    return None
+
+
+def _side(ctx: LintContext, site: CallSite) -> Kind | None:
+    """MAIN or NOTMAIN: which ranks the site's conditions let through."""
+    for condition in site.conditions:
+        kind = ctx.guards.condition_kind(condition, ctx.facts, ctx.path, site.function)
+        if kind in {MAIN, NOTMAIN}:
+            return kind
+    return MAIN if ctx.guards.rank_conditional(site) else None
+
+
 class CollectiveInRankBranch(Rule):
     """Finds a collective inside a branch that only some ranks take, which hangs the job."""
 
@@ -368,67 +462,29 @@ class CollectiveInRankBranch(Rule):
     def check(self, ctx: LintContext) -> Iterator[Finding]:
         guards = ctx.guards
         models = _wrapped_models(ctx)
-        communicating = []
-        for site in ctx.facts.calls:
-            if _is_wrapped(ctx, site.name, site, models):
-                communicating.append((site, f"forward pass of the wrapped model '{site.name}'"))
-            elif (
-                handed := _forwarded_model(ctx, site, models)
-                or _model_in_attribute(ctx, site, models)
-                or _model_it_sees(ctx, site, models)
-            ) is not None:
-                what = f"{callee_text(site.node)}() (it runs the forward pass of the wrapped model '{handed}')"
-                communicating.append((site, what))
-            elif Effect.COLLECTIVE in ctx.summaries.effects(site):
-                direct = Effect.COLLECTIVE in direct_effects(site)
-                what = (site.name or "") if direct else f"{callee_text(site.node)}() (it runs a collective)"
-                communicating.append((site, what))
-        sides = {id(site): self._side(ctx, site) for site, _ in communicating}
-        branches: set[tuple] = set()  # the forward passes of one branch are one mistake, told at the first
-        # functions of the module whose own forward pass is under a rank test: reported there, not
-        # again at the calls of the function (`if master: self.estimate_loss()` where
-        # estimate_loss returns early on the other ranks)
-        inside = {
-            site.function
-            for site, what in communicating
-            if what.startswith("forward pass") and sides[id(site)] is not None and guards.rank_conditional(site)
-        }
-        for site, what in communicating:
-            forward = "forward pass" in what
-            side = sides[id(site)]
-            if side is None or not guards.rank_conditional(site) or never_runs(ctx.facts, site):
-                continue
-            if forward and not what.startswith("forward pass") and ctx.method_target(ctx.facts, site) in inside:
-                continue
-            if any(guards.condition_kind(c, ctx.facts, ctx.path, site.function) == SINGLE for c in site.conditions):
-                continue  # only a run without distribution gets there: no other rank to wait for
-            paired = any(
-                other.name == site.name
-                and other is not site
-                and other.function == site.function
-                and sides[id(other)] == OPPOSITE[side]
-                for other, _ in communicating
-            )
-            if paired or _met_by_the_others(ctx, site, communicating):
-                continue  # `if rank == 0: barrier()` matched by `if rank != 0: barrier()`, or where the others go on
-            if forward:  # DDP syncs buffers (and, in training, gradients) with the other ranks
-                branch = (site.function, tuple(id(c.test) for c in site.conditions), tuple(id(loop) for loop in site.loops))
-                if branch in branches:
-                    continue
-                branches.add(branch)
-                model = site.name if what.startswith("forward pass") else what.rsplit("'", 2)[-2]
-                fix = f"evaluate on one rank with the unwrapped model ('{model}.module') or run it on every rank"
-            else:
-                fix = "call it on every rank, outside the rank check"
+        for site, what, fix in _in_rank_branches(ctx):
             yield Finding(
                 site.node,
                 f"{what} runs only on some ranks (inside a rank-dependent branch): the other ranks "
                 f"never join its collectives and the job hangs or mismatches later ones; {fix}",
             )
-
-        for site in ctx.facts.calls:
+        told: set[int] = set()  # a helper's mistake, told at the first call that reaches it
+        for site in sorted(ctx.facts.calls, key=lambda s: guards.run_order(ctx.facts, s)):
             if guards.rank_conditional(site) or never_runs(ctx.facts, site):
                 continue  # (a call in a rank branch is judged above)
+            if any(guards.condition_kind(c, ctx.facts, ctx.path, site.function) == SINGLE for c in site.conditions):
+                continue  # a run without distribution
+            inner = _helper_in_rank_branch(ctx, site)
+            if inner is not None and id(inner[1]) not in told:
+                path, node, what, fix = inner
+                told.add(id(node))
+                yield Finding(
+                    site.node,
+                    f"{callee_text(site.node)}() runs {what} only on some ranks (inside its own rank-dependent "
+                    f"branch): the other ranks never join its collectives and the job hangs or mismatches later ones; {fix}",
+                    inside=(Inside(path, node, f"{what} here, under a rank test"),),
+                )
+                continue
             found = _forward_under_own_rank_test(ctx, site, models)
             if found is not None:
                 model, path, first = found
@@ -440,12 +496,3 @@ class CollectiveInRankBranch(Rule):
                     "there or run it on every rank",
                     inside=(Inside(path, first.node, "the forward pass runs here, under a rank test"),),
                 )
-
-    @staticmethod
-    def _side(ctx: LintContext, site: CallSite) -> Kind | None:
-        """MAIN or NOTMAIN: which ranks the site's conditions let through."""
-        for condition in site.conditions:
-            kind = ctx.guards.condition_kind(condition, ctx.facts, ctx.path, site.function)
-            if kind in {MAIN, NOTMAIN}:
-                return kind
-        return MAIN if ctx.guards.rank_conditional(site) else None
