@@ -299,6 +299,15 @@ class LintContext:
             self._resolve_cache[key] = None if module is None else LintContext(path, module, facts, self.project, self.config)
         return self._resolve_cache[key]
 
+    def callee_module(self, site: CallSite) -> tuple[LintContext, Resolved] | None:
+        """The context of the other project module whose function `site` enters, and that
+        function: a script asks there what the helper's own lint would find."""
+        resolved = self.resolve_function(self.facts, self.path, self.method_target(self.facts, site))
+        if resolved is None or resolved.facts is self.facts:
+            return None
+        helper = self.of_module(resolved.path, resolved.facts)
+        return None if helper is None else (helper, resolved)
+
     def imported_project_modules(self, depth: int = 1) -> list[ModuleFacts]:
         """Facts of the project modules this file imports (found on disk beside it).
 

@@ -35,6 +35,7 @@ from ddplint.lint.vocabulary import (
     FRAMEWORK_MODULES,
     FRAMEWORK_RUNNERS,
     INIT_PG,
+    NETWORK_READS,
     NOT_DISTRIBUTED,
     OS_LOCKS,
     PROCESS_CLASSES,
@@ -149,6 +150,7 @@ class ModuleFacts:
     names_read: set[str] = field(default_factory=set)  # every name the module's code mentions (not a def's own name)
     item_stores: list[ItemStore] = field(default_factory=list)
     idle_with_calls: set[int] = field(default_factory=set)  # id() of `with open(...): pass` items
+    download_items: set[int] = field(default_factory=set)  # id() of `with urlopen(u) as src, open(p, "wb")` items
     attributes: set[str] = field(default_factory=set)  # `x.<name>` (x not self nor a module), `x["<name>"]`
     asserts: list[Assert] = field(default_factory=list)
     arms: dict[int, tuple[int, int]] = field(default_factory=dict)  # block of an if/else arm -> both arms
@@ -263,19 +265,17 @@ class ModuleFacts:
             return False
         name, end = binding.target, later[0].order
 
-        def reads(expr: cst.CSTNode) -> bool:
-            return any(n == name or n.startswith(name + ".") for n in names_in(expr))
+        def reads(found: set[str]) -> bool:
+            return any(n == name or n.startswith(name + ".") for n in found)
 
-        calls = [c for c in self.calls_in(binding.function) if binding.order < c.order < end]
         info = self.functions.get(binding.function)
-        between = [
-            *(c.node for c in calls),
-            *(condition.test for c in calls for condition in c.conditions),
-            *(a.value for a in self.assignments_within(binding.function) if binding.order < a.order < end),
-            *(loop.node.iter for loop in self.loops if loop.function == binding.function and type(loop.node) is cst.For),
-            *(info.returns if info is not None else ()),
-        ]
-        return not reads(later[0].value) and not any(reads(expr) for expr in between)
+        events: list[CallSite | Assignment] = [*self.calls_in(binding.function), *self.assignments_within(binding.function)]
+        loops = [loop.node.iter for loop in self.loops if loop.function == binding.function and type(loop.node) is cst.For]
+        return not (
+            reads(names_in(later[0].value))
+            or any(reads(names_read(e)) for e in events if binding.order < e.order < end)
+            or any(reads(names_in(expr)) for expr in [*loops, *(info.returns if info is not None else ())])
+        )
 
     def visible(self, target: str, function: str) -> list[Assignment]:
         """The bindings of `target` that a read in `function` can see: its own, its enclosing
@@ -413,7 +413,7 @@ class _Collector(Walker):
         self.loops: list[cst.For | cst.While] = []
         self.suite_exits: list[int] = []  # conditions pushed by early exits, per open suite
         self.caught: frozenset[str] = frozenset()
-        self.env_targets: set[int] = set()  # id() of `os.environ[...]` assignment targets
+        self.stored: set[int] = set()  # id() of subscript assignment targets: `x[k] = v` reads no `x[k]`
         self.locks = 0  # open `with FileLock(...)` blocks
         self.blocks: list[int] = []  # id() of the enclosing branch bodies (paths.py)
         self.in_default = False  # walking a parameter's default value
@@ -573,6 +573,8 @@ class _Collector(Walker):
         if idle:
             self.facts.idle_with_calls.update(id(item.item) for item in node.items)
         callees = {self.facts.callee(i.item) for i in node.items if type(i.item) is cst.Call}
+        if NETWORK_READS & callees:  # what the block writes is what it downloads
+            self.facts.download_items.update(id(item.item) for item in node.items)
         if DEVICE_CONTEXTS & callees:  # `with torch.cuda.device(i):` binds the device inside only,
             self.blocks.append(id(node.body))  # so the binding call is placed in the block it covers
             for item in node.items:
@@ -674,8 +676,10 @@ class _Collector(Walker):
             self.facts.attributes.add(node.attr.value)
 
     def visit_Subscript(self, node: cst.Subscript) -> None:
+        if id(node) in self.stored:
+            return
         env = self.facts.env_read(node)
-        if env is not None and id(node) not in self.env_targets:
+        if env is not None:
             self.facts.env_reads.add(env)
         elif len(node.slice) == 1 and type(node.slice[0].slice) is cst.Index:
             key = string_value(node.slice[0].slice.value)  # `cfg["local_rank"]` after `cfg.update(vars(args))`
@@ -800,9 +804,10 @@ class _Collector(Walker):
                     for part in _target_names(target):
                         self._record(part, value, element=True)
             return
+        if type(target) is cst.Subscript:
+            self.stored.add(id(target))  # `os.environ["RANK"] = "0"` sets it, reads nothing
         env = self.facts.env_read(target) if type(target) is cst.Subscript else None
         if env is not None:
-            self.env_targets.add(id(target))  # `os.environ["RANK"] = "0"` sets it, reads nothing
             self.facts.env_writes.setdefault(env, []).append(
                 Assignment(env, value, self.scope, self._next(), tuple(self.conditions), tuple(self.loops), tuple(self.blocks))
             )

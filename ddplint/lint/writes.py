@@ -45,7 +45,6 @@ from ddplint.lint.vocabulary import (
     DEEPSPEED,
     LOADER,
     LOG_WRITERS,
-    NETWORK_READS,
     OUTPUT_METHODS,
     OUTPUT_WRITERS,
     TRAINER,
@@ -104,7 +103,7 @@ def effect_of(site: CallSite, facts: ModuleFacts, bindings: constants.Bindings |
             return None  # `with open(log, "w"): pass` only empties the file; nothing races
         if _holds_a_save(site, facts):
             return None  # `with open(path, "wb") as f: torch.save(state, f)`: the save is reported
-        if any(c.name in NETWORK_READS for c in facts.calls_in(site.function)):
+        if id(call) in facts.download_items:
             return None  # `with urlopen(url) as source, open(target, "wb") as output:` fills a download cache
         return None if _is_devnull(target, facts) or _is_descriptor(target) else LOG
     if name in OUTPUT_WRITERS or site.method in OUTPUT_METHODS:

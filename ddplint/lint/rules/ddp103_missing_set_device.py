@@ -57,12 +57,10 @@ class MissingSetDevice(Rule):
         model on a device each rank names (`train_fn(rank, ...)`: `DDP(model.to(rank),
         device_ids=[rank])`; a trainer class reading LOCAL_RANK in its constructor; also in the
         worker it spawns or a function that worker calls), as the script itself would be judged."""
-        resolved = ctx.resolve_function(ctx.facts, ctx.path, ctx.method_target(ctx.facts, site))
-        if resolved is None or resolved.facts is ctx.facts:
+        callee = ctx.callee_module(site)
+        if callee is None:
             return False
-        helper = ctx.of_module(resolved.path, resolved.facts)
-        if helper is None:
-            return False
+        helper, resolved = callee
         key = ("functions naming their device", id(helper.facts))
         if key not in helper.memo:
             helper.memo[key] = {use.site.function for use in device_uses(helper) if _names_its_device(use)}

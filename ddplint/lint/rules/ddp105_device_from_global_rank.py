@@ -26,25 +26,31 @@ class DeviceFromGlobalRank(Rule):
         # `device = torch.device("cuda", rank)`), however often it is used, and one per function
         # for the rank used directly as a device (`.to(rank)`, `.to(f"cuda:{rank}")`): the first
         # place; per arm of an if/else in it too (`if mode == "train": ... elif mode == "huge":`
-        # are two runs, each with its own first place).
-        reported: set[object] = set()
+        # are two runs, each with its own first place; a use before the if/else is in both).
+        reported: set[int] = set()  # id() of the devices built from the rank and kept
+        runs: dict[str, list[tuple[int, ...]]] = {}  # function -> the if/else arms of its reported uses
         for use in device_uses(ctx):
             if use.kind is not DeviceKind.GLOBAL or not _global_binding_reaches(ctx, use):
                 continue
-            built = not contains(use.site.node, use.expr) or bool(ctx.facts.bindings_of(use.expr))
-            arms = tuple(b for b in use.site.blocks if b in ctx.facts.arms)
-            key = id(use.expr) if built else (use.site.function, arms)
-            if key not in reported:
-                reported.add(key)
-                yield Finding(
-                    use.expr,
-                    "device chosen by the global rank: on every node but the first it names a GPU "
-                    "that does not exist; use LOCAL_RANK (or rank % torch.cuda.device_count())",
-                )
+            if not contains(use.site.node, use.expr) or ctx.facts.bindings_of(use.expr):
+                if id(use.expr) in reported:
+                    continue
+                reported.add(id(use.expr))
+            else:
+                arms = tuple(b for b in use.site.blocks if b in ctx.facts.arms)
+                done = runs.setdefault(use.site.function, [])
+                if any(arms[: len(other)] == other or other[: len(arms)] == arms for other in done):
+                    continue  # the same run as a use already reported
+                done.append(arms)
+            yield Finding(
+                use.expr,
+                "device chosen by the global rank: on every node but the first it names a GPU "
+                "that does not exist; use LOCAL_RANK (or rank % torch.cuda.device_count())",
+            )
         yield from _handed_to_helpers(ctx, reported)
 
 
-def _handed_to_helpers(ctx: LintContext, reported: set[object]) -> Iterator[Finding]:
+def _handed_to_helpers(ctx: LintContext, reported: set[int]) -> Iterator[Finding]:
     """The global rank handed to a function of another project module that takes that
     parameter as its GPU (`train(rank, world_size)` with `torch.cuda.set_device(rank)` inside),
     reported at the argument with the line inside the helper; a device built from the rank and

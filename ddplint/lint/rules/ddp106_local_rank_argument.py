@@ -11,7 +11,7 @@ from ddplint.diagnostics import Severity
 from ddplint.lint.context import LintContext
 from ddplint.lint.facts import Assignment, CallSite, ModuleFacts, local_rank_flag, names_read, starts_own_workers
 from ddplint.lint.names import dotted, reference
-from ddplint.lint.paths import dominates
+from ddplint.lint.paths import joined
 from ddplint.lint.resolver import Resolved
 from ddplint.lint.rules.base import Finding, Inside, Rule
 from ddplint.lint.summaries import Effect
@@ -66,8 +66,9 @@ def _overwritten_before_reads(ctx: LintContext) -> bool:
             if name.rsplit(".", 1)[-1] != "local_rank" or "." not in name:
                 continue
             found = True
-            # set on every path to the read (`if not args.distributed: args.local_rank = 0` is not)
-            if not any(dominates(a, event) for a in facts.reaching(name, event.function, event.order, event.blocks)):
+            # set on every path to the read, by one binding or one in each arm of an if/else
+            # (`if not args.distributed: args.local_rank = 0` alone is not)
+            if not joined(facts.reaching(name, event.function, event.order, event.blocks), event, facts):
                 return False
     return found
 

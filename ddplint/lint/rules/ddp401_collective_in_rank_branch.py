@@ -432,12 +432,10 @@ def _helper_in_rank_branch(ctx: LintContext, site: CallSite) -> tuple[Path, cst.
     forward pass of the model it wraps inside its own rank test (`trainer.train(loader)` whose
     `if dist.get_rank() == 0: self.evaluate(model)` runs the DDP model on rank 0 only): where,
     what it runs, and the fix."""
-    resolved = ctx.resolve_function(ctx.facts, ctx.path, ctx.method_target(ctx.facts, site))
-    if resolved is None or resolved.facts is ctx.facts:
+    callee = ctx.callee_module(site)
+    if callee is None:
         return None
-    helper = ctx.of_module(resolved.path, resolved.facts)
-    if helper is None:
-        return None
+    helper, resolved = callee
     for inner, what, fix in _in_rank_branches(helper):
         if inner.function == resolved.function:
             return resolved.path, inner.node, what, fix
@@ -475,8 +473,10 @@ class CollectiveInRankBranch(Rule):
             if any(guards.condition_kind(c, ctx.facts, ctx.path, site.function) == SINGLE for c in site.conditions):
                 continue  # a run without distribution
             inner = _helper_in_rank_branch(ctx, site)
-            if inner is not None and id(inner[1]) not in told:
+            if inner is not None:
                 path, node, what, fix = inner
+                if id(node) in told:
+                    continue
                 told.add(id(node))
                 yield Finding(
                     site.node,
