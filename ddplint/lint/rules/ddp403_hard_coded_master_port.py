@@ -12,8 +12,10 @@ from ddplint.lint import constants
 from ddplint.lint.context import LintContext
 from ddplint.lint.facts import Assignment, CallSite, ModuleFacts, local_rank_flag, never_named, starts_own_workers
 from ddplint.lint.helpers import ask_helper
-from ddplint.lint.names import callee_text, dotted, int_value, names_in, reference, string_value
+from ddplint.lint.names import arg, callee_text, dotted, has_star_kwargs, int_value, names_in, reference, string_value
 from ddplint.lint.rules.base import Finding, Inside, Rule
+from ddplint.lint.summaries import Effect
+from ddplint.lint.vocabulary import INIT_PG
 
 RENDEZVOUS = ("MASTER_PORT", "MASTER_ADDR")
 
@@ -26,8 +28,8 @@ class HardCodedMasterPort(Rule):
 
     def check(self, ctx: LintContext) -> Iterator[Finding]:
         facts = ctx.facts
-        if not _launched(facts) or starts_own_workers(facts):
-            return
+        if not _launched(facts) or starts_own_workers(facts) or ctx.summaries.sites_with(Effect.SPAWNS_WORKERS):
+            return  # (a script that starts its workers itself, or through a helper, has no launcher)
         for variable in RENDEZVOUS:
             for write in facts.env_writes.get(variable, []):
                 if _pinned(write, facts) and not never_named(facts, write.function):
@@ -95,8 +97,23 @@ def _given_constant(write: Assignment, bindings: constants.Bindings, facts: Modu
 
 
 def _launched(facts: ModuleFacts) -> bool:
-    """A launcher starts the script: it reads the rank the launcher sets, or takes its --local_rank."""
-    return bool(facts.env_reads & {"LOCAL_RANK", "RANK"}) or any(local_rank_flag(site) is not None for site in facts.calls)
+    """A launcher starts the script: it reads the rank the launcher sets, or takes its --local_rank,
+    or starts its group from the environment (`init_process_group("nccl")`: no rank, no store, the
+    default `env://`) with a RANK it does not set itself."""
+    return (
+        bool(facts.env_reads & {"LOCAL_RANK", "RANK"})
+        or any(local_rank_flag(site) is not None for site in facts.calls)
+        or "RANK" not in facts.env_writes
+        and any(_rank_from_the_environment(site) for site in facts.calls_to(INIT_PG))
+    )
+
+
+def _rank_from_the_environment(site: CallSite) -> bool:
+    """`init_process_group(backend)` with neither a rank nor a store, initialised from `env://`."""
+    init_method = arg(site.node, 1, "init_method")
+    if has_star_kwargs(site.node) or init_method is not None and string_value(init_method) != "env://":
+        return False
+    return arg(site.node, 4, "rank") is None and arg(site.node, 5, "store") is None
 
 
 def _constant(expr: cst.BaseExpression, facts: ModuleFacts, at: Assignment, depth: int = 4) -> bool:
