@@ -39,6 +39,16 @@ def dominates(first: Event, later: Event) -> bool:
     return id(getattr(later, "node", None)) in getattr(first, "within_calls", ())
 
 
+def exclusive(a: CallSite, b: CallSite) -> bool:
+    """The two sites sit on opposite sides of the same test (`if args.distributed:` ... `else:`,
+    or `if args.eval: ...; return` and what follows it): no run reaches both."""
+    return any(
+        ca.negated != cb.negated and (ca.test is cb.test or ca.test.deep_equals(cb.test))
+        for ca in a.conditions
+        for cb in b.conditions
+    )
+
+
 def joined(events: Sequence[Event], later: Event, facts: ModuleFacts) -> bool:
     """The events together run on every path to `later`: one of them dominates it, or an if/else
     before it has one on every path through each of its arms (`if a: set_device(i) else:

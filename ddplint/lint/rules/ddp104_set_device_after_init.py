@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from ddplint.diagnostics import Severity
 from ddplint.lint.context import LintContext
 from ddplint.lint.names import arg, string_value
-from ddplint.lint.paths import dominates
+from ddplint.lint.paths import dominates, exclusive
 from ddplint.lint.rules.base import Finding, Rule
 from ddplint.lint.summaries import Effect
 from ddplint.lint.vocabulary import INIT_PG, SET_DEVICE
@@ -34,12 +34,12 @@ class SetDeviceAfterInit(Rule):
             # only repeats it (`set_device(local_rank)` after init, and again before the trainer)
             bound = [b for b in ctx.facts.calls_to(SET_DEVICE) if b is not site and b.function == site.function]
             for init in inits:
-                if init.function != site.function or init.order > site.order or _exclusive(init, site):
+                if init.function != site.function or init.order > site.order or exclusive(init, site):
                     continue
                 between = [
                     c
                     for c in communicating
-                    if c.function == site.function and init.order < c.order < site.order and not _exclusive(c, site)
+                    if c.function == site.function and init.order < c.order < site.order and not exclusive(c, site)
                 ]
                 if between and not all(any(dominates(b, c) for b in bound) for c in between):
                     yield Finding(
@@ -49,12 +49,3 @@ class SetDeviceAfterInit(Rule):
                         "device before init_process_group",
                     )
                     break
-
-
-def _exclusive(a, b) -> bool:
-    """The two sites sit in opposite branches of the same test (`if args.distributed:` ... `else:`)."""
-    return any(
-        ca.negated != cb.negated and (ca.test is cb.test or ca.test.deep_equals(cb.test))
-        for ca in a.conditions
-        for cb in b.conditions
-    )

@@ -9,7 +9,9 @@ import libcst as cst
 from ddplint.diagnostics import Severity
 from ddplint.lint.context import LintContext
 from ddplint.lint.devices import DeviceUse, classify, contains, device_uses, placed_by_helper
+from ddplint.lint.facts import CallSite
 from ddplint.lint.names import callee_text, reference
+from ddplint.lint.paths import exclusive
 from ddplint.lint.roles import DeviceKind, Role
 from ddplint.lint.rules.base import Finding, Inside, Rule
 
@@ -25,10 +27,10 @@ class DeviceFromGlobalRank(Rule):
         # One finding per device built from the rank and kept (`device = f"cuda:{rank}"`,
         # `device = torch.device("cuda", rank)`), however often it is used, and one per function
         # for the rank used directly as a device (`.to(rank)`, `.to(f"cuda:{rank}")`): the first
-        # place; per arm of an if/else in it too (`if mode == "train": ... elif mode == "huge":`
-        # are two runs, each with its own first place; a use before the if/else is in both).
+        # place in each run (`if mode == "train": ... elif mode == "huge":` are two runs, each
+        # with its own first place; a use before the if/else is in both).
         reported: set[int] = set()  # id() of the devices built from the rank and kept
-        runs: dict[str, list[tuple[int, ...]]] = {}  # function -> the if/else arms of its reported uses
+        runs: dict[str, list[CallSite]] = {}  # function -> the sites of its reported uses
         for use in device_uses(ctx):
             if use.kind is not DeviceKind.GLOBAL or not _global_binding_reaches(ctx, use):
                 continue
@@ -37,11 +39,10 @@ class DeviceFromGlobalRank(Rule):
                     continue
                 reported.add(id(use.expr))
             else:
-                arms = tuple(b for b in use.site.blocks if b in ctx.facts.arms)
                 done = runs.setdefault(use.site.function, [])
-                if any(arms[: len(other)] == other or other[: len(arms)] == arms for other in done):
+                if not all(exclusive(use.site, other) for other in done):
                     continue  # the same run as a use already reported
-                done.append(arms)
+                done.append(use.site)
             yield Finding(
                 use.expr,
                 "device chosen by the global rank: on every node but the first it names a GPU "

@@ -24,7 +24,7 @@ from ddplint.lint.names import (
     reference,
     with_argument,
 )
-from ddplint.lint.paths import never_runs
+from ddplint.lint.paths import exclusive, never_runs
 from ddplint.lint.rules.base import Finding, Inside, Remedy, Replace, Rule
 from ddplint.lint.vocabulary import LR_SCHEDULERS, WRAPPERS
 from ddplint.lint.writes import OUTSIDE_TRAINER, called_from
@@ -46,15 +46,17 @@ class LoadWithoutMapLocation(Rule):
 
     def _loads(self, ctx: LintContext) -> Iterator[Finding]:
         facts = ctx.facts
-        reported: set[int] = set()  # a helper's load, reported at the first call that reaches it
+        # a helper's load, reported at the first call that reaches it in each run (`if args.eval:
+        # resume(path, model); return` and a later `resume(path, model, optimizer)` are two runs)
+        reported: dict[int, list[CallSite]] = {}
         for site in sorted(facts.calls, key=lambda s: ctx.guards.run_order(facts, s)):
             if site.name == "torch.load":
                 continue
             inside = _helper_loads(ctx, site, facts, ctx.path, top=True)
-            if inside is None or id(inside.node) in reported:
+            if inside is None or not all(exclusive(site, other) for other in reported.get(id(inside.node), ())):
                 continue
             if not ctx.guards.main_only(site) and not never_runs(facts, site):
-                reported.add(id(inside.node))
+                reported.setdefault(id(inside.node), []).append(site)
                 yield Finding(
                     site.node,
                     f"{callee_text(site.node)}() restores a checkpoint with torch.load and no map_location "
