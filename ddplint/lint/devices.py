@@ -675,15 +675,28 @@ def _bound_before(
     callers = [c for c in ctx.guards.callers(ctx.facts).get(use.function, []) if c.function not in chain]
     if callers:
         # a call that its own tests give to one process (the single-process side of the launch
-        # test, or the main rank) needs no binding: its GPU 0 is its own
+        # test, or the main rank) needs no binding: its GPU 0 is its own; the use's tests on
+        # module globals hold at the call too (`if args.cuda: data.cuda()` in a function that
+        # `main()` calls after `if args.cuda: set_device(local_rank)`)
+        carried = _global_conditions(ctx.facts, use)
         return all(
-            _bound_before(ctx, c, by_function, uncalled, chain)
+            _bound_before(ctx, replace(c, conditions=(*c.conditions, *carried)), by_function, uncalled, chain)
             for c in callers
             if not ctx.guards.own_guards(c, ctx.facts, ctx.path)
         )
     # A binding inside a function that this module calls is judged at those calls (they are
     # bindings too); one in a function started from elsewhere may run first.
     return bool(uncalled - chain)
+
+
+def _global_conditions(facts: ModuleFacts, use: CallSite) -> tuple[Condition, ...]:
+    """The tests around `use` that read only names its function neither binds nor takes as
+    parameters: module globals, the same in its callers."""
+    info = facts.functions.get(use.function)
+    if info is None:
+        return ()
+    own = set(info.params) | {a.target.split(".")[0] for a in facts.assignments_within(use.function)}
+    return tuple(c for c in use.conditions if not {n.split(".")[0] for n in names_in(c.test)} & own)
 
 
 def bound_where_cuda(ctx: LintContext, use: DeviceUse, bindings: list[CallSite]) -> bool:
