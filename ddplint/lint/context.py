@@ -26,7 +26,7 @@ from ddplint.lint.facts import (
     super_method,
 )
 from ddplint.lint.guards import Guards
-from ddplint.lint.names import dotted, reference
+from ddplint.lint.names import arg, dotted, reference
 from ddplint.lint.paths import never_runs
 from ddplint.lint.project import Located, ProjectIndex
 from ddplint.lint.resolver import Resolved
@@ -307,6 +307,21 @@ class LintContext:
             return None
         helper = self.of_module(resolved.path, resolved.facts)
         return None if helper is None else (helper, resolved)
+
+    def reached_from(self, function: str) -> set[str]:
+        """The functions of the module that `function` runs: itself, what it calls, and the
+        workers it spawns (`mp.spawn(_worker, ...)`), followed through the module's call graph."""
+        facts, reached, pending = self.facts, {function}, [function]
+        while pending:
+            for call in facts.calls_within(pending.pop()):
+                callee = self.guards.callee(call, facts)
+                started = arg(call.node, None, "target") or arg(call.node, 0, "fn") if starts_workers(facts, call) else None
+                spawned = reference(started) if started is not None else None
+                for name in (callee, spawned):
+                    if name in facts.functions and name not in reached:
+                        reached.add(name)
+                        pending.append(name)
+        return reached
 
     def imported_project_modules(self, depth: int = 1) -> list[ModuleFacts]:
         """Facts of the project modules this file imports (found on disk beside it).

@@ -16,8 +16,7 @@ from ddplint.lint.devices import (
     placed_by_helper,
     visible_devices_per_rank,
 )
-from ddplint.lint.facts import starts_workers
-from ddplint.lint.names import arg, has_star_kwargs, reference, string_value
+from ddplint.lint.names import arg, has_star_kwargs, string_value
 from ddplint.lint.roles import DeviceKind
 from ddplint.lint.rules.base import Finding, Rule
 from ddplint.lint.summaries import Effect
@@ -64,7 +63,7 @@ class MissingSetDevice(Rule):
         key = ("functions naming their device", id(helper.facts))
         if key not in helper.memo:
             helper.memo[key] = {use.site.function for use in device_uses(helper) if _names_its_device(use)}
-        return bool(helper.memo[key] & _reached(helper, resolved.function))
+        return bool(helper.memo[key] & helper.reached_from(resolved.function))
 
     @staticmethod
     def _starts_nccl(ctx: LintContext, site) -> bool:
@@ -80,22 +79,6 @@ class MissingSetDevice(Rule):
         backend = arg(site.node, 0, "backend") if site.name == INIT_PG and Effect.STARTS_GROUP in effects else None
         default = option_default(ctx, backend, site) if backend is not None else None
         return "nccl" in (string_value(default) or "")
-
-
-def _reached(ctx: LintContext, function: str) -> set[str]:
-    """The functions of the module that `function` runs: itself, what it calls, and the workers
-    it spawns (`mp.spawn(_worker, ...)`), followed through the module's call graph."""
-    facts, reached, pending = ctx.facts, {function}, [function]
-    while pending:
-        for call in facts.calls_within(pending.pop()):
-            callee = ctx.guards.callee(call, facts)
-            started = arg(call.node, None, "target") or arg(call.node, 0, "fn") if starts_workers(facts, call) else None
-            spawned = reference(started) if started is not None else None
-            for name in (callee, spawned):
-                if name in facts.functions and name not in reached:
-                    reached.add(name)
-                    pending.append(name)
-    return reached
 
 
 # A device each process names for itself: by its local or global rank, or a literal index.

@@ -11,7 +11,7 @@ from ddplint.lint.context import LintContext
 from ddplint.lint.devices import DeviceUse, classify, contains, device_uses, placed_by_helper
 from ddplint.lint.facts import CallSite
 from ddplint.lint.names import callee_text, reference
-from ddplint.lint.paths import exclusive
+from ddplint.lint.paths import exclusive, never_runs
 from ddplint.lint.roles import DeviceKind, Role
 from ddplint.lint.rules.base import Finding, Inside, Rule
 
@@ -24,31 +24,71 @@ class DeviceFromGlobalRank(Rule):
     data_parallel = True
 
     def check(self, ctx: LintContext) -> Iterator[Finding]:
-        # One finding per device built from the rank and kept (`device = f"cuda:{rank}"`,
-        # `device = torch.device("cuda", rank)`), however often it is used, and one per function
-        # for the rank used directly as a device (`.to(rank)`, `.to(f"cuda:{rank}")`): the first
-        # place in each run (`if mode == "train": ... elif mode == "huge":` are two runs, each
-        # with its own first place; a use before the if/else is in both).
-        reported: set[int] = set()  # id() of the devices built from the rank and kept
-        runs: dict[str, list[CallSite]] = {}  # function -> the sites of its reported uses
-        for use in device_uses(ctx):
-            if use.kind is not DeviceKind.GLOBAL or not _global_binding_reaches(ctx, use):
-                continue
-            if not contains(use.site.node, use.expr) or ctx.facts.bindings_of(use.expr):
-                if id(use.expr) in reported:
-                    continue
-                reported.add(id(use.expr))
-            else:
-                done = runs.setdefault(use.site.function, [])
-                if not all(exclusive(use.site, other) for other in done):
-                    continue  # the same run as a use already reported
-                done.append(use.site)
+        for use in _global_rank_devices(ctx):
             yield Finding(
                 use.expr,
                 "device chosen by the global rank: on every node but the first it names a GPU "
                 "that does not exist; use LOCAL_RANK (or rank % torch.cuda.device_count())",
             )
+        reported = {id(use.expr) for use in _global_rank_devices(ctx)}
         yield from _handed_to_helpers(ctx, reported)
+        yield from _inside_helpers(ctx)
+
+
+def _global_rank_devices(ctx: LintContext) -> list[DeviceUse]:
+    """The module's devices chosen by the global rank, one per device built from the rank and
+    kept (`device = f"cuda:{rank}"`, `device = torch.device("cuda", rank)`), however often it is
+    used, and for the rank used directly as a device (`.to(rank)`, `.to(f"cuda:{rank}")`) the
+    first place in each function and run (`if mode == "train": ... elif mode == "huge":` are two
+    runs; a use before the if/else is in both). Memoised: a script asks it of its helpers."""
+    key = "DDP105 global-rank devices"
+    if key in ctx.memo:
+        return ctx.memo[key]
+    found: list[DeviceUse] = []
+    kept: set[int] = set()  # id() of the devices built from the rank and kept
+    runs: dict[str, list[CallSite]] = {}  # function -> the sites of its reported uses
+    for use in device_uses(ctx):
+        if use.kind is not DeviceKind.GLOBAL or not _global_binding_reaches(ctx, use):
+            continue
+        if not contains(use.site.node, use.expr) or ctx.facts.bindings_of(use.expr):
+            if id(use.expr) in kept:
+                continue
+            kept.add(id(use.expr))
+        else:
+            done = runs.setdefault(use.site.function, [])
+            if not all(exclusive(use.site, other) for other in done):
+                continue  # the same run as a use already reported
+            done.append(use.site)
+        found.append(use)
+    ctx.memo[key] = found
+    return found
+
+
+def _inside_helpers(ctx: LintContext) -> Iterator[Finding]:
+    """A call, made by every rank, of a function or class of another project module that picks
+    its device by the global rank itself (`BaseTrainer(config)` whose method runs
+    `self.model.to(self.rank)` with `self.rank = dist.get_rank()`): reported at the script's
+    first call, naming the line inside: once per module, the mistake being its way of naming
+    the rank's GPU."""
+    told: set[int] = set()  # id() of the helper modules' facts
+    for site in sorted(ctx.facts.calls, key=lambda s: ctx.guards.run_order(ctx.facts, s)):
+        if never_runs(ctx.facts, site) or ctx.guards.one_process(site):
+            continue
+        callee = ctx.callee_module(site)
+        if callee is None or id(callee[1].facts) in told:
+            continue
+        helper, resolved = callee
+        reached = helper.reached_from(resolved.function)
+        for use in _global_rank_devices(helper):
+            if use.site.function in reached:
+                told.add(id(resolved.facts))
+                yield Finding(
+                    site.node,
+                    f"{callee_text(site.node)}() chooses its device by the global rank: on every node but the "
+                    "first it names a GPU that does not exist; use LOCAL_RANK (or rank % torch.cuda.device_count()) there",
+                    inside=(Inside(resolved.path, use.expr, "the device is chosen by the global rank here"),),
+                )
+                break
 
 
 def _handed_to_helpers(ctx: LintContext, reported: set[int]) -> Iterator[Finding]:
