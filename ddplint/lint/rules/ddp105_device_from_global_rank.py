@@ -9,8 +9,8 @@ import libcst as cst
 from ddplint.diagnostics import Severity
 from ddplint.lint.context import LintContext
 from ddplint.lint.devices import DeviceUse, classify, contains, device_uses, placed_by_helper
-from ddplint.lint.facts import CallSite
-from ddplint.lint.names import callee_text, reference
+from ddplint.lint.facts import CallSite, ModuleFacts
+from ddplint.lint.names import callee_text, names_in, reference
 from ddplint.lint.paths import exclusive, never_runs
 from ddplint.lint.roles import DeviceKind, Role
 from ddplint.lint.rules.base import Finding, Inside, Rule
@@ -80,7 +80,7 @@ def _inside_helpers(ctx: LintContext) -> Iterator[Finding]:
         helper, resolved = callee
         reached = helper.reached_from(resolved.function)
         for use in _global_rank_devices(helper):
-            if use.site.function in reached:
+            if use.site.function in reached and _read_there(helper.facts, use, reached):
                 told.add(id(resolved.facts))
                 yield Finding(
                     site.node,
@@ -89,6 +89,23 @@ def _inside_helpers(ctx: LintContext) -> Iterator[Finding]:
                     inside=(Inside(resolved.path, use.expr, "the device is chosen by the global rank here"),),
                 )
                 break
+
+
+def _read_there(facts: ModuleFacts, use: DeviceUse, reached: set[str]) -> bool:
+    """The rank the use names is read by the functions the call runs (`self.rank =
+    dist.get_rank()`, `args.rank = int(os.environ["RANK"])`), not only known there from how it
+    is used (`init_process_group(rank=args.rank)` of an `args.rank` its caller set, perhaps to
+    the local index mp.spawn gave it)."""
+    for name in names_in(use.expr):
+        for binding in facts.visible(name, use.site.function):
+            if binding.function not in reached:
+                continue
+            value = binding.value
+            while type(value) is cst.Call and facts.callee(value) in {"int", "str"} and value.args:
+                value = value.args[0].value
+            if type(value) in (cst.Call, cst.Subscript) and facts.role_of(value, binding.function) is Role.GLOBAL_RANK:
+                return True
+    return False
 
 
 def _handed_to_helpers(ctx: LintContext, reported: set[int]) -> Iterator[Finding]:
