@@ -101,15 +101,15 @@ def test_mistakes_inside_the_scripts_own_workers_are_found(runs):
 
 
 def test_a_failing_worker_of_another_rank_is_named_by_its_own_error(runs):
-    """Two ranks, each spawning 2 workers; only rank 1's worker 1 raises. Rank 1's workers are
-    not audited, so its failure comes as torch's ProcessRaisedException, whose message holds the
-    worker's traceback: the report names the worker's ValueError and its line, never the
-    exception torch wrapped it in. (Which of two failing ranks came first is a race; the unit
-    tests cover both orders on hand-built records.)"""
+    """Two ranks, each spawning 2 workers; only rank 1's worker 1 raises, before its sibling
+    can fail on the lost connection. Rank 1's workers are not audited, so its failure comes as
+    torch's ProcessRaisedException, whose message holds the worker's traceback: the report names
+    the worker's ValueError and its line, never the exception torch wrapped it in. (Which of two
+    failing ranks came first is a race; the unit tests cover both orders on hand-built records.)"""
     run = runs("spawned_worker_raises_on_rank_1.py")
     failure = run.check("run.failure")
     assert failure["status"] == "FAIL", run.story()
-    worker_error = "ValueError: worker 1 cannot read its batch (in its worker 1, mp.spawn)"
+    worker_error = "ValueError: worker 1 cannot open its shard (in its worker 1, mp.spawn)"
     site = "spawned_worker_raises_on_rank_1.py:18 in worker"
     assert failure["summary"] == f"rank 1 raised {worker_error} at {site}", failure
     assert "ProcessRaisedException" not in failure["summary"]
