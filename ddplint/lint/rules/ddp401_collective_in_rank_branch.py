@@ -32,13 +32,16 @@ def _wrapped_models(ctx: LintContext) -> dict[str, tuple[str, int]]:
     """Names that hold a DDP/FSDP-wrapped model -> (function, order) of their first wrapping.
 
     Calling them afterwards is a forward pass that communicates; before it, the same name
-    still holds the plain model.
+    still holds the plain model. Memoised: the rule and a script calling the module ask it.
     """
-    wrapped: dict[str, tuple[str, int]] = {}
-    for a in ctx.facts.assignments:
-        if _wraps(ctx, ctx.facts, ctx.path, a.value) and (a.target not in wrapped or a.order < wrapped[a.target][1]):
-            wrapped[a.target] = (a.function, a.order)
-    return wrapped
+    key = "DDP401 wrapped models"
+    if key not in ctx.memo:
+        wrapped: dict[str, tuple[str, int]] = {}
+        for a in ctx.facts.assignments:
+            if _wraps(ctx, ctx.facts, ctx.path, a.value) and (a.target not in wrapped or a.order < wrapped[a.target][1]):
+                wrapped[a.target] = (a.function, a.order)
+        ctx.memo[key] = wrapped
+    return ctx.memo[key]
 
 
 def _wraps(ctx: LintContext, facts: ModuleFacts, path: Path, value: cst.BaseExpression, through: int = 1) -> bool:
