@@ -11,7 +11,7 @@ from pathlib import Path
 import libcst as cst
 
 from ddplint.lint.context import LintContext
-from ddplint.lint.facts import CallSite, Loop, ModuleFacts
+from ddplint.lint.facts import Assignment, CallSite, Loop, ModuleFacts
 from ddplint.lint.names import arg, call_parameters, data_name, dotted, enters, has_keyword, names_in, reference, string_value
 from ddplint.lint.resolver import Resolved
 from ddplint.lint.roles import RANK_CALLS, RANKS
@@ -523,6 +523,56 @@ def _evaluates(ctx: LintContext, function: str) -> bool:
     if info is not None and NO_GRAD & set(info.decorators):
         return True
     return any(c.name in NO_GRAD or c.method == "eval" for c in ctx.facts.calls_within(function))
+
+
+def drawn_batch(facts: ModuleFacts, binding: Assignment) -> bool:
+    """A `for` loop binds the name to the data it draws (not the counter `enumerate` adds) and
+    places that data on a device in its body (`images = batch["image"].to(device)`), or it
+    iterates what such a loop drew (`for sample_id in batch_ids.tolist():`): a batch of the
+    loader the rank reads, so what it names (its samples' names, ids) differs between ranks
+    whose loaders split the data. A loader that does not is DDP201's finding."""
+    loop = next((lp for lp in facts.loops if type(lp.node) is cst.For and lp.node.iter is binding.value), None)
+    if not binding.element or loop is None or binding.target not in _drawn_targets(loop):
+        return False
+    if _placed_data(facts, loop) is not None:
+        return True
+    iterated = _roots(loop.node.iter)  # type: ignore[union-attr]
+    return any(
+        outer is not loop and any(o is outer.node for o in binding.loops) and iterated & (_placed_data(facts, outer) or set())
+        for outer in facts.loops
+    )
+
+
+def _drawn_targets(loop: Loop) -> set[str]:
+    """The names a `for` loop binds to what it iterates, without the counter of `enumerate`."""
+    target, iterated = loop.node.target, loop.node.iter  # type: ignore[union-attr]
+    if type(iterated) is cst.Call and dotted(iterated.func) == "enumerate" and type(target) in (cst.Tuple, cst.List):
+        elements = target.elements  # type: ignore[union-attr]
+        if len(elements) != 2:
+            return set()
+        target = elements[1].value
+    return names_in(target)
+
+
+def _placed_data(facts: ModuleFacts, loop: Loop) -> set[str] | None:
+    """The names that hold a `for` loop's data in its body, when the body places some of it on
+    a device (`.to(device)`, `.cuda()`); None when it places none."""
+    if type(loop.node) is not cst.For:
+        return None
+    drawn = _drawn_targets(loop)
+    inside = [a for a in facts.assignments_within(loop.function) if any(outer is loop.node for outer in a.loops)]
+    for a in sorted(inside, key=lambda a: a.order):  # `images = batch["image"]`, then `images.to(device)`
+        if not a.element and _roots(a.value) & drawn:
+            drawn.add(a.target)
+    placed = any(
+        call.method in {"to", "cuda"} and type(call.node.func) is cst.Attribute and _roots(call.node.func.value) & drawn
+        for call in calls_in_loop(facts, loop)
+    )
+    return drawn if placed else None
+
+
+def _roots(expr: cst.BaseExpression) -> set[str]:
+    return {name.split(".")[0] for name in names_in(expr)}
 
 
 def calls_in_loop(facts: ModuleFacts, loop: Loop) -> Iterator[CallSite]:

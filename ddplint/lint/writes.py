@@ -20,7 +20,7 @@ from ddplint.lint.caller_state import gated_at_call, handed_state
 from ddplint.lint.context import LintContext
 from ddplint.lint.facts import CallSite, Condition, ModuleFacts
 from ddplint.lint.guards import NOT_MAIN_WORLD
-from ddplint.lint.loaders import bound_names
+from ddplint.lint.loaders import bound_names, drawn_batch
 from ddplint.lint.names import (
     arg,
     argument_for,
@@ -167,8 +167,9 @@ FOLLOW = 3  # how many variables deep a path is followed to a rank or a fresh te
 def _per_rank(
     expr: cst.BaseExpression | None, facts: ModuleFacts, function: str, depth: int = FOLLOW, handed_back: HandedBack | None = None
 ) -> bool:
-    """The path names the rank or a name unique to the process, itself or through the
-    variables it reads (`tmp = tempfile.mkdtemp()`, then `os.path.join(tmp, "ckpt.pt")`).
+    """The path names the rank, a name unique to the process or a sample of the batch the rank
+    drew (`batch["name"][n]`, loaders.drawn_batch), itself or through the variables it reads
+    (`tmp = tempfile.mkdtemp()`, then `os.path.join(tmp, "ckpt.pt")`).
     `handed_back` answers, for a call of another module, the argument it returns unchanged."""
     if expr is None:
         return False
@@ -186,7 +187,7 @@ def _per_rank(
     return any(
         a.value is not expr
         and not _placed(a.value, facts)
-        and _per_rank(_text_of(a.value, facts, handed_back), facts, a.function, depth - 1, handed_back)
+        and (drawn_batch(facts, a) or _per_rank(_text_of(a.value, facts, handed_back), facts, a.function, depth - 1, handed_back))
         for name in read
         for a in facts.visible(name, function)  # a local of another function is another variable
     ) or any(  # a function of the module that builds the path: `LOG_FILE = get_log_file()`
