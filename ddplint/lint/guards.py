@@ -445,7 +445,7 @@ class Guards:
             return None
         target = expr.comparisons[0]
         op = target.operator
-        left, right = _class_constant(expr.left, facts, function), _class_constant(target.comparator, facts, function)
+        left, right = _int_constant(expr.left, facts, function), _int_constant(target.comparator, facts, function)
         if _is_zero_set(right) and self._rankish(left, facts, path, function):
             if type(op) is cst.In:
                 return MAIN
@@ -1235,12 +1235,19 @@ def _kind_of_worlds(true: frozenset[str]) -> Kind | None:
     return DIST if SINGLE_WORLD not in true else None
 
 
-def _class_constant(expr: cst.BaseExpression, facts: ModuleFacts, function: str) -> cst.BaseExpression:
-    """`self.ROOT_RANK` in a method of a class whose body sets `ROOT_RANK = 0`: the literal."""
+def _int_constant(expr: cst.BaseExpression, facts: ModuleFacts, function: str) -> cst.BaseExpression:
+    """`self.ROOT_RANK` in a method of a class whose body sets `ROOT_RANK = 0`, or a name that
+    one binding in reach sets to an integer (`save_rank = 0`, then `rank == save_rank`): the literal."""
     name = dotted(expr)
-    if name is None or not name.startswith("self.") or name.count(".") != 1 or "." not in function:
+    if type(expr) is cst.Name and name is not None:
+        params = (facts.functions[s].params for s in enclosing_scopes(function) if s in facts.functions)
+        values = [] if any(name in p for p in params) else facts.visible(name, function)
+        if any(v.function == "" for v in values) and any(name in f.declared_global for f in facts.functions.values()):
+            return expr  # a module global that a function rebinds (`global dist_rank` in setup())
+    elif name is None or not name.startswith("self.") or name.count(".") != 1 or "." not in function:
         return expr
-    values = facts.assigned(f"{function.split('.')[0]}.{name[5:]}")
+    else:
+        values = facts.assigned(f"{function.split('.')[0]}.{name[5:]}")
     literal = values[0].value if len(values) == 1 else None
     return literal if literal is not None and int_value(literal) is not None else expr
 
