@@ -1259,7 +1259,8 @@ def _module_constant(name: str, facts: ModuleFacts) -> bool:
 
 
 def _is_zero_set(expr: cst.BaseExpression) -> bool:
-    """`[0]`, `(-1, 0)`, `{0, -1}`: the ranks of the main process, with or without a launcher."""
+    """`[0]`, `(-1, 0)`, `{0, -1}`: the ranks of the main process, with or without a launcher;
+    `[0, "cuda:0"]`: its GPU, by index or by name (a rank that also names a device)."""
     if not isinstance(expr, (cst.List, cst.Tuple, cst.Set)):
         return False
     values = set()
@@ -1268,9 +1269,18 @@ def _is_zero_set(expr: cst.BaseExpression) -> bool:
         if type(value) is cst.UnaryOperation and type(value.operator) is cst.Minus:
             number = int_value(value.expression)
             values.add(-number if number is not None else None)
+        elif _text(value) == "cuda:0":
+            values.add(0)
         else:
             values.add(int_value(value))
     return 0 in values and values <= {0, -1}
+
+
+def _text(expr: cst.BaseExpression) -> str | None:
+    """A string literal's value, also of an f-string without a placeholder (`f"cuda:0"`)."""
+    if type(expr) is cst.FormattedString and all(type(part) is cst.FormattedStringText for part in expr.parts):
+        return "".join(part.value for part in expr.parts)  # type: ignore[union-attr]
+    return string_value(expr)
 
 
 def _is_world(expr: cst.BaseExpression, facts: ModuleFacts, function: str) -> bool:

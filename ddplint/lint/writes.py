@@ -16,7 +16,7 @@ from pathlib import Path
 import libcst as cst
 
 from ddplint.lint import constants
-from ddplint.lint.caller_state import gated_at_call, handed_state
+from ddplint.lint.caller_state import Handed, gated_at_call, handed_state
 from ddplint.lint.context import LintContext
 from ddplint.lint.facts import CallSite, Condition, ModuleFacts
 from ddplint.lint.guards import NOT_MAIN_WORLD
@@ -67,6 +67,9 @@ EXISTS_HANDLED = {"FileExistsError", "OSError", "IOError", "EnvironmentError", "
 MODE = re.compile(r"^[rwaxbt+]{1,3}$")
 # For a call of a function of another module: the argument it returns unchanged, if any.
 HandedBack = Callable[[cst.Call], cst.BaseExpression | None]
+# The attributes of `self` a caller handed over (caller_state.handed_state), with the call that
+# handed them and that call's module: read in its terms in the methods called on `self`.
+Carried = tuple[Handed, CallSite, ModuleFacts, Path]
 
 
 def effect_of(site: CallSite, facts: ModuleFacts, bindings: constants.Bindings | None = None) -> WriteKind | None:
@@ -448,7 +451,14 @@ def called_from(ctx: LintContext, site: CallSite) -> tuple[Inside, ...]:
 
 
 def _helper_writes(
-    ctx: LintContext, site: CallSite, kind: WriteKind, facts: ModuleFacts, path: Path, top: bool = False, first: bool = False
+    ctx: LintContext,
+    site: CallSite,
+    kind: WriteKind,
+    facts: ModuleFacts,
+    path: Path,
+    top: bool = False,
+    first: bool = False,
+    carried: Carried | None = None,
 ) -> tuple[Inside, ...] | None:
     """The unguarded write of `kind` in the function of another project module that the site
     calls, followed through the helpers it calls: the calls on the way, then the write
@@ -456,7 +466,8 @@ def _helper_writes(
     constructed inside a helper is followed into its `__init__` only where a helper the linted
     module calls (`first`) returns it (`def make_recorder(d): return Recorder(d)`): the caller
     builds that object. Deeper, logging libraries build per-rank file objects the rank check
-    cannot see."""
+    cannot see. `carried`: the attributes of `self` that the first call's caller handed over,
+    with that call, still the same object in the methods it calls on `self`."""
     around = facts.functions.get(site.function) if first else None
     returned = around is not None and any(r is site.node for r in around.returns)
     resolved = ctx.resolve_function(facts, path, ctx.method_target(facts, site), constructors=True if returned else None)
@@ -470,7 +481,10 @@ def _helper_writes(
     # `save_model(..., log)` with `log = GpuLogger(dist_id=rank)`: `if log.dist_id == 0:` there
     handed = handed_state(ctx, site, facts, path, inner_facts, function)
     state = tuple(sorted((name, id(value)) for name, value in handed.items()))
-    key = (id(inner_facts), function, "writes", kind, off, constants.key(bindings), state, top)
+    own = {name: value for name, value in handed.items() if name.startswith("self.")}
+    onward = (own, site, facts, path) if own else carried  # for the methods it calls on `self`
+    kept = tuple(sorted((name, id(value)) for name, value in carried[0].items())) if carried else ()
+    key = (id(inner_facts), function, "writes", kind, off, constants.key(bindings), state, kept, top)
     cache = ctx.memo
     if key not in cache:
         cache[key] = None  # recursion guard
@@ -486,10 +500,11 @@ def _helper_writes(
                 and not on_the_way_to_a_failure(inner_facts, inner)
                 and not any(_given(c) in off for c in inner.conditions)
                 and not (handed and any(gated_at_call(ctx, c, handed, site, facts, path) for c in inner.conditions))
+                and not (carried and any(gated_at_call(ctx, c, carried[0], *carried[1:]) for c in inner.conditions))
                 and (
                     found := (Inside(inner_path, inner.node, f"{callee_text(inner.node)}() here, on every rank"),)
                     if effect_of(inner, inner_facts, bindings) == kind
-                    else _onward(ctx, inner, kind, inner_facts, inner_path, first=top)
+                    else _onward(ctx, inner, kind, inner_facts, inner_path, first=top, carried=onward if _on_self(inner) else None)
                 )
                 is not None
                 and not _undecided(ctx, inner, inner_facts, inner_path)
@@ -497,6 +512,17 @@ def _helper_writes(
             None,
         )
     return cache[key]
+
+
+def _on_self(call: CallSite) -> bool:
+    """`self._save_config(...)`, `super().__init__(...)` in a method: a method of the same object."""
+    func = call.node.func
+    if type(func) is not cst.Attribute:
+        return False
+    receiver = func.value
+    if type(receiver) is cst.Call:
+        return dotted(receiver.func) == "super"
+    return type(receiver) is cst.Name and receiver.value == "self"
 
 
 def _nested_called_guarded(ctx: LintContext, site: CallSite, function: str, facts: ModuleFacts, path: Path) -> bool:
@@ -510,11 +536,17 @@ def _nested_called_guarded(ctx: LintContext, site: CallSite, function: str, fact
 
 
 def _onward(
-    ctx: LintContext, call: CallSite, kind: WriteKind, facts: ModuleFacts, path: Path, first: bool = False
+    ctx: LintContext,
+    call: CallSite,
+    kind: WriteKind,
+    facts: ModuleFacts,
+    path: Path,
+    first: bool = False,
+    carried: Carried | None = None,
 ) -> tuple[Inside, ...] | None:
     """The chain to a write through a helper that a helper calls; none when it hands that helper
     a per-rank path (`_cached_log_stream(filename)` where `filename` ends in the rank)."""
-    chain = _through(call, path, _helper_writes(ctx, call, kind, facts, path, first=first))
+    chain = _through(call, path, _helper_writes(ctx, call, kind, facts, path, first=first, carried=carried))
     return None if chain is None or _per_rank_path_argument(ctx, call, kind, facts, path) else chain
 
 
