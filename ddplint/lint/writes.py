@@ -18,7 +18,7 @@ import libcst as cst
 from ddplint.lint import constants
 from ddplint.lint.caller_state import Handed, gated_at_call, handed_state
 from ddplint.lint.context import LintContext
-from ddplint.lint.facts import CallSite, Condition, ModuleFacts
+from ddplint.lint.facts import CallSite, Condition, ModuleFacts, names_read
 from ddplint.lint.guards import NOT_MAIN_WORLD
 from ddplint.lint.loaders import bound_names, drawn_batch
 from ddplint.lint.names import (
@@ -79,6 +79,8 @@ def effect_of(site: CallSite, facts: ModuleFacts, bindings: constants.Bindings |
     writes when the caller passed file_mode="a".
     """
     call, name = site.node, site.name or ""
+    if site.method == "save_pretrained" and _saves_a_download(site, facts):
+        return None
     if name in CHECKPOINT_WRITERS or site.method == "save_pretrained":
         target = arg(call, 1, "f") if name == "torch.save" else arg(call, 0, None)
         if name == "torch.save" and _is_buffer(target, facts):
@@ -277,6 +279,30 @@ def _rank_word(name: str) -> bool:
 
 def _per_rank_call(call: cst.Call, facts: ModuleFacts, function: str) -> bool:
     return any(_per_rank(a.value, facts, function) for a in call.args)
+
+
+def _saves_a_download(site: CallSite, facts: ModuleFacts) -> bool:
+    """`encoder = BertModel.from_pretrained(name)`, then `encoder.save_pretrained(local_dir)` with
+    nothing read from `encoder` in between: the weights as downloaded, the same bytes on every
+    rank, a cache of the download (as DDP302 leaves a file a remote read fills), not the run's
+    checkpoint."""
+    func = site.node.func
+    held = dotted(func.value) if type(func) is cst.Attribute else None
+    reaching = facts.reaching(held, site.function, site.order, site.blocks) if held else []
+    loaded = bool(reaching) and all(
+        type(a.value) is cst.Call and type(a.value.func) is cst.Attribute and a.value.func.attr.value == "from_pretrained"
+        for a in reaching
+    )
+    first = min((a.order for a in reaching), default=site.order)
+    used = any(
+        first < call.order < site.order and call.method != "save_pretrained" and held in names_read(call)
+        for call in facts.calls_in(site.function)
+    )
+    changed = any(  # `encoder.pooler = None`, or handed on: `model = Wrapper(encoder)`
+        first < a.order < site.order and (a.target.startswith(f"{held}.") or held in names_read(a))
+        for a in facts.assignments_within(site.function)
+    )
+    return loaded and not used and not changed
 
 
 def _copies_a_save(site: CallSite, facts: ModuleFacts) -> bool:
