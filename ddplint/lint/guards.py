@@ -1278,8 +1278,9 @@ def _is_zero_set(expr: cst.BaseExpression) -> bool:
 
 def _text(expr: cst.BaseExpression) -> str | None:
     """A string literal's value, also of an f-string without a placeholder (`f"cuda:0"`)."""
-    if type(expr) is cst.FormattedString and all(type(part) is cst.FormattedStringText for part in expr.parts):
-        return "".join(part.value for part in expr.parts)  # type: ignore[union-attr]
+    if type(expr) is cst.FormattedString:
+        texts = [part.value for part in expr.parts if type(part) is cst.FormattedStringText]
+        return "".join(texts) if len(texts) == len(expr.parts) else None
     return string_value(expr)
 
 

@@ -536,7 +536,7 @@ def drawn_batch(facts: ModuleFacts, binding: Assignment) -> bool:
         return False
     if _placed_data(facts, loop) is not None:
         return True
-    iterated = _roots(loop.node.iter)  # type: ignore[union-attr]
+    iterated = _roots(binding.value)
     return any(
         outer is not loop and any(o is outer.node for o in binding.loops) and iterated & (_placed_data(facts, outer) or set())
         for outer in facts.loops
@@ -545,12 +545,14 @@ def drawn_batch(facts: ModuleFacts, binding: Assignment) -> bool:
 
 def _drawn_targets(loop: Loop) -> set[str]:
     """The names a `for` loop binds to what it iterates, without the counter of `enumerate`."""
-    target, iterated = loop.node.target, loop.node.iter  # type: ignore[union-attr]
-    if type(iterated) is cst.Call and dotted(iterated.func) == "enumerate" and type(target) in (cst.Tuple, cst.List):
-        elements = target.elements  # type: ignore[union-attr]
-        if len(elements) != 2:
+    node = loop.node
+    if type(node) is not cst.For:
+        return set()
+    target, iterated = node.target, node.iter
+    if type(iterated) is cst.Call and dotted(iterated.func) == "enumerate" and isinstance(target, (cst.Tuple, cst.List)):
+        if len(target.elements) != 2:
             return set()
-        target = elements[1].value
+        return names_in(target.elements[1].value)
     return names_in(target)
 
 

@@ -530,7 +530,7 @@ def _helper_writes(
                 and (
                     found := (Inside(inner_path, inner.node, f"{callee_text(inner.node)}() here, on every rank"),)
                     if effect_of(inner, inner_facts, bindings) == kind
-                    else _onward(ctx, inner, kind, inner_facts, inner_path, first=top, carried=onward if _on_self(inner) else None)
+                    else _onward(ctx, inner, kind, inner_facts, inner_path, top, onward if _on_self(inner) else None)
                 )
                 is not None
                 and not _undecided(ctx, inner, inner_facts, inner_path)
