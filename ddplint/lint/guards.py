@@ -1034,14 +1034,16 @@ class Guards:
     def _starts_own_group(self, function: str, facts: ModuleFacts, path: Path) -> bool:
         """The function starts a process group that several processes join, itself or through a
         helper other than the worker it spawns (the group of workers that mp.spawn starts, of
-        this module or another, is theirs)."""
+        this module or another, is theirs, also when a helper spawns them: `ddp.mp_train(...)`)."""
         key = (id(facts), function)
         if key not in self._own_group:
             workers = self.ctx.spawn_targets(facts)
+            self._own_group[key] = False  # a recursive cycle starts nothing
             self._own_group[key] = any(
                 self.ctx.method_target(facts, c) not in workers
                 and not starts_workers(facts, c)
                 and Effect.STARTS_GROUP in self.summaries.effects(c, facts, path)
+                and not self._launches(c, facts, path)
                 for c in facts.calls_in(function)
             )
         return self._own_group[key]
