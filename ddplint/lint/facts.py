@@ -1137,16 +1137,20 @@ def _infer_roles(facts: ModuleFacts) -> None:
 
 
 def _returned_role(facts: ModuleFacts, a: Assignment) -> Role | None:
-    """`rank, world_size = setup_ddp()`, `rank = get_rank()`: the role of what every `return`
-    of the module's function holds (at that place of the tuple), when they agree; a literal
-    number there (the single-process `return 0, 1`, `if not dist.is_initialized(): return 0`)
-    agrees with any of them."""
+    """`rank, world_size = setup_ddp()`, `rank = get_rank()`: the role of what the module's
+    function returns (returned_role)."""
     if type(a.value) is not cst.Call or a.element and a.position is None:
         return None
-    info = facts.functions.get(facts.callee(a.value) or "")
+    return returned_role(facts, facts.callee(a.value) or "", a.position)
+
+
+def returned_role(facts: ModuleFacts, function: str, position: int | None) -> Role | None:
+    """The role of what every `return` of the function holds (at that place of the tuple),
+    when they agree; a literal number there (the single-process `return 0, 1`, `if not
+    dist.is_initialized(): return 0`) agrees with any of them."""
+    info = facts.functions.get(function)
     if info is None or not info.returns:
         return None
-    position = a.position
     held = [
         r
         if position is None

@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from ddplint.lint.facts import Assignment, Condition, ModuleFacts, process_index_parameter
+from ddplint.lint.facts import Assignment, Condition, ModuleFacts, process_index_parameter, returned_role
 from ddplint.lint.names import argument_for, computed_test, parameter_for, reference
-from ddplint.lint.roles import Role
+from ddplint.lint.roles import RANKS, Role
 
 if TYPE_CHECKING:
     from ddplint.lint.context import LintContext
@@ -57,7 +57,7 @@ def with_handed_bindings(ctx: LintContext) -> ModuleFacts:
         for target in ctx.spawned_through_helpers()
         if (index := process_index_parameter(facts, target)) is not None and (target, index) not in facts.roles
     }
-    roles = {**_imported_roles(ctx), **kept, **indexes}
+    roles = {**_imported_roles(ctx), **_helper_returns(ctx), **kept, **indexes}
     return facts.with_bindings(replayed, roles) if replayed or roles else facts
 
 
@@ -97,6 +97,26 @@ def _imported_roles(ctx: LintContext) -> dict[tuple[str, str], Role]:
             if located.attr and ("", located.attr) in located.facts.roles:
                 roles[("", local)] = located.facts.roles[("", located.attr)]
                 break
+    return roles
+
+
+def _helper_returns(ctx: LintContext) -> dict[tuple[str, str], Role]:
+    """The rank a name holds that its one binding takes from a function of another project
+    module returning it (`world_rank = utils.get_world_rank()` where that returns
+    `dist.get_rank()`; `rank, world = setup()`, a place of the tuple it returns)."""
+    facts, roles = ctx.facts, {}
+    for a in facts.assignments:
+        if type(a.value) is not cst.Call or a.element and a.position is None or "." in a.target:
+            continue
+        if (a.function, a.target) in facts.roles or len(facts.by_scope.get((a.function, a.target), ())) != 1:
+            continue
+        callee = facts.callee(a.value)
+        resolved = ctx.resolve_function(facts, ctx.path, callee) if callee and callee not in facts.functions else None
+        if resolved is None or resolved.facts is facts:
+            continue
+        role = returned_role(resolved.facts, resolved.function, a.position)
+        if role in RANKS:
+            roles[(a.function, a.target)] = role
     return roles
 
 
