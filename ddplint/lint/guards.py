@@ -151,7 +151,7 @@ class Guards:
         # a learned launch test says something of a test its parts left open, or of a compound
         # one (looked up only then: the lookup renders the test's code)
         asked = answer == (ALL, ALL) or type(expr) is cst.BooleanOperation
-        launch = self.launch.worlds(expr, facts, path) if asked else None
+        launch = self.launch.worlds(expr, facts, path, function) if asked else None
         if launch is not None:
             # the test read whole as a launch test can say more than its parts: `if A and B:`
             # around the start is a distributed run where it passes, though A alone is either

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from ddplint.lint.facts import CallSite, ModuleFacts
-from ddplint.lint.names import names_in, reference
+from ddplint.lint.names import argument_for, names_in, reference
 from ddplint.lint.summaries import Effect
 from ddplint.lint.vocabulary import DDP, FSDP, INIT_PG
 
@@ -113,13 +113,16 @@ class LaunchTests:
         self._choices: dict[int, list[tuple[str, frozenset, Worlds]]] = {}  # launch tests that pick values
         self.learning = 0  # tables being learned: until they are, answers are provisional
 
-    def worlds(self, expr: cst.BaseExpression, facts: ModuleFacts, path: Path) -> Worlds | None:
+    def worlds(self, expr: cst.BaseExpression, facts: ModuleFacts, path: Path, function: str = "") -> Worlds | None:
         """Where the test is true and where false, when it is one of the launch tests of the
-        module at `path`."""
+        module at `path` (read in `function`: a method's `self.args.multi_gpu` is the launch
+        test `args.multi_gpu` where the object keeps the `args` it was built with)."""
         table = self._table(facts, path)
         if not table:
             return None
         answer = table.get(test_key(expr))
+        if answer is None and (kept := _as_built_with(expr, facts, function)) is not None:
+            answer = table.get(test_key(kept))
         if answer is None and (choice := literal_choice(expr)) is not None:
             return self._other_values(choice, self._choices.get(id(facts), []))
         return answer
@@ -234,3 +237,42 @@ class LaunchTests:
         if len(keys) != 1 or type(values[0]) is cst.Name and values[0].value in {"True", "False"}:
             return []
         return values[:1]
+
+
+def _as_built_with(expr: cst.BaseExpression, facts: ModuleFacts, function: str) -> cst.BaseExpression | None:
+    """The test with each `self.X` that the method's class keeps from its constructor's parameter
+    `X` (`self.args = args`) read as `X`, where every construction of the class in the module
+    hands it a name `X` (`BaseTrainer(model, loaders, args)`): the same object as the caller's."""
+    cls = function.split(".")[0] if "." in function else ""
+    init = facts.functions.get(f"{cls}.__init__")
+    if init is None:
+        return None
+    kept = {
+        f"self.{param}"
+        for param in init.params
+        if [(a.function, reference(a.value)) for a in facts.assigned(f"self.{param}")] == [(init.name, param)]
+    }
+    read = {name.split(".")[0] + "." + name.split(".")[1] for name in names_in(expr) if name.startswith("self.") and name.count(".") > 1}
+    used = read & kept
+    if not used:
+        return None
+    built = [c for c in facts.calls if c.name == cls]
+    for attribute in used:
+        param = attribute[5:]
+        given = [argument_for(c.node, init.node, param) for c in built]
+        if not given or any(g is None or reference(g) != param for g in given):
+            return None
+    return expr.visit(_Unkept(used))
+
+
+class _Unkept(cst.CSTTransformer):
+    """`self.args.multi_gpu` -> `args.multi_gpu` for the kept attributes."""
+
+    def __init__(self, kept: set[str]) -> None:
+        self.kept = kept
+
+    def leave_Attribute(self, original: cst.Attribute, updated: cst.Attribute) -> cst.BaseExpression:
+        if reference(original) in self.kept:
+            return cst.Name(original.attr.value)
+        return updated
+
