@@ -252,7 +252,11 @@ def _as_built_with(expr: cst.BaseExpression, facts: ModuleFacts, function: str) 
         for param in init.params
         if [(a.function, reference(a.value)) for a in facts.assigned(f"self.{param}")] == [(init.name, param)]
     }
-    read = {name.split(".")[0] + "." + name.split(".")[1] for name in names_in(expr) if name.startswith("self.") and name.count(".") > 1}
+    read = {
+        name.split(".")[0] + "." + name.split(".")[1]
+        for name in names_in(expr)
+        if name.startswith("self.") and name.count(".") > 1
+    }
     used = read & kept
     if not used:
         return None
@@ -262,7 +266,8 @@ def _as_built_with(expr: cst.BaseExpression, facts: ModuleFacts, function: str) 
         given = [argument_for(c.node, init.node, param) for c in built]
         if not given or any(g is None or reference(g) != param for g in given):
             return None
-    return expr.visit(_Unkept(used))
+    read_as = expr.visit(_Unkept(used))
+    return read_as if isinstance(read_as, cst.BaseExpression) else None
 
 
 class _Unkept(cst.CSTTransformer):
@@ -275,4 +280,3 @@ class _Unkept(cst.CSTTransformer):
         if reference(original) in self.kept:
             return cst.Name(original.attr.value)
         return updated
-
