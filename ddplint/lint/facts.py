@@ -314,7 +314,7 @@ class ModuleFacts:
             return self.role_of(expr.value, function)
         env = self.env_read(expr)
         if env is not None:
-            return ENV_ROLES.get(env)
+            return self._env_role(env)
         if type(expr) in (cst.Name, cst.Attribute, cst.Subscript):
             name = reference(expr)
             if name is None or self.qualify(name) == "os.environ":
@@ -377,6 +377,21 @@ class ModuleFacts:
                 return Role.GLOBAL_RANK  # node_rank * gpus_per_node + local_rank
         return None
 
+    def _env_role(self, env: str) -> Role | None:
+        """What the launcher's variable holds; `RANK` is the local rank in a script that writes it
+        itself from the local rank (a worker it spawns: `os.environ["RANK"] = str(rank)`, the
+        spawn index; a literal, the single-process `"0"`, agrees with it)."""
+        role = ENV_ROLES.get(env)
+        writes = [w for w in self.env_writes.get(env, []) if _literal_int(w.value) is None]
+        if role is not Role.GLOBAL_RANK or not writes or (id(self), env) in _ASKED:
+            return role
+        _ASKED.add((id(self), env))  # a write of what it reads (`str(int(os.environ["RANK"]))`)
+        try:
+            local = all(self.role_of(w.value, w.function) is Role.LOCAL_RANK for w in writes)
+        finally:
+            _ASKED.discard((id(self), env))
+        return Role.LOCAL_RANK if local else role
+
     def env_read(self, expr: cst.BaseExpression) -> str | None:
         """The variable name for `os.environ["X"]`, `os.environ.get("X")`, `os.getenv("X")`."""
         if type(expr) is cst.Subscript and self.qualify(dotted(expr.value)) == "os.environ":
@@ -395,6 +410,15 @@ class ModuleFacts:
             return True
         name = reference(expr)
         return name is not None and last_part(name) in RANK_NAMES
+
+
+_ASKED: set[tuple[int, str]] = set()  # the variables whose writes are being read (_env_role)
+
+
+def _literal_int(value: cst.BaseExpression) -> int | None:
+    """`0`, `"0"`: a number written as it is."""
+    text = string_value(value)
+    return int(text) if text is not None and text.isdigit() else int_value(value)
 
 
 def _prefix(outer: tuple[int, ...], inner: tuple[int, ...]) -> bool:
