@@ -248,12 +248,31 @@ class ModuleFacts:
         """
         here = [a for a in self.by_scope.get((function, target), ()) if a.order < order]
         dominating = [a for a in here if _prefix(a.blocks, blocks)]
+        start = dominating[-1].order if dominating else -1
+        later = [a for a in here if a.order > start and not _prefix(a.blocks, blocks)]
+        cut = self._rebound_on_every_arm(later, blocks) if later else None
+        if cut is not None:  # `if c: x = a` / `else: x = b` before the use: what came before is gone
+            return [a for a in here if a.order >= cut]
         if dominating:
-            last = dominating[-1]
-            return [a for a in here if a.order >= last.order]
+            return [a for a in here if a.order >= start]
         if here:
             return here
         return self.assigned(target) if "." in target else self.by_scope.get(("", target), [])
+
+    def _rebound_on_every_arm(self, later: list[Assignment], blocks: tuple[int, ...]) -> int | None:
+        """The first binding of the last if/else (elif chains included) before the use, not
+        around it, that binds the name on each of its arms; None when there is none."""
+        found = None
+        for a in later:
+            for depth in range(len(a.blocks)):
+                outer, arm = a.blocks[:depth], a.blocks[depth]
+                if not _prefix(outer, blocks) or arm in blocks or arm not in self.arms:
+                    continue
+                if all(_binds_in(later, outer, each, self.arms) for each in self.arms[arm]):
+                    first = min(b.order for b in later if b.blocks[: depth + 1] in {(*outer, x) for x in self.arms[arm]})
+                    found = first if found is None else max(found, first)
+                break
+        return found
 
     def replaced_unread(self, binding: Assignment) -> bool:
         """The name is bound again in the same block before anything reads it (a line pasted
@@ -419,6 +438,17 @@ def _literal_int(value: cst.BaseExpression) -> int | None:
     """`0`, `"0"`: a number written as it is."""
     text = string_value(value)
     return int(text) if text is not None and text.isdigit() else int_value(value)
+
+
+def _binds_in(later: list[Assignment], outer: tuple[int, ...], arm: int, arms: dict[int, tuple[int, int]]) -> bool:
+    """Some binding runs whenever the arm does: in its block itself, or on both arms of an
+    if/else in it (`else: if a: x = 1 else: x = 2`, an elif chain)."""
+    block = (*outer, arm)
+    inside = [a for a in later if a.blocks[: len(block)] == block]
+    if any(a.blocks == block for a in inside):
+        return True
+    nested = {a.blocks[len(block)] for a in inside if len(a.blocks) > len(block)}
+    return any(x in arms and all(_binds_in(inside, block, each, arms) for each in arms[x]) for x in nested)
 
 
 def _prefix(outer: tuple[int, ...], inner: tuple[int, ...]) -> bool:
