@@ -270,10 +270,16 @@ class LintContext:
         """`self._save(...)` inside a method names `Class._save`, `Trainer(cfg).fit()` names
         `Trainer.fit` (`experiments.option.Options.parse` for an imported class),
         `super().__init__(...)` its base class's; other names stay as they are."""
+        key = id(site.node)
+        if key in facts.method_targets:  # asked again by every rule and helper chain
+            return facts.method_targets[key]
         if site.name is None:
             node = site.node
-            return constructed_method(facts, node) or super_method(facts, site) or imported_constructed_method(facts, node)
-        return _constructed_here(facts, site) or LintContext.member_name(facts, site.name, site.function)
+            found = constructed_method(facts, node) or super_method(facts, site) or imported_constructed_method(facts, node)
+        else:
+            found = _constructed_here(facts, site) or LintContext.member_name(facts, site.name, site.function)
+        facts.method_targets[key] = found
+        return found
 
     @staticmethod
     def member_name(facts: ModuleFacts, name: str | None, function: str) -> str | None:

@@ -164,6 +164,7 @@ class ModuleFacts:
     _assignments_within: dict[str, list[Assignment]] = field(default_factory=dict)
     _outer_scopes: set[str] = field(default_factory=set)  # names that enclose a function
     _calls_in: dict[str, list[CallSite]] = field(default_factory=dict)  # function ("" module) -> its own calls
+    method_targets: dict[int, str | None] = field(default_factory=dict)  # id(call) -> LintContext.method_target
     _import_heads: frozenset[str] = frozenset()  # first parts of the names its imports and aliases bind
 
     # -- name resolution -------------------------------------------------------------
@@ -209,6 +210,7 @@ class ModuleFacts:
             _calls_within={},
             _assignments_within={},
             _calls_in={},
+            method_targets={},
         )
         copy.assignments.sort(key=lambda a: a.order)
         _index(copy)
@@ -262,16 +264,16 @@ class ModuleFacts:
     def _rebound_on_every_arm(self, later: list[Assignment], blocks: tuple[int, ...]) -> int | None:
         """The first binding of the last if/else (elif chains included) before the use, not
         around it, that binds the name on each of its arms; None when there is none."""
+        bound = {a.blocks for a in later}
         found = None
         for a in later:
-            for depth in range(len(a.blocks)):
-                outer, arm = a.blocks[:depth], a.blocks[depth]
-                if not _prefix(outer, blocks) or arm in blocks or arm not in self.arms:
-                    continue
-                if all(_binds_in(later, outer, each, self.arms) for each in self.arms[arm]):
-                    first = min(b.order for b in later if b.blocks[: depth + 1] in {(*outer, x) for x in self.arms[arm]})
-                    found = first if found is None else max(found, first)
-                break
+            depth = next((d for d in range(len(a.blocks)) if a.blocks[d] not in blocks), None)
+            if depth is None or not _prefix(a.blocks[:depth], blocks) or a.blocks[depth] not in self.arms:
+                continue
+            outer, arms = a.blocks[:depth], self.arms[a.blocks[depth]]
+            if all(_binds_in(bound, (*outer, arm), self.arms) for arm in arms):
+                first = min(b.order for b in later if b.blocks[: depth + 1] in {(*outer, arm) for arm in arms})
+                found = first if found is None else max(found, first)
         return found
 
     def replaced_unread(self, binding: Assignment) -> bool:
@@ -440,15 +442,14 @@ def _literal_int(value: cst.BaseExpression) -> int | None:
     return int(text) if text is not None and text.isdigit() else int_value(value)
 
 
-def _binds_in(later: list[Assignment], outer: tuple[int, ...], arm: int, arms: dict[int, tuple[int, int]]) -> bool:
-    """Some binding runs whenever the arm does: in its block itself, or on both arms of an
-    if/else in it (`else: if a: x = 1 else: x = 2`, an elif chain)."""
-    block = (*outer, arm)
-    inside = [a for a in later if a.blocks[: len(block)] == block]
-    if any(a.blocks == block for a in inside):
+def _binds_in(bound: set[tuple[int, ...]], block: tuple[int, ...], arms: dict[int, tuple[int, int]]) -> bool:
+    """Some binding (of those at the blocks in `bound`) runs whenever the block does: in the
+    block itself, or on both arms of an if/else in it (`else: if a: x = 1 else: x = 2`)."""
+    if block in bound:
         return True
-    nested = {a.blocks[len(block)] for a in inside if len(a.blocks) > len(block)}
-    return any(x in arms and all(_binds_in(inside, block, each, arms) for each in arms[x]) for x in nested)
+    size = len(block)
+    nested = {b[size] for b in bound if len(b) > size and b[:size] == block}
+    return any(x in arms and all(_binds_in(bound, (*block, arm), arms) for arm in arms[x]) for x in nested)
 
 
 def _prefix(outer: tuple[int, ...], inner: tuple[int, ...]) -> bool:
