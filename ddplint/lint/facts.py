@@ -345,6 +345,8 @@ class ModuleFacts:
             if format_call(expr):
                 return self._formatted([a.value for a in expr.args], function)  # "cuda:{}".format(rank)
             callee = self.callee(expr)
+            if callee == "torch.distributed.get_rank" and not expr.args and self._group_of_local_ranks():
+                return Role.LOCAL_RANK
             if callee in CALL_ROLES:
                 return CALL_ROLES[callee]
             if callee in {"int", "str"} and expr.args:
@@ -412,6 +414,20 @@ class ModuleFacts:
         finally:
             _ASKED.discard((id(self), env))
         return Role.LOCAL_RANK if local else role
+
+    def _group_of_local_ranks(self) -> bool:
+        """Every process group the module starts takes its rank from the local rank (the index
+        of a worker it starts itself on one machine: `init_process_group(..., rank=rank)` in a
+        Process target): `dist.get_rank()` is that local rank."""
+        starts = [c for c in self.calls if c.name == INIT_PG]
+        ranks = [arg(c.node, None, "rank") for c in starts]
+        if not ranks or any(r is None for r in ranks) or (id(self), "group rank") in _ASKED:
+            return False
+        _ASKED.add((id(self), "group rank"))
+        try:
+            return all(self.role_of(r, c.function) is Role.LOCAL_RANK for r, c in zip(ranks, starts, strict=True))
+        finally:
+            _ASKED.discard((id(self), "group rank"))
 
     def env_read(self, expr: cst.BaseExpression) -> str | None:
         """The variable name for `os.environ["X"]`, `os.environ.get("X")`, `os.getenv("X")`."""
@@ -1041,6 +1057,25 @@ def process_class(facts: ModuleFacts, site: CallSite) -> bool:
     return bool(held) and all(type(a.value) is cst.Call and facts.callee(a.value) in PROCESS_CONTEXTS for a in held)
 
 
+def _process_indexes(facts: ModuleFacts) -> dict[tuple[str, str], Role]:
+    """`for rank in range(n): Process(target=run, args=(rank, n)).start()`: the parameter of the
+    target that the loop's index fills is the index of a worker started on this machine, its
+    local rank."""
+    found = {}
+    for site in facts.calls:
+        target = dotted(arg(site.node, None, "target")) if process_class(facts, site) else None
+        given = arg(site.node, None, "args")
+        loop = site.loops[-1] if site.loops else None
+        if target not in facts.functions or type(given) is not cst.Tuple or type(loop) is not cst.For:
+            continue
+        if not _counts(loop.iter) or type(loop.target) is not cst.Name:
+            continue
+        for param, element in zip(facts.functions[target].params, given.elements, strict=False):
+            if type(element.value) is cst.Name and element.value.value == loop.target.value:
+                found[(target, param)] = Role.LOCAL_RANK
+    return found
+
+
 def spawn_targets(facts: ModuleFacts) -> set[str]:
     """Functions started by mp.spawn: their first parameter is the local process index.
 
@@ -1163,6 +1198,7 @@ def _infer_roles(facts: ModuleFacts) -> None:
         index = process_index_parameter(facts, target)
         if index is not None:
             facts.roles[(target, index)] = Role.LOCAL_RANK
+    facts.roles.update(_process_indexes(facts))
     fallback: set[tuple[str, str]] = set()  # names held local where a branch binds the global rank
     branch_global: set[tuple[str, str]] = set()
     for _ in range(2):  # a second round lets roles flow through one more assignment
@@ -1485,3 +1521,8 @@ def _starts_at_import(facts: ModuleFacts) -> bool:
                 seen.add(function)
                 todo.append(facts.calls_within(function))
     return False
+
+
+def _counts(expr: cst.BaseExpression) -> bool:
+    """`range(...)`: the loop counts."""
+    return type(expr) is cst.Call and dotted(expr.func) == "range"
