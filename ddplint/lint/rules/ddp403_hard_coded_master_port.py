@@ -99,7 +99,11 @@ def _given_constant(write: Assignment, bindings: constants.Bindings, facts: Modu
 def _launched(facts: ModuleFacts) -> bool:
     """A launcher starts the script: it reads the rank the launcher sets, or takes its --local_rank,
     or starts its group from the environment (`init_process_group("nccl")`: no rank, no store, the
-    default `env://`) with a RANK it does not set itself."""
+    default `env://`) with a RANK it does not set itself. A script that ranks its processes itself
+    from what the job scheduler gives (`os.environ["RANK"] = os.environ["SLURM_PROCID"]`) is
+    started by that scheduler, which chooses no port."""
+    if any(string_value(w.value) is None and int_value(w.value) is None for w in facts.env_writes.get("RANK", [])):
+        return False
     return (
         bool(facts.env_reads & {"LOCAL_RANK", "RANK"})
         or any(local_rank_flag(site) is not None for site in facts.calls)
