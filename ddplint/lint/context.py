@@ -389,9 +389,10 @@ class LintContext:
         (`launch(main, n_gpu)` where `def launch(fn, n): mp.spawn(fn, nprocs=n)`)."""
         key = (id(facts), "spawn")
         if key not in self._resolve_cache:
-            self._resolve_cache[key] = spawn_targets(facts) | entry_points(facts) | process_targets(facts)
+            found = spawn_targets(facts) | entry_points(facts) | process_targets(facts)
             if facts is self.facts:
-                self._resolve_cache[key] |= self.spawned_through_helpers()
+                found |= self.spawned_through_helpers()
+            self._resolve_cache[key] = {target for target in found if not _started_nowhere(facts, target)}
         return self._resolve_cache[key]
 
     def spawned_through_helpers(self) -> set[str]:
@@ -471,6 +472,13 @@ def _built_by_factory(facts: ModuleFacts, function: str, position: int | None) -
             classes.add(dotted(value.func) if type(value) is cst.Call else None)
     cls = classes.pop() if len(classes) == 1 else None
     return cls if cls is not None and cls not in facts.functions else None
+
+
+def _started_nowhere(facts: ModuleFacts, target: str) -> bool:
+    """Every call that hands the function on to be started (`mp.spawn(main_worker, ...)`) sits in
+    a branch value flow rules out (`if args.distributed:` after `args.distributed = False`)."""
+    handing = [c for c in facts.calls if any(reference(a.value) == target for a in c.node.args)]
+    return bool(handing) and all(never_runs(facts, c) for c in handing)
 
 
 def _constructed_here(facts: ModuleFacts, site: CallSite) -> str | None:
