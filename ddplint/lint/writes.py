@@ -45,6 +45,7 @@ from ddplint.lint.vocabulary import (
     DEEPSPEED,
     LOADER,
     LOG_WRITERS,
+    NETWORK_READS,
     OUTPUT_METHODS,
     OUTPUT_WRITERS,
     TRAINER,
@@ -108,7 +109,7 @@ def effect_of(site: CallSite, facts: ModuleFacts, bindings: constants.Bindings |
             return None  # `with open(log, "w"): pass` only empties the file; nothing races
         if _holds_a_save(site, facts):
             return None  # `with open(path, "wb") as f: torch.save(state, f)`: the save is reported
-        if id(call) in facts.download_items:
+        if id(call) in facts.download_items or _fills_with_a_download(site, facts):
             return None  # `with urlopen(url) as source, open(target, "wb") as output:` fills a download cache
         return None if _is_devnull(target, facts) or _is_descriptor(target) else LOG
     if name in OUTPUT_WRITERS or site.method in OUTPUT_METHODS:
@@ -279,6 +280,32 @@ def _rank_word(name: str) -> bool:
 
 def _per_rank_call(call: cst.Call, facts: ModuleFacts, function: str) -> bool:
     return any(_per_rank(a.value, facts, function) for a in call.args)
+
+
+def _fills_with_a_download(site: CallSite, facts: ModuleFacts) -> bool:
+    """`open(target, "wb").write(response.content)`, or `with open(target, "wb") as f:
+    f.write(response.content)`, where `response = requests.get(url)`: every write into the file
+    is what a remote read returned, a download cache, as `facts.download_items`."""
+    handles = {a.target for a in facts.bindings_of(site.node)}
+    writes = [
+        c
+        for c in facts.calls_in(site.function)
+        if c.method == "write"
+        and type(c.node.func) is cst.Attribute
+        and (c.node.func.value is site.node or dotted(c.node.func.value) in handles)
+    ]
+
+    def downloaded(write: CallSite) -> bool:
+        if not write.node.args:
+            return False
+        roots = {name.split(".")[0] for name in names_in(write.node.args[0].value)}
+        reaching = [facts.reaching(root, write.function, write.order, write.blocks) for root in roots]
+        return bool(roots) and all(
+            bindings and all(type(b.value) is cst.Call and facts.callee(b.value) in NETWORK_READS for b in bindings)
+            for bindings in reaching
+        )
+
+    return bool(writes) and all(downloaded(w) for w in writes)
 
 
 def _saves_a_download(site: CallSite, facts: ModuleFacts) -> bool:
