@@ -10,8 +10,9 @@ tests are known: `dist_rank == 0` holds on the main process only.
 A parameter the helper tests itself (`def split(seed, device): ... if device == 0:
 json.dump(...)`) is read the same way, with the argument the call gives it, unless the helper
 rebinds it. Of an object, only a constructor argument kept as it is (`self.x = x` in
-`__init__`, or in the base's `__init__` that a constructor of `*args, **kwargs` hands them on
-to) is followed; the object must be built once before the call, in the caller's function.
+`__init__`, `self.x = kwargs["x"]` of its keywords, or in the base's `__init__` that a
+constructor of `*args, **kwargs` hands them on to) is followed; the object must be built once
+before the call, in the caller's function.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import libcst as cst
 
 from ddplint.lint.facts import CallSite, Condition, ModuleFacts, super_method
 from ddplint.lint.guards import NOT_MAIN_WORLD
-from ddplint.lint.names import argument_for, dotted, names_in, parameter_for
+from ddplint.lint.names import argument_for, dotted, names_in, parameter_for, string_value
 
 if TYPE_CHECKING:
     from ddplint.lint.context import LintContext
@@ -79,16 +80,27 @@ def _kept(ctx: LintContext, call: cst.Call, facts: ModuleFacts, path: Path, cls:
     definition = inner.functions[init].node
     kept: Handed = {}
     for b in inner.assignments_within(init):
-        if b.function == init and b.target.count(".") == 1 and b.target.startswith("self.") and type(b.value) is cst.Name:
-            value = argument_for(call, definition, b.value.value)
-            if value is not None:
-                kept.setdefault(b.target[5:], value)
+        if b.function != init or b.target.count(".") != 1 or not b.target.startswith("self."):
+            continue
+        param = b.value.value if type(b.value) is cst.Name else _keyword_taken(b.value, definition)
+        value = argument_for(call, definition, param) if param is not None else None
+        if value is not None:
+            kept.setdefault(b.target[5:], value)
     if hops and _hands_everything_on(definition):
         for site in inner.calls_in(init):
             base = super_method(inner, site)
             if base is not None:
                 kept = {**_kept(ctx, call, inner, inner_path, base.rpartition(".")[0], hops - 1), **kept}
     return kept
+
+
+def _keyword_taken(value: cst.BaseExpression, definition: cst.FunctionDef) -> str | None:
+    """`kwargs["gpu_index"]` in `def __init__(self, **kwargs)`: the keyword argument it takes."""
+    star = definition.params.star_kwarg
+    if type(value) is not cst.Subscript or not isinstance(star, cst.Param) or dotted(value.value) != star.name.value:
+        return None
+    index = value.slice[0].slice if len(value.slice) == 1 else None
+    return string_value(index.value) if type(index) is cst.Index else None
 
 
 def _hands_everything_on(definition: cst.FunctionDef) -> bool:
