@@ -277,7 +277,7 @@ def _loaders_from_helpers(ctx: LintContext) -> dict[CallSite, tuple[Inside, str]
         if len(parts) != len(names) or len(parts) > 1 and not all(b.element for b in facts.bindings_of(site.node)):
             continue
         for position, part in enumerate(parts):
-            sampler = _shuffling_sampler_of(inner_facts, function, part)
+            sampler = _shuffling_sampler_of(inner_facts, function, part, bindings)
             held = bound_names(inner_facts, sampler.node) if sampler is not None else []
             if sampler is None or any(p is sampler.node or reference(p) in held for p in parts):
                 continue  # a sampler returned beside its loader is the caller's to set, under its own name
@@ -286,16 +286,22 @@ def _loaders_from_helpers(ctx: LintContext) -> dict[CallSite, tuple[Inside, str]
     return found
 
 
-def _shuffling_sampler_of(facts: ModuleFacts, function: str, returned: cst.BaseExpression) -> CallSite | None:
+def _shuffling_sampler_of(
+    facts: ModuleFacts, function: str, returned: cst.BaseExpression, bindings: constants.Bindings
+) -> CallSite | None:
     """The shuffling DistributedSampler of the DataLoader the function returns as `returned`
-    (the loader itself, or a name bound to it), given inline or through a name."""
+    (the loader itself, or a name bound to it), given inline or through a name; not one whose
+    `shuffle` is a parameter the call sets to False (`create_dataloader(ds, shuffle=False)`)."""
     calls = facts.calls_within(function)
     loader = returned_loader(facts, function, returned)
     given = given_sampler(facts, loader) if loader is not None else None
     if given is None:
         return None
     for sampler in calls:
-        if not is_sampler(facts, sampler.name) or is_false(arg(sampler.node, 3, "shuffle")):
+        shuffle = arg(sampler.node, 3, "shuffle")
+        if type(shuffle) is cst.Name and bindings.get(shuffle.value) is False:
+            continue
+        if not is_sampler(facts, sampler.name) or is_false(shuffle):
             continue
         if given is sampler.node or reference(given) in bound_names(facts, sampler.node):
             return sampler
