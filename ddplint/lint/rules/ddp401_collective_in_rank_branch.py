@@ -362,6 +362,27 @@ def _met_by_the_others(ctx: LintContext, site: CallSite, communicating: list[tup
     return False
 
 
+def _run_by_the_others(ctx: LintContext, site: CallSite, side: Kind) -> bool:
+    """The other side of the rank test runs the same function of the module, called or handed
+    to a library (`if master: study.optimize(self.objective)` / `else: self.objective(None)`,
+    Optuna's distributed trials): every rank reaches its collectives."""
+    mine = _runs_functions(ctx, site)
+    return bool(mine) and any(
+        other is not site and _side(ctx, other) == OPPOSITE[side] and _runs_functions(ctx, other) & mine
+        for other in ctx.facts.calls_in(site.function)
+    )
+
+
+def _runs_functions(ctx: LintContext, site: CallSite) -> set[str]:
+    """The functions of the module a call runs: the one it calls, and those it is handed
+    (`study.optimize(self.objective)` on the main rank, `self.objective(None)` on the others:
+    both sides run the objective's collectives)."""
+    facts = ctx.facts
+    named = [ctx.method_target(facts, site), *(dotted(a.value) for a in site.node.args)]
+    found = {LintContext.member_name(facts, name, site.function) for name in named if name}
+    return {name for name in found if name in facts.functions}
+
+
 def _in_rank_branches(ctx: LintContext) -> list[tuple[CallSite, str, str]]:
     """The collectives and forward passes of the wrapped model in the module that only some ranks
     reach: (the site, what it runs, the fix). Memoised per module: a script asks it of the
@@ -416,7 +437,7 @@ def _find_in_rank_branches(ctx: LintContext) -> Iterator[tuple[CallSite, str, st
             and sides[id(other)] == OPPOSITE[side]
             for other, _ in communicating
         )
-        if paired or _met_by_the_others(ctx, site, communicating):
+        if paired or _met_by_the_others(ctx, site, communicating) or _run_by_the_others(ctx, site, side):
             continue  # `if rank == 0: barrier()` matched by `if rank != 0: barrier()`, or where the others go on
         if forward:  # DDP syncs buffers (and, in training, gradients) with the other ranks
             branch = (site.function, tuple(id(c.test) for c in site.conditions), tuple(id(loop) for loop in site.loops))
