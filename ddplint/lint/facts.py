@@ -11,7 +11,17 @@ from dataclasses import dataclass, field, replace
 
 import libcst as cst
 
-from ddplint.lint.names import arg, dotted, format_call, int_value, names_in, other_device_type, reference, string_value
+from ddplint.lint.names import (
+    arg,
+    dotted,
+    format_call,
+    int_value,
+    names_in,
+    other_device_type,
+    over_range,
+    reference,
+    string_value,
+)
 from ddplint.lint.roles import (
     CALL_ROLES,
     ENV_ROLES,
@@ -165,6 +175,7 @@ class ModuleFacts:
     _outer_scopes: set[str] = field(default_factory=set)  # names that enclose a function
     _calls_in: dict[str, list[CallSite]] = field(default_factory=dict)  # function ("" module) -> its own calls
     method_targets: dict[int, str | None] = field(default_factory=dict)  # id(call) -> LintContext.method_target
+    _asking: set[str] = field(default_factory=set)  # roles being worked out (_env_role): a recursion guard
     _import_heads: frozenset[str] = frozenset()  # first parts of the names its imports and aliases bind
 
     # -- name resolution -------------------------------------------------------------
@@ -211,6 +222,7 @@ class ModuleFacts:
             _assignments_within={},
             _calls_in={},
             method_targets={},
+            _asking=set(),
         )
         copy.assignments.sort(key=lambda a: a.order)
         _index(copy)
@@ -406,28 +418,28 @@ class ModuleFacts:
         spawn index; a literal, the single-process `"0"`, agrees with it)."""
         role = ENV_ROLES.get(env)
         writes = [w for w in self.env_writes.get(env, []) if _literal_int(w.value) is None]
-        if role is not Role.GLOBAL_RANK or not writes or (id(self), env) in _ASKED:
+        if role is not Role.GLOBAL_RANK or not writes or env in self._asking:
             return role
-        _ASKED.add((id(self), env))  # a write of what it reads (`str(int(os.environ["RANK"]))`)
+        self._asking.add(env)  # a write of what it reads (`str(int(os.environ["RANK"]))`)
         try:
             local = all(self.role_of(w.value, w.function) is Role.LOCAL_RANK for w in writes)
         finally:
-            _ASKED.discard((id(self), env))
+            self._asking.discard(env)
         return Role.LOCAL_RANK if local else role
 
     def _group_of_local_ranks(self) -> bool:
         """Every process group the module starts takes its rank from the local rank (the index
         of a worker it starts itself on one machine: `init_process_group(..., rank=rank)` in a
         Process target): `dist.get_rank()` is that local rank."""
-        starts = [c for c in self.calls if c.name == INIT_PG]
+        starts = self.calls_to(INIT_PG)
         ranks = [arg(c.node, None, "rank") for c in starts]
-        if not ranks or any(r is None for r in ranks) or (id(self), "group rank") in _ASKED:
+        if not ranks or any(r is None for r in ranks) or "group rank" in self._asking:
             return False
-        _ASKED.add((id(self), "group rank"))
+        self._asking.add("group rank")
         try:
             return all(self.role_of(r, c.function) is Role.LOCAL_RANK for r, c in zip(ranks, starts, strict=True))
         finally:
-            _ASKED.discard((id(self), "group rank"))
+            self._asking.discard("group rank")
 
     def env_read(self, expr: cst.BaseExpression) -> str | None:
         """The variable name for `os.environ["X"]`, `os.environ.get("X")`, `os.getenv("X")`."""
@@ -447,9 +459,6 @@ class ModuleFacts:
             return True
         name = reference(expr)
         return name is not None and last_part(name) in RANK_NAMES
-
-
-_ASKED: set[tuple[int, str]] = set()  # the variables whose writes are being read (_env_role)
 
 
 def _literal_int(value: cst.BaseExpression) -> int | None:
@@ -1068,7 +1077,7 @@ def _process_indexes(facts: ModuleFacts) -> dict[tuple[str, str], Role]:
         loop = site.loops[-1] if site.loops else None
         if target not in facts.functions or type(given) is not cst.Tuple or type(loop) is not cst.For:
             continue
-        if not _counts(loop.iter) or type(loop.target) is not cst.Name:
+        if not over_range(loop.iter) or type(loop.target) is not cst.Name:
             continue
         for param, element in zip(facts.functions[target].params, given.elements, strict=False):
             if type(element.value) is cst.Name and element.value.value == loop.target.value:
@@ -1521,8 +1530,3 @@ def _starts_at_import(facts: ModuleFacts) -> bool:
                 seen.add(function)
                 todo.append(facts.calls_within(function))
     return False
-
-
-def _counts(expr: cst.BaseExpression) -> bool:
-    """`range(...)`: the loop counts."""
-    return type(expr) is cst.Call and dotted(expr.func) == "range"

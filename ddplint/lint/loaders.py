@@ -12,7 +12,18 @@ import libcst as cst
 
 from ddplint.lint.context import LintContext
 from ddplint.lint.facts import Assignment, CallSite, Loop, ModuleFacts
-from ddplint.lint.names import arg, call_parameters, data_name, dotted, enters, has_keyword, names_in, reference, string_value
+from ddplint.lint.names import (
+    arg,
+    call_parameters,
+    data_name,
+    dotted,
+    enters,
+    has_keyword,
+    names_in,
+    over_range,
+    reference,
+    string_value,
+)
 from ddplint.lint.resolver import Resolved
 from ddplint.lint.roles import RANK_CALLS, RANKS
 from ddplint.lint.vocabulary import BATCH_SAMPLER, LOADER, NO_GRAD, PLAIN_SAMPLERS, SAMPLER
@@ -749,10 +760,3 @@ def epoch_loop(loop: cst.For | cst.While) -> bool:
     if type(iterated) is cst.Call and dotted(iterated.func) == "enumerate" and iterated.args:
         iterated = iterated.args[0].value
     return over_range(iterated)
-
-
-def over_range(iterated: cst.BaseExpression) -> bool:
-    """`range(...)`, `trange(...)`, or either in a `tqdm(...)`: it yields ints."""
-    while type(iterated) is cst.Call and dotted(iterated.func) in {"tqdm", "tqdm.tqdm"} and iterated.args:
-        iterated = iterated.args[0].value
-    return type(iterated) is cst.Call and dotted(iterated.func) in {"range", "trange", "tqdm.trange"}

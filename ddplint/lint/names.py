@@ -317,3 +317,10 @@ def computed_test(value: cst.BaseExpression) -> bool:
     return type(value) in (cst.BooleanOperation, cst.Comparison) or (
         type(value) is cst.UnaryOperation and type(value.operator) is cst.Not
     )
+
+
+def over_range(iterated: cst.BaseExpression) -> bool:
+    """`range(...)`, `trange(...)`, or either in a `tqdm(...)`: it yields ints."""
+    while type(iterated) is cst.Call and dotted(iterated.func) in {"tqdm", "tqdm.tqdm"} and iterated.args:
+        iterated = iterated.args[0].value
+    return type(iterated) is cst.Call and dotted(iterated.func) in {"range", "trange", "tqdm.trange"}

@@ -27,14 +27,13 @@ from ddplint.lint.loaders import (
     loader_calls_given,
     loaders,
     loaders_given,
-    over_range,
     read_for_evaluation,
     readers,
     returned_loader,
     samplers,
     updates_weights,
 )
-from ddplint.lint.names import arg, argument_for, data_name, dotted, int_value, names_in, parameter_for, reference
+from ddplint.lint.names import arg, argument_for, data_name, dotted, int_value, names_in, over_range, parameter_for, reference
 from ddplint.lint.paths import dominates
 from ddplint.lint.resolver import Resolved
 from ddplint.lint.rules.base import Finding, InsertBefore, Inside, Remedy, Rule
