@@ -53,10 +53,12 @@ from ddplint.lint.roles import (
     last_part,
 )
 from ddplint.lint.summaries import Effect, Summaries
-from ddplint.lint.vocabulary import BARRIER, COLLECTIVES, INIT_PG
+from ddplint.lint.vocabulary import BARRIER, COLLECTIVES, INIT_PG, WRAPPERS
 
 if TYPE_CHECKING:
     from ddplint.lint.resolver import ProjectResolver
+
+_DISTRIBUTED_RUN = frozenset({Effect.STARTS_GROUP, Effect.DATA_PARALLEL, Effect.COLLECTIVE})
 
 
 class Kind(str, Enum):
@@ -119,6 +121,8 @@ class Guards:
         self._rank_params: dict[tuple[int, str], frozenset[str]] = {}
         self._spawns: dict[tuple[int, str], list[CallSite]] = {}  # per function: its calls that start the ranks
         self._own_group: dict[tuple[int, str], bool] = {}
+        self._modes: dict[tuple[int, str], bool] = {}
+        self._training: dict[tuple[int, str, int], bool] = {}
         self._masks: dict[tuple[int, str], bool] = {}
         self._callees: dict[int, dict[int, str]] = {}
         self._worlds: dict[tuple[int, int, str, int], tuple[frozenset[str], frozenset[str]]] = {}
@@ -807,7 +811,8 @@ class Guards:
     def main_only(
         self, site: CallSite, facts: ModuleFacts | None = None, path: Path | None = None, main_first: bool = False
     ) -> bool:
-        """No rank but the main one reaches the site: by its guards, or because every caller is guarded.
+        """No rank but the main one reaches the site: by its guards, or because every caller is
+        guarded; or no distributed run is known to reach it (`untrained_mode`).
 
         A function of this module that nothing here calls is taken as guarded: its callers live
         elsewhere, and a call from the linted script to a project helper is judged at that call.
@@ -815,6 +820,8 @@ class Guards:
         facts, path = facts or self.ctx.facts, path or self.ctx.path
         # main_first: also accept sites that never run concurrently (rank 0 first, or under a file lock)
         if self.guarded_here(site, facts, path) or main_first and (site.locked or self.rank_zero_first(site, facts, path)):
+            return True
+        if self.untrained_mode(site, facts, path):
             return True
         info = _enclosing_function(facts, site.function)
         if info is None:
@@ -829,6 +836,68 @@ class Guards:
         if site.conditions and self._dark_where_not_main(site, info.name, facts, path, main_first):
             return True
         return self._called_on_main_only(info.name, facts, path, main_first)
+
+    def untrained_mode(self, site: CallSite, facts: ModuleFacts, path: Path) -> bool:
+        """The site runs only in a mode of the script that trains nothing: under a configuration
+        test whose other side trains while its own side neither trains nor starts a group (`if
+        args.mode == "train": train()` / `elif args.mode == "gen": generate()`), itself or at
+        every call of its function. The distributed launch a script documents is known for its
+        training run only; its other modes may run as one process (`python main.py --mode gen`),
+        and where the analysis cannot tell, the rules stay silent."""
+        if any(self._other_mode(c, facts, path, site.function) for c in site.conditions):
+            return True
+        info = _enclosing_function(facts, site.function)
+        if info is None:
+            return False
+        key = (id(facts), info.name)
+        if key not in self._modes:
+            self._modes[key] = False  # recursion guard: a caller in a cycle adds nothing
+            callers = self.callers(facts).get(info.name, [])
+            self._modes[key] = (
+                bool(callers)
+                and info.name not in self.ctx.spawn_targets(facts)
+                and all(self.untrained_mode(c, facts, path) for c in callers)
+            )
+        return self._modes[key]
+
+    def _other_mode(self, condition: Condition, facts: ModuleFacts, path: Path, function: str) -> bool:
+        """The condition's side trains nothing, starts no group and neither runs nor hands on a
+        DDP-wrapped model of the module (`if args.eval: evaluate(ddp_model); return` evaluates
+        on every rank); its other side trains."""
+        if self.condition_kind(condition, facts, path, function) is not None or self._may_vary(condition, facts, path, function):
+            return False
+        own, other = [], []
+        for s in facts.calls_in(function):
+            sides = {c.negated for c in s.conditions if c.test is condition.test}
+            if condition.negated in sides:
+                own.append(s)
+            elif sides:
+                other.append(s)
+        wrapped = {a.target for a in facts.assignments if type(a.value) is cst.Call and facts.callee(a.value) in WRAPPERS}
+        quiet = not any(
+            self._trains(s, facts, path, 2)
+            or self.summaries.effects(s, facts, path) & _DISTRIBUTED_RUN
+            or s.name in wrapped
+            or any(reference(a.value) in wrapped for a in s.node.args)
+            for s in own
+        )
+        return quiet and any(self._trains(s, facts, path, 2) for s in other)
+
+    def _trains(self, site: CallSite, facts: ModuleFacts, path: Path, depth: int) -> bool:
+        """The call runs backward(), itself or in a project function it calls (two calls deep).
+        Not a step(): resuming replays a scheduler's steps (`for _ in range(start): sched.step()`)."""
+        if site.method == "backward":
+            return True
+        resolved = self.ctx.resolve_function(facts, path, self.ctx.method_target(facts, site)) if depth else None
+        if resolved is None or (resolved.facts is facts and resolved.function == site.function):
+            return False
+        key = (id(resolved.facts), resolved.function, depth)
+        if key not in self._training:
+            self._training[key] = False  # recursion guard
+            self._training[key] = any(
+                self._trains(s, resolved.facts, resolved.path, depth - 1) for s in resolved.facts.calls_within(resolved.function)
+            )
+        return self._training[key]
 
     def _may_vary(self, condition: Condition, facts: ModuleFacts, path: Path, function: str) -> bool:
         """The test may differ between the ranks: a rank test, or one whose names value flow may
