@@ -1377,7 +1377,7 @@ def _detect_framework(facts: ModuleFacts) -> str | None:
     imported only under a test (`if args.use_accelerate: from accelerate import Accelerator`) in
     a script that starts its own process group is one of its modes: the script's own
     distributed mode is linted as any other."""
-    own_group = any(site.name == INIT_PG and not single_process_init(site.node) for site in facts.calls)
+    own_group = any(site.name == INIT_PG and not single_process_init(site, facts) for site in facts.calls)
     for local, qualified in facts.imports.items():
         owner = next((p for p in FRAMEWORK_IMPORTS if qualified == p or qualified.startswith(p + ".")), None)
         if owner is not None and local in facts.names_read and not (own_group and local in facts.optional_imports):
@@ -1393,7 +1393,7 @@ def _detect_framework(facts: ModuleFacts) -> str | None:
 
 def _detect_distributed(facts: ModuleFacts) -> bool:
     inits = facts.calls_to(f"{DIST}.init_process_group")
-    if inits and all(single_process_init(site.node) for site in inits):
+    if inits and all(single_process_init(site, facts) for site in inits):
         return False
     for call in facts.calls:
         if group_call(call) or local_rank_flag(call) is not None:
@@ -1422,10 +1422,20 @@ def _distributed_call(name: str) -> bool:
     return name.startswith(DIST + ".") and not name.startswith(NOT_DISTRIBUTED)
 
 
-def single_process_init(init: cst.Call) -> bool:
+def single_process_init(site: CallSite, facts: ModuleFacts) -> bool:
     """A process group only one process can join: the "fake" backend (tracing, compiling ahead
-    of time) or a literal world_size=1 (a unit test that needs an initialized group)."""
-    return string_value(arg(init, 0, "backend")) == "fake" or int_value(arg(init, None, "world_size")) == 1
+    of time) or a world_size of 1, literal or bound to it on every path (a unit test that needs
+    an initialized group; `world_size = 1` on the side of a script that runs without torchrun)."""
+    init = site.node
+    if string_value(arg(init, 0, "backend")) == "fake":
+        return True
+    size = arg(init, None, "world_size")
+    if type(size) is cst.Name:
+        if any(size.value in facts.functions[f].params for f in enclosing_scopes(site.function) if f in facts.functions):
+            return False  # a parameter: whatever each caller hands
+        bindings = facts.reaching(size.value, site.function, site.order, site.blocks)
+        return bool(bindings) and all(not b.element and b.position is None and int_value(b.value) == 1 for b in bindings)
+    return int_value(size) == 1
 
 
 def _rpc_only(facts: ModuleFacts) -> bool:

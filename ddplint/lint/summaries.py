@@ -53,12 +53,12 @@ class Effect(Enum):
     SPAWNS_WORKERS = "starts worker processes of its own (mp.spawn)"
 
 
-def direct_effects(site: CallSite) -> frozenset[Effect]:
+def direct_effects(site: CallSite, facts: ModuleFacts) -> frozenset[Effect]:
     """What the call itself does, before looking into any function it names."""
     name, effects = site.name or "", set()
     if name == INIT_PG:
         effects.add(Effect.INIT_GROUP)
-        if not single_process_init(site.node):
+        if not single_process_init(site, facts):
             effects |= {Effect.STARTS_GROUP, Effect.DATA_PARALLEL}
             backend = string_value(arg(site.node, 0, "backend"))
             if backend is not None and "nccl" in backend:
@@ -160,7 +160,7 @@ class Summaries:
         if own:  # what the tests around the call decide holds inside it (`if not args.distributed: train()`)
             bindings = constants.branch_facts(site.conditions)
         facts, path = facts or self.ctx.facts, path or self.ctx.path
-        found = direct_effects(site)
+        found = direct_effects(site, facts)
         resolved = self.ctx.resolve_function(facts, path, self.ctx.method_target(facts, site))
         if site.name in SPAWN:
             # a helper that spawns the workers does what they do (`dist.launch(main, n_gpu)`), and

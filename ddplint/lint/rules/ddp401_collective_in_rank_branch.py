@@ -408,7 +408,7 @@ def _find_in_rank_branches(ctx: LintContext) -> Iterator[tuple[CallSite, str, st
             what = f"{callee_text(site.node)}() (it runs the forward pass of the wrapped model '{handed}')"
             communicating.append((site, what))
         elif Effect.COLLECTIVE in ctx.summaries.effects(site):
-            direct = Effect.COLLECTIVE in direct_effects(site)
+            direct = Effect.COLLECTIVE in direct_effects(site, ctx.facts)
             what = (site.name or "") if direct else f"{callee_text(site.node)}() (it runs a collective)"
             communicating.append((site, what))
     sides = {id(site): _side(ctx, site) for site, _ in communicating}
