@@ -7,7 +7,9 @@ processes: `if args.num_nodes > 1:`,
 failing it a single process, however it is spelled. The same test met again (the same
 expression, its complement, `not` it, or a name whose every binding is it) is read the same way.
 Each part of `if A and B:` around the start is necessary to it: where `A` fails, the run is a
-single process; where it passes, it may be either. A launch test that picks values of one
+single process; where it passes, it may be either. Likewise each part of `if A or B:` whose
+other side starts the group skips the start: where `B` holds, the run is a single process
+(`if args.local_rank == -1 or args.no_cuda:`). A launch test that picks values of one
 expression (`if args.mode in ("train", "finetune"):`) around every start decides the tests that
 pick other values of it: `elif args.mode == "eval":` passes only where the launch test fails.
 
@@ -104,6 +106,13 @@ def _conjuncts(expr: cst.BaseExpression) -> list[cst.BaseExpression]:
     return []
 
 
+def _disjuncts(expr: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """The parts of `A or B or C`, when there are several."""
+    if type(expr) is cst.BooleanOperation and type(expr.operator) is cst.Or:
+        return [*(_disjuncts(expr.left) or [expr.left]), *(_disjuncts(expr.right) or [expr.right])]
+    return []
+
+
 class LaunchTests:
     """The launch tests of each module, learned once per module."""
 
@@ -173,12 +182,20 @@ class LaunchTests:
         sides: dict[str, set[str]] = {}
         tests: dict[str, cst.BaseExpression] = {}
         necessary: dict[str, cst.BaseExpression] = {}  # each part of `if A and B:` around a start
+        sufficient: dict[str, tuple[cst.BaseExpression, str]] = {}  # each part of `if A or B:` that skips a start
+        started_under: set[str] = set()  # tests with a start on their true side
         around: dict[str, set[int]] = {}  # the starts each test passes around
         for site in starts:
             for condition in site.conditions:
                 test = condition.test
                 if "__name__" in names_in(test):
                     continue
+                if condition.negated:  # `if A or B: <one process> else: <start>`: B true is one process
+                    for part in _disjuncts(test):
+                        if self.guards.worlds(part, facts, path, site.function) == (ALL, ALL):
+                            sufficient.setdefault(test_key(part), (part, test_key(test)))
+                else:
+                    started_under.add(test_key(test))
                 if self.guards.worlds(test, facts, path, site.function) != (ALL, ALL):
                     continue
                 side = SINGLE if condition.negated else DIST
@@ -215,6 +232,12 @@ class LaunchTests:
                 other = complement_key(part)
                 if other is not None:
                     table.setdefault(other, (frozenset({SINGLE_WORLD}), ALL))
+        for key, (part, whole) in sufficient.items():  # true: a single process; false: either
+            if key not in table and whole not in started_under:
+                table[key] = (frozenset({SINGLE_WORLD}), ALL)
+                other = complement_key(part)
+                if other is not None:
+                    table.setdefault(other, (ALL, frozenset({SINGLE_WORLD})))
         return table
 
     def _starts_unconditionally(self, site: CallSite, facts: ModuleFacts, path: Path) -> bool:
