@@ -954,7 +954,7 @@ def names_read(event: CallSite | Assignment, known: tuple[Condition, ...] = ()) 
     return found
 
 
-def in_main_block(event: CallSite | Assignment) -> bool:
+def in_main_block(event: CallSite | Assignment | Assert) -> bool:
     """At module level inside `if __name__ == "__main__":`, which processes that mp.spawn starts
     skip (they import the module under another name)."""
     return not event.function and any(not c.negated and _is_main_block(c.test) for c in event.conditions)

@@ -9,7 +9,8 @@ import libcst as cst
 
 from ddplint.diagnostics import Severity
 from ddplint.lint.context import LintContext
-from ddplint.lint.facts import Assignment, CallSite, ModuleFacts, local_rank_flag, names_read, starts_own_workers
+from ddplint.lint.facts import Assignment, CallSite, ModuleFacts, in_main_block, local_rank_flag, names_read, starts_own_workers
+from ddplint.lint.guards import Kind
 from ddplint.lint.names import dotted, reference
 from ddplint.lint.paths import joined
 from ddplint.lint.resolver import Resolved
@@ -40,6 +41,8 @@ class LocalRankArgument(Rule):
             or any("LOCAL_RANK" in module.env_reads | module.env_names for module in ctx.imported_project_modules(depth=2))
         ):
             return  # no flag, workers started here or by a helper, or the environment gives the rank
+        if _entry_runs_alone(ctx):
+            return  # run as a script it is one process; a launcher of its own calls its functions
         if not any("local_rank" in module.attributes for module in ctx.imported_project_modules(depth=2)) and (
             "local_rank" not in ctx.facts.attributes or _overwritten_before_reads(ctx)
         ):
@@ -52,6 +55,17 @@ class LocalRankArgument(Rule):
                 "environment instead); read int(os.environ['LOCAL_RANK'])",
                 inside=(inside,) if inside is not None else (),
             )
+
+
+def _entry_runs_alone(ctx: LintContext) -> bool:
+    """The `__main__` block asserts that the process runs without distribution (`assert
+    args.rank == -1 and args.local_rank == 0`): torchrun is not how the script is launched."""
+    facts = ctx.facts
+    return any(
+        in_main_block(a)
+        and ctx.guards.test_kind(a.test, facts, ctx.path, a.function) is Kind.SINGLE
+        for a in facts.asserts
+    )
 
 
 def _overwritten_before_reads(ctx: LintContext) -> bool:
