@@ -62,9 +62,7 @@ def _entry_runs_alone(ctx: LintContext) -> bool:
     args.rank == -1 and args.local_rank == 0`): torchrun is not how the script is launched."""
     facts = ctx.facts
     return any(
-        in_main_block(a)
-        and ctx.guards.test_kind(a.test, facts, ctx.path, a.function) is Kind.SINGLE
-        for a in facts.asserts
+        in_main_block(a) and ctx.guards.test_kind(a.test, facts, ctx.path, a.function) is Kind.SINGLE for a in facts.asserts
     )
 
 
