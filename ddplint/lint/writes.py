@@ -413,6 +413,9 @@ def unguarded_writes(ctx: LintContext, kind: WriteKind) -> Iterator[tuple[CallSi
             keys = {id(inside[-1].node)}
             if resolved is not None:
                 keys.add((resolved.path, resolved.function))
+            keys |= _object_file(ctx.project.facts_for(inside[-1].path), inside[-1].node)
+        elif own := _object_file(ctx.facts, site.node):
+            keys = own
         elif site.conditions and (target := write_path(site, ctx.facts)) is not None:
             # the two sides of one test writing the same path (`if hasattr(model, "module"):
             # torch.save(model.module.state_dict(), p)` / `else: torch.save(model.state_dict(), p)`)
@@ -601,6 +604,22 @@ def _onward(
     a per-rank path (`_cached_log_stream(filename)` where `filename` ends in the rank)."""
     chain = _through(call, path, _helper_writes(ctx, call, kind, facts, path, first=first, carried=carried))
     return None if chain is None or _per_rank_path_argument(ctx, call, kind, facts, path) else chain
+
+
+def _object_file(facts: ModuleFacts | None, write: cst.CSTNode) -> set[object]:
+    """The file an object keeps as an attribute, when a method writes to it (`open(self.log_file,
+    "a")`): every method that writes it, on every rank, is one mistake (the logger), told at
+    the first write a run reaches."""
+    if facts is None:
+        return set()
+    site = next((c for c in facts.calls if c.node is write), None)
+    if site is None or "." not in site.function:
+        return set()
+    target = write_path(site, facts)
+    name = reference(target) if target is not None else None
+    if name is None or not name.startswith("self.") or name.count(".") != 1:
+        return set()
+    return {("object file", id(facts), site.function.split(".")[0], name)}
 
 
 def _through(call: CallSite, path: Path, chain: tuple[Inside, ...] | None) -> tuple[Inside, ...] | None:
