@@ -20,7 +20,7 @@ from ddplint.lint.facts import Assignment, CallSite, ModuleFacts
 from ddplint.lint.guards import MAIN, NOTMAIN, OPPOSITE, SINGLE, Kind
 from ddplint.lint.loaders import is_false
 from ddplint.lint.names import arg, argument_for, call_parameters, callee_text, dotted, parameter_for, reference
-from ddplint.lint.paths import never_runs
+from ddplint.lint.paths import dominates, never_runs
 from ddplint.lint.rules.base import Finding, Inside, Rule
 from ddplint.lint.summaries import Effect, direct_effects
 from ddplint.lint.vocabulary import DDP, MODULE_RETURNS_ITSELF, WRAPPERS
@@ -413,6 +413,7 @@ def _find_in_rank_branches(ctx: LintContext) -> Iterator[tuple[CallSite, str, st
             communicating.append((site, what))
     sides = {id(site): _side(ctx, site) for site, _ in communicating}
     branches: set[tuple] = set()  # the forward passes of one branch are one mistake, told at the first
+    forwards: list[CallSite] = []  # the forward passes told
     # functions of the module whose own forward pass is under a rank test: reported there, not
     # again at the calls of the function (`if master: self.estimate_loss()` where
     # estimate_loss returns early on the other ranks)
@@ -441,9 +442,11 @@ def _find_in_rank_branches(ctx: LintContext) -> Iterator[tuple[CallSite, str, st
             continue  # `if rank == 0: barrier()` matched by `if rank != 0: barrier()`, or where the others go on
         if forward:  # DDP syncs buffers (and, in training, gradients) with the other ranks
             branch = (site.function, tuple(id(c.test) for c in site.conditions), tuple(id(loop) for loop in site.loops))
-            if branch in branches:
+            # (or nested later in a branch already told: the run hangs at the first)
+            if branch in branches or any(dominates(told, site) for told in forwards):
                 continue
             branches.add(branch)
+            forwards.append(site)
             model = site.name if what.startswith("forward pass") else what.rsplit("'", 2)[-2]
             fix = f"evaluate on one rank with the unwrapped model ('{model}.module') or run it on every rank"
         else:
