@@ -549,7 +549,7 @@ def _helper_writes(
                 found
                 for inner in inner_facts.calls_within(function)
                 if not ctx.guards.guarded_here(inner, inner_facts, inner_path)
-                and not _nested_called_guarded(ctx, inner, function, inner_facts, inner_path)
+                and not _nested_not_run(ctx, inner, function, inner_facts, inner_path)
                 and not (inner.locked and kind != MKDIR)
                 and not (kind != MKDIR and prepares_data(inner_facts, inner.function))
                 and not constants.dark(inner.conditions, bindings)
@@ -581,14 +581,15 @@ def _on_self(call: CallSite) -> bool:
     return type(receiver) is cst.Name and receiver.value == "self"
 
 
-def _nested_called_guarded(ctx: LintContext, site: CallSite, function: str, facts: ModuleFacts, path: Path) -> bool:
-    """The site is in a function nested in `function` that `function` calls only on the main
-    process (`if rank == 0: def save_script(name): shutil.copy(...)` then `save_script("train")`)."""
+def _nested_not_run(ctx: LintContext, site: CallSite, function: str, facts: ModuleFacts, path: Path) -> bool:
+    """The site is in a function nested in `function` that `function` does not run on every rank:
+    it calls it only on the main process (`if rank == 0: def save_script(name): shutil.copy(...)`
+    then `save_script("train")`), or never (`self.print = prin`: it runs where that is called)."""
     if not site.function.startswith(function + "."):
         return False
     nested = site.function[len(function) + 1 :].split(".")[0]
     calls = [c for c in facts.calls_in(function) if c.name == nested]
-    return bool(calls) and all(ctx.guards.guarded_here(c, facts, path) for c in calls)
+    return all(ctx.guards.guarded_here(c, facts, path) for c in calls)
 
 
 def _onward(
