@@ -102,14 +102,17 @@ def analyse(path, text, lines, config, rules, project, result: LintResult, modul
         dead = [*(dead_definitions(module) if facts.is_script else []), *unreachable_statements(module)]
         positions = positions_mod.ranges(module, [*_located(found), *dead], text)
         spans = [(positions[id(node)].start.line, positions[id(node)].end.line) for node in dead]
-        seen = set()  # one node can match a rule twice (`device=torch.device("cuda")`)
+        # one node can match a rule twice (`device=torch.device("cuda")`); one line can hold the
+        # same mistake twice in the same words (`with open(a, "w") as f, open(b, "w") as g:`)
+        seen: set[tuple] = set()
         for rule, finding in found:
             diagnostic = _diagnostic(path, rule, finding, positions, module, lines, project)
             if any(first <= diagnostic.line <= last for first, last in spans):
                 continue  # in a function or class the script never reaches (liveness.py)
             where = (diagnostic.code, diagnostic.line, diagnostic.col, diagnostic.end_line, diagnostic.end_col)
-            if where not in seen and not _suppressed(diagnostic, lines):
-                seen.add(where)
+            said = (diagnostic.code, diagnostic.line, diagnostic.message) if diagnostic.fix is None else where
+            if where not in seen and said not in seen and not _suppressed(diagnostic, lines):
+                seen |= {where, said}
                 result.diagnostics.append(diagnostic)
 
 
