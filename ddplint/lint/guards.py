@@ -811,8 +811,7 @@ class Guards:
     def main_only(
         self, site: CallSite, facts: ModuleFacts | None = None, path: Path | None = None, main_first: bool = False
     ) -> bool:
-        """No rank but the main one reaches the site: by its guards, or because every caller is
-        guarded; or no distributed run is known to reach it (`untrained_mode`).
+        """No rank but the main one reaches the site: by its guards, or because every caller is guarded.
 
         A function of this module that nothing here calls is taken as guarded: its callers live
         elsewhere, and a call from the linted script to a project helper is judged at that call.
@@ -820,8 +819,6 @@ class Guards:
         facts, path = facts or self.ctx.facts, path or self.ctx.path
         # main_first: also accept sites that never run concurrently (rank 0 first, or under a file lock)
         if self.guarded_here(site, facts, path) or main_first and (site.locked or self.rank_zero_first(site, facts, path)):
-            return True
-        if self.untrained_mode(site, facts, path):
             return True
         info = _enclosing_function(facts, site.function)
         if info is None:
@@ -843,7 +840,8 @@ class Guards:
         args.mode == "train": train()` / `elif args.mode == "gen": generate()`), itself or at
         every call of its function. The distributed launch a script documents is known for its
         training run only; its other modes may run as one process (`python main.py --mode gen`),
-        and where the analysis cannot tell, the rules stay silent."""
+        and where the analysis cannot tell, the write rules stay silent. (A load there is still
+        reported: a distributed evaluation that restores onto GPU 0 runs out of memory.)"""
         if any(self._other_mode(c, facts, path, site.function) for c in site.conditions):
             return True
         info = _enclosing_function(facts, site.function)
@@ -863,7 +861,8 @@ class Guards:
     def _other_mode(self, condition: Condition, facts: ModuleFacts, path: Path, function: str) -> bool:
         """The condition's side trains nothing, starts no group and neither runs nor hands on a
         DDP-wrapped model of the module (`if args.eval: evaluate(ddp_model); return` evaluates
-        on every rank); its other side trains."""
+        on every rank); its other side trains or runs distributed (`if args.command == "train":
+        run(args)` / `elif args.command == "inference": inference_cmd.run(args)`)."""
         if self.condition_kind(condition, facts, path, function) is not None or self._may_vary(condition, facts, path, function):
             return False
         own, other = [], []
@@ -881,7 +880,9 @@ class Guards:
             or any(reference(a.value) in wrapped for a in s.node.args)
             for s in own
         )
-        return quiet and any(self._trains(s, facts, path, 2) for s in other)
+        return quiet and any(
+            self._trains(s, facts, path, 2) or self.summaries.effects(s, facts, path) & _DISTRIBUTED_RUN for s in other
+        )
 
     def _trains(self, site: CallSite, facts: ModuleFacts, path: Path, depth: int) -> bool:
         """The call runs backward(), itself or in a project function it calls (two calls deep).

@@ -426,7 +426,11 @@ def unguarded_writes(ctx: LintContext, kind: WriteKind) -> Iterator[tuple[CallSi
             continue
         if ctx.runs_nowhere(site) or on_the_way_to_a_failure(ctx.facts, site):
             continue  # a branch value flow rules out (the `else:` of `if multi_gpu:` after `multi_gpu = True`)
-        if not guards.main_only(site, main_first=kind != MKDIR) and not _undecided(ctx, site, ctx.facts, ctx.path):
+        if (
+            not guards.main_only(site, main_first=kind != MKDIR)
+            and not guards.untrained_mode(site, ctx.facts, ctx.path)
+            and not _undecided(ctx, site, ctx.facts, ctx.path)
+        ):
             reported |= keys
             yield site, inside or ()
 
