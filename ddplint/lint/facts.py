@@ -1405,12 +1405,6 @@ def _detect_distributed(facts: ModuleFacts) -> bool:
     return any(role in RANKS for role in facts.roles.values())
 
 
-def updates_weights(call: CallSite) -> bool:
-    """`loss.backward()`, `optimizer.step()` (or with its closure), `scheduler.step()`; not a
-    metric's `step(pred, target)`."""
-    return call.method == "backward" or call.method == "step" and len(call.node.args) <= 1
-
-
 def group_call(site: CallSite) -> bool:
     """A call that uses a process group or starts its ranks: torch.distributed (not its
     availability queries), a DDP wrap, a DistributedSampler, mp.spawn."""

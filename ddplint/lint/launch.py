@@ -99,17 +99,10 @@ def literal_choice(expr: cst.BaseExpression) -> tuple[str, frozenset, bool] | No
     return None
 
 
-def _conjuncts(expr: cst.BaseExpression) -> list[cst.BaseExpression]:
-    """The parts of `A and B and C`, when there are several."""
-    if type(expr) is cst.BooleanOperation and type(expr.operator) is cst.And:
-        return [*(_conjuncts(expr.left) or [expr.left]), *(_conjuncts(expr.right) or [expr.right])]
-    return []
-
-
-def _disjuncts(expr: cst.BaseExpression) -> list[cst.BaseExpression]:
-    """The parts of `A or B or C`, when there are several."""
-    if type(expr) is cst.BooleanOperation and type(expr.operator) is cst.Or:
-        return [*(_disjuncts(expr.left) or [expr.left]), *(_disjuncts(expr.right) or [expr.right])]
+def _operands(expr: cst.BaseExpression, operator: type[cst.And] | type[cst.Or]) -> list[cst.BaseExpression]:
+    """The parts of `A and B and C` (or of `A or B or C`), when there are several."""
+    if type(expr) is cst.BooleanOperation and type(expr.operator) is operator:
+        return [*(_operands(expr.left, operator) or [expr.left]), *(_operands(expr.right, operator) or [expr.right])]
     return []
 
 
@@ -191,7 +184,7 @@ class LaunchTests:
                 if "__name__" in names_in(test):
                     continue
                 if condition.negated:  # `if A or B: <one process> else: <start>`: B true is one process
-                    for part in _disjuncts(test):
+                    for part in _operands(test, cst.Or):
                         if self.guards.worlds(part, facts, path, site.function) == (ALL, ALL):
                             sufficient.setdefault(test_key(part), (part, test_key(test)))
                 else:
@@ -205,7 +198,7 @@ class LaunchTests:
                     sides.setdefault(test_key(expr), set()).add(side)
                     tests[test_key(expr)] = expr
                 if side is DIST:
-                    for part in _conjuncts(test):
+                    for part in _operands(test, cst.And):
                         if self.guards.worlds(part, facts, path, site.function) == (ALL, ALL):
                             necessary.setdefault(test_key(part), part)
         table: dict[str, Worlds] = {}

@@ -11,7 +11,7 @@ from pathlib import Path
 import libcst as cst
 
 from ddplint.lint.context import LintContext
-from ddplint.lint.facts import Assignment, CallSite, Loop, ModuleFacts, updates_weights
+from ddplint.lint.facts import Assignment, CallSite, Loop, ModuleFacts
 from ddplint.lint.names import (
     arg,
     call_parameters,
@@ -592,6 +592,12 @@ def calls_in_loop(facts: ModuleFacts, loop: Loop) -> Iterator[CallSite]:
     """The calls inside a loop's body (and the loops nested in it), also at module level."""
     calls = facts.calls_within(loop.function) if loop.function else facts.calls_in("")
     return (call for call in calls if any(outer is loop.node for outer in call.loops))
+
+
+def updates_weights(call: CallSite) -> bool:
+    """`loss.backward()`, `optimizer.step()` (or with its closure), `scheduler.step()`; not a
+    metric's `step(pred, target)`."""
+    return call.method == "backward" or call.method == "step" and len(call.node.args) <= 1
 
 
 def _loop_trains(ctx: LintContext, loop: Loop) -> bool:

@@ -413,8 +413,8 @@ def unguarded_writes(ctx: LintContext, kind: WriteKind) -> Iterator[tuple[CallSi
             keys = {id(inside[-1].node)}
             if resolved is not None:
                 keys.add((resolved.path, resolved.function))
-            keys |= _object_file(ctx.project.facts_for(inside[-1].path), inside[-1].node)
-        elif own := _object_file(ctx.facts, site.node):
+            keys |= _object_file_inside(ctx, inside[-1])
+        elif own := _object_file(site, ctx.facts):
             keys = own
         elif site.conditions and (target := write_path(site, ctx.facts)) is not None:
             # the two sides of one test writing the same path (`if hasattr(model, "module"):
@@ -611,20 +611,22 @@ def _onward(
     return None if chain is None or _per_rank_path_argument(ctx, call, kind, facts, path) else chain
 
 
-def _object_file(facts: ModuleFacts | None, write: cst.CSTNode) -> set[object]:
+def _object_file(site: CallSite, facts: ModuleFacts) -> set[object]:
     """The file an object keeps as an attribute, when a method writes to it (`open(self.log_file,
     "a")`): every method that writes it, on every rank, is one mistake (the logger), told at
     the first write a run reaches."""
-    if facts is None:
-        return set()
-    site = next((c for c in facts.calls if c.node is write), None)
-    if site is None or "." not in site.function:
-        return set()
-    target = write_path(site, facts)
+    target = write_path(site, facts) if "." in site.function else None
     name = reference(target) if target is not None else None
     if name is None or not name.startswith("self.") or name.count(".") != 1:
         return set()
     return {("object file", id(facts), site.function.split(".")[0], name)}
+
+
+def _object_file_inside(ctx: LintContext, write: Inside) -> set[object]:
+    """_object_file of the write a helper chain ends at."""
+    facts = ctx.project.facts_for(write.path)
+    site = next((c for c in facts.calls if c.node is write.node), None) if facts is not None else None
+    return _object_file(site, facts) if site is not None and facts is not None else set()
 
 
 def _through(call: CallSite, path: Path, chain: tuple[Inside, ...] | None) -> tuple[Inside, ...] | None:

@@ -11,7 +11,7 @@ from ddplint.diagnostics import Severity
 from ddplint.lint import constants
 from ddplint.lint.context import LintContext
 from ddplint.lint.devices import contains
-from ddplint.lint.facts import Assignment, CallSite, Loop, ModuleFacts, updates_weights
+from ddplint.lint.facts import Assignment, CallSite, Loop, ModuleFacts
 from ddplint.lint.loaders import (
     EVAL_WORDS,
     INSPECTING_BUILTINS,
@@ -31,6 +31,7 @@ from ddplint.lint.loaders import (
     readers,
     returned_loader,
     samplers,
+    updates_weights,
 )
 from ddplint.lint.names import arg, argument_for, data_name, dotted, int_value, names_in, over_range, parameter_for, reference
 from ddplint.lint.paths import dominates
