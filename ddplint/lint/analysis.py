@@ -13,7 +13,7 @@ import libcst as cst
 from ddplint.config import Config
 from ddplint.diagnostics import Diagnostic, Edit, FileError, Fix, Related
 from ddplint.lint import facts as facts_mod
-from ddplint.lint import limits
+from ddplint.lint import limits, parsing
 from ddplint.lint import positions as positions_mod
 from ddplint.lint.context import LintContext
 from ddplint.lint.handed_objects import with_handed_bindings
@@ -61,7 +61,7 @@ def parse_newer(text: str) -> cst.Module | None:
     or of a file the running Python refused (libcst's grammar knows newer syntax: PEP 701
     f-strings with nested quotes, `type` statements)."""
     try:
-        return cst.parse_module(text)
+        return parsing.parse_module(text)
     except cst.ParserSyntaxError:
         return None
 
@@ -74,7 +74,7 @@ def analyse(path, text, lines, config, rules, project, result: LintResult, modul
     else:
         if module is None:
             try:
-                module = cst.parse_module(text)
+                module = parsing.parse_module(text)
             except cst.ParserSyntaxError as exc:  # Python accepted it, libcst did not
                 first = str(exc).strip().splitlines()[0] if str(exc).strip() else "parse error"
                 result.errors.append(FileError(str(path), f"libcst cannot parse this file ({first}); skipped"))

@@ -15,7 +15,7 @@ from typing import NamedTuple
 import libcst as cst
 
 from ddplint.lint import facts as facts_mod
-from ddplint.lint import import_paths, limits
+from ddplint.lint import import_paths, limits, parsing
 from ddplint.lint import names as names_mod
 from ddplint.lint import positions as positions_mod
 from ddplint.lint.source import SourceError, read_source
@@ -71,7 +71,7 @@ class ProjectIndex:
             try:
                 text = read_source(path)
                 if not _too_complex(text, path):
-                    module = cst.parse_module(text)
+                    module = parsing.parse_module(text)
                     self._cache[path] = (text, module, facts_mod.collect(module, self.star_names(path, module)))
             except (SourceError, cst.ParserSyntaxError, RecursionError):
                 pass
