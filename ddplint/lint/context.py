@@ -136,10 +136,16 @@ class LintContext:
             return []
         key = ("only calls", name)
         if key not in self.memo:
-            handed = any(reference(a.value) == name for c in facts.calls for a in c.node.args)
-            bound = any(reference(a.value) == name for a in facts.assignments)
-            self.memo[key] = [] if handed or bound else self.guards.callers(facts).get(name, [])
+            self.memo[key] = [] if name in self._handed_or_bound else self.guards.callers(facts).get(name, [])
         return self.memo[key]
+
+    @cached_property
+    def _handed_or_bound(self) -> frozenset[str | None]:
+        """The names the module hands to a call as an argument or binds to another name, read
+        once (asked for every function: a scan per function grew with the square of the file)."""
+        facts = self.facts
+        handed = {reference(a.value) for c in facts.calls for a in c.node.args}
+        return frozenset(handed | {reference(a.value) for a in facts.assignments})
 
     def resolve_function(
         self, facts: ModuleFacts, path: Path, name: str | None, hops: int = 2, constructors: bool | None = None
