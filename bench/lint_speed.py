@@ -132,7 +132,8 @@ class PhaseClock:
             setattr(owner, attr, original)
 
 
-def measure(corpus: Path, repeat: int, jobs2: bool) -> dict[str, float]:
+def corpus_texts(corpus: Path) -> tuple[config_mod.Config, list[str]]:
+    """The configuration that selects every rule for a corpus, and the text of each file it lints."""
     config = config_mod.Config(root=corpus, rules=KNOWN_RULES, select=("ALL",), exclude=())
     files, _ = discover([corpus], config)
     texts = []
@@ -141,6 +142,11 @@ def measure(corpus: Path, repeat: int, jobs2: bool) -> dict[str, float]:
             texts.append(read_source(path))
         except SourceError:
             pass
+    return config, texts
+
+
+def measure(corpus: Path, repeat: int, jobs2: bool) -> dict[str, float]:
+    config, texts = corpus_texts(corpus)
     size = sum(map(len, texts)) / 1e6
     print(f"\n{corpus.name}: {corpus} ({len(texts)} files, {size:.2f} MB)", flush=True)
 

@@ -19,26 +19,17 @@ from collections.abc import Callable
 from pathlib import Path
 
 import libcst as cst
+from lint_speed import corpus_texts
 
-from ddplint import config as config_mod
 from ddplint.lint import parsing
-from ddplint.lint.engine import discover, lint_paths
-from ddplint.lint.rules import KNOWN_RULES
-from ddplint.lint.source import SourceError, read_source
+from ddplint.lint.engine import lint_paths
 
 ROOT = Path(__file__).resolve().parent.parent
 UNCHECKED = parsing.parse_module
 
 
 def measure(corpus: Path, repeat: int) -> None:
-    config = config_mod.Config(root=corpus, rules=KNOWN_RULES, select=("ALL",), exclude=())
-    files, _ = discover([corpus], config)
-    texts = []
-    for path in files:
-        try:
-            texts.append(read_source(path))
-        except SourceError:
-            pass
+    config, texts = corpus_texts(corpus)
     print(f"\n{corpus}: {len(texts)} files, {sum(map(len, texts)) / 1e6:.2f} MB", flush=True)
 
     def parse_all(parse: Callable[[str], cst.Module]) -> None:
