@@ -13,6 +13,7 @@ import libcst as cst
 
 from ddplint.lint.names import (
     arg,
+    data_name,
     dotted,
     format_call,
     int_value,
@@ -174,6 +175,9 @@ class ModuleFacts:
     _assignments_within: dict[str, list[Assignment]] = field(default_factory=dict)
     _outer_scopes: set[str] = field(default_factory=set)  # names that enclose a function
     _calls_in: dict[str, list[CallSite]] = field(default_factory=dict)  # function ("" module) -> its own calls
+    _calls_named: dict[str | None, list[CallSite]] = field(default_factory=dict)  # callee -> its calls
+    by_data_name: dict[str | None, list[CallSite]] = field(default_factory=dict)  # names.data_name(callee) -> its calls
+    loaders_by_sampler: dict[int | str, list[int]] | None = None  # loaders.loader_calls_given, built on first use
     method_targets: dict[int, str | None] = field(default_factory=dict)  # id(call) -> LintContext.method_target
     _asking: set[str] = field(default_factory=set)  # roles being worked out (_env_role): a recursion guard
     _import_heads: frozenset[str] = frozenset()  # first parts of the names its imports and aliases bind
@@ -200,9 +204,9 @@ class ModuleFacts:
     def callee(self, call: cst.Call) -> str | None:
         return self.qualify(dotted(call.func))
 
-    def calls_to(self, *names: str) -> list[CallSite]:
-        wanted = set(names)
-        return [c for c in self.calls if c.name in wanted]
+    def calls_to(self, name: str) -> list[CallSite]:
+        """The calls of this callee (its qualified name)."""
+        return self._calls_named.get(name, [])
 
     # -- bindings --------------------------------------------------------------------
 
@@ -221,6 +225,9 @@ class ModuleFacts:
             _calls_within={},
             _assignments_within={},
             _calls_in={},
+            _calls_named={},
+            by_data_name={},
+            loaders_by_sampler=None,
             method_targets={},
             _asking=set(),
         )
@@ -1360,6 +1367,8 @@ def _index(facts: ModuleFacts) -> None:
             facts._assignments_within.setdefault(scope, []).append(a)
     for site in facts.calls:
         facts._calls_in.setdefault(site.function, []).append(site)
+        facts._calls_named.setdefault(site.name, []).append(site)
+        facts.by_data_name.setdefault(data_name(site.name), []).append(site)
         for scope in enclosing_scopes(site.function):
             facts._calls_within.setdefault(scope, []).append(site)
     facts._outer_scopes = {scope for name in facts.functions for scope in enclosing_scopes(name)[:-1]}

@@ -36,7 +36,7 @@ SHARD_WORDS = re.compile(r"shard|split_by_node|split_dataset_by_node|nodesplitte
 
 
 def loaders(facts: ModuleFacts) -> list[CallSite]:
-    return [c for c in facts.calls if data_name(c.name) == LOADER]
+    return facts.by_data_name.get(LOADER, [])
 
 
 def samplers(facts: ModuleFacts) -> list[CallSite]:
@@ -126,11 +126,16 @@ def loaders_given(facts: ModuleFacts, names: Collection[str], sampler: cst.CSTNo
 
 def loader_calls_given(facts: ModuleFacts, names: Collection[str], sampler: cst.CSTNode | None = None) -> list[CallSite]:
     """The DataLoader calls of the module given the sampler (the call, or a name bound to it)."""
-    return [
-        loader
-        for loader in loaders(facts)
-        if any(given is sampler or reference(given) in names for given in _samplers_in(facts, loader))
-    ]
+    every = loaders(facts)
+    if facts.loaders_by_sampler is None:  # built once per module: a module may hold hundreds of each
+        facts.loaders_by_sampler = {}
+        for position, loader in enumerate(every):
+            for given in _samplers_in(facts, loader):
+                name = reference(given)
+                for key in (id(given), name) if name is not None else (id(given),):
+                    facts.loaders_by_sampler.setdefault(key, []).append(position)
+    keys: list[int | str] = [*names, id(sampler)] if sampler is not None else [*names]
+    return [every[p] for p in sorted({p for key in keys for p in facts.loaders_by_sampler.get(key, ())})]
 
 
 def _samplers_in(facts: ModuleFacts, loader: CallSite) -> list[cst.BaseExpression]:
@@ -141,7 +146,7 @@ def _samplers_in(facts: ModuleFacts, loader: CallSite) -> list[cst.BaseExpressio
         return []
     batch = given
     if type(batch) is not cst.Call and (name := reference(batch)) is not None:
-        bound = [a.value for a in facts.assigned(name) if a.function == loader.function]
+        bound = [a.value for a in facts.by_scope.get((loader.function, name), ())]
         batch = bound[0] if len(bound) == 1 else batch
     inner = arg(batch, 0, "sampler") if type(batch) is cst.Call and data_name(facts.callee(batch)) == BATCH_SAMPLER else None
     return [given] if inner is None else [given, inner]
