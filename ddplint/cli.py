@@ -10,6 +10,7 @@ from pathlib import Path
 import click
 
 from ddplint import __version__
+from ddplint.report import FORMATS
 from ddplint.runtime.registry import CKPT_RESTART, IO_SANDBOX, PERF_SCALING
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
@@ -77,7 +78,7 @@ def _fail(message: str) -> None:
     "--output-format",
     "--format",
     "output_format",
-    type=click.Choice(["text", "concise", "json", "sarif", "github", "gitlab", "junit"]),
+    type=click.Choice(list(FORMATS)),
     default="text",
     show_default=True,
     help="Output format: concise is one line per finding, never with source; gitlab is GitLab "

@@ -2,29 +2,28 @@
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
-
-from ddplint.config import Config
-from ddplint.lint.result import LintResult
-from ddplint.report import github, gitlab, json_report, junit, text
-from ddplint.report.options import DEFAULTS, ReportOptions
 
 Renderer = Callable[..., str]  # (LintResult, Config, ReportOptions = ReportOptions()) -> str
 
 
-def _sarif(result: LintResult, config: Config, options: ReportOptions = DEFAULTS) -> str:
-    """Imported on use: sarif-om would add ~50 ms to every lint's startup (pre-commit runs it often)."""
-    from ddplint.report import sarif
+def _on_use(module: str, function: str) -> Renderer:
+    """A renderer whose module is imported when it is first called: a lint pays for one format's
+    imports (sarif-om alone ~50 ms, the XML and JSON writers a few ms each), at every start-up."""
 
-    return sarif.render(result, config, options)
+    def render(*args, **kwargs) -> str:
+        return getattr(importlib.import_module(f"ddplint.report.{module}"), function)(*args, **kwargs)
+
+    return render
 
 
 FORMATS: dict[str, Renderer] = {
-    "text": text.render,
-    "concise": text.render_concise,
-    "json": json_report.render,
-    "sarif": _sarif,
-    "github": github.render,
-    "gitlab": gitlab.render,
-    "junit": junit.render,
+    "text": _on_use("text", "render"),
+    "concise": _on_use("text", "render_concise"),
+    "json": _on_use("json_report", "render"),
+    "sarif": _on_use("sarif", "render"),
+    "github": _on_use("github", "render"),
+    "gitlab": _on_use("gitlab", "render"),
+    "junit": _on_use("junit", "render"),
 }
