@@ -4,7 +4,7 @@ import libcst as cst
 import pytest
 
 from ddplint.lint import constants
-from ddplint.lint.facts import collect
+from ddplint.lint.facts import Condition, collect
 
 HELPER = """
 def helper(path, rank=-1, *, verbose=False, mode="w"):
@@ -128,3 +128,27 @@ def test_a_call_that_cannot_bind_its_arguments_cannot_enter_the_function(call, f
     node = cst.parse_expression(call)
     name = node.func.attr.value if type(node.func) is cst.Attribute else node.func.value
     assert enters(node, definitions[name]) is fills
+
+
+@pytest.mark.parametrize(
+    "test, dark",
+    [
+        ("scaler is not None", False),  # taken: a built object is not None
+        ("scaler is None", True),
+        ("None is scaler", True),
+        ("not (scaler is None)", False),
+        ("scaler is not None and rank == 0", None),  # the rank is unknown
+        ("scaler", None),  # its truth is its class's (`__bool__`, `__len__`)
+        ("not scaler", None),
+        ("scaler == 0", None),
+        ("scaler is other", None),
+    ],
+)
+def test_a_built_object_decides_only_whether_it_is_none(test, dark):
+    """`scaler = NativeScaler()` handed to a helper: the helper's `if scaler is not None:`
+    is taken, its `else:` dark; nothing else about the object is known."""
+    (condition,) = collect(cst.parse_module(f"if {test}:\n    f()\n")).calls[0].conditions
+    bound = {"scaler": constants.BUILT}
+    negated = Condition(condition.test, negated=True)
+    assert constants.dark((condition,), bound) is bool(dark)
+    assert constants.dark((negated,), bound) is (dark is False)

@@ -22,9 +22,10 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from ddplint.lint import constants
 from ddplint.lint.facts import CallSite, Condition, ModuleFacts, super_method
 from ddplint.lint.guards import NOT_MAIN_WORLD
-from ddplint.lint.names import argument_for, dotted, names_in, parameter_for, string_value
+from ddplint.lint.names import argument_for, dotted, names_in, parameter_for, reference, string_value
 
 if TYPE_CHECKING:
     from ddplint.lint.context import LintContext
@@ -58,6 +59,28 @@ def handed_state(ctx: LintContext, site: CallSite, facts: ModuleFacts, path: Pat
         kept = {}
     handed.update({f"self.{attribute}": value for attribute, value in kept.items()})
     return handed
+
+
+def built_objects(ctx: LintContext, site: CallSite, facts: ModuleFacts, path: Path) -> constants.Bindings:
+    """The names the call hands over that hold, at the call, an object a class of the project
+    built (`scaler = NativeScaler()`, then `save_model(..., scaler)`): never None, so a helper's
+    `if scaler is not None:` is taken and its `else:` dark (constants.BUILT)."""
+    found: constants.Bindings = {}
+    for a in site.node.args:
+        name = reference(a.value) if type(a.value) in (cst.Name, cst.Attribute) else None
+        if name is None or name in found:
+            continue
+        reaching = facts.reaching(name, site.function, site.order, site.blocks)
+        if reaching and all(_constructs(ctx, b.value, facts, path) and not b.element and b.position is None for b in reaching):
+            found[name] = constants.BUILT
+    return found
+
+
+def _constructs(ctx: LintContext, value: cst.BaseExpression, facts: ModuleFacts, path: Path) -> bool:
+    if type(value) is not cst.Call:
+        return False
+    resolved = ctx.resolve_function(facts, path, facts.qualify(dotted(value.func)), constructors=True)
+    return resolved is not None and resolved.function.endswith(".__init__")
 
 
 def _built_before(facts: ModuleFacts, site: CallSite, name: str) -> cst.Call | None:

@@ -69,6 +69,20 @@ class Truth:
         return f"Truth({self.value})"
 
 
+class Built:
+    """An object that a class of the project built (`scaler = NativeScaler()`, handed on): it is
+    not None. What it equals, and its truth (a class may define `__bool__` or `__len__`), stay
+    unknown: it decides `is None` and `is not None` only."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "Built()"
+
+
+BUILT = Built()
+
+
 def branch_facts(conditions: tuple[Condition, ...]) -> Bindings:
     """What the tests around a call say about the names and attributes they test."""
     known: Bindings = {}
@@ -155,7 +169,7 @@ def _evaluate(expr: cst.BaseExpression, bindings: Bindings) -> object:
     if type(expr) is cst.Name or type(expr) is cst.Attribute:
         name = reference(expr)
         if name in bindings:
-            return bindings[name]
+            return UNKNOWN if bindings[name] is BUILT else bindings[name]
     if type(expr) is cst.UnaryOperation and type(expr.operator) is cst.Not:
         inner = _evaluate(expr.expression, bindings)
         return UNKNOWN if inner is UNKNOWN else not inner
@@ -169,10 +183,17 @@ def _evaluate(expr: cst.BaseExpression, bindings: Bindings) -> object:
             return True
         return UNKNOWN if UNKNOWN in (left, right) else False
     if type(expr) is cst.Comparison:
-        left = _evaluate(expr.left, bindings)
+        left = _operand(expr.left, bindings)
         for target in expr.comparisons:
-            right = _evaluate(target.comparator, bindings)
+            right = _operand(target.comparator, bindings)
             compare = _OPERATORS.get(type(target.operator))
+            if left is BUILT or right is BUILT:  # `scaler is not None`: a built object is not None
+                if type(target.operator) not in (cst.Is, cst.IsNot) or (left is not None and right is not None):
+                    return UNKNOWN
+                if type(target.operator) is cst.Is:
+                    return False
+                left = right
+                continue
             if left is UNKNOWN or right is UNKNOWN or compare is None or type(left) is Truth or type(right) is Truth:
                 return UNKNOWN
             try:
@@ -183,3 +204,12 @@ def _evaluate(expr: cst.BaseExpression, bindings: Bindings) -> object:
             left = right
         return True
     return literal(expr)
+
+
+def _operand(expr: cst.BaseExpression, bindings: Bindings) -> object:
+    """A side of a comparison: as _evaluate, but a built object is itself (it decides `is None`)."""
+    if type(expr) is cst.Name or type(expr) is cst.Attribute:
+        name = reference(expr)
+        if name in bindings and bindings[name] is BUILT:
+            return BUILT
+    return _evaluate(expr, bindings)

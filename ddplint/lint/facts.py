@@ -26,6 +26,7 @@ from ddplint.lint.names import (
 from ddplint.lint.roles import (
     CALL_ROLES,
     ENV_ROLES,
+    FIELD_ROLES,
     LOCAL_RANK_FLAGS,
     NAME_ROLES,
     RANK_NAMES,
@@ -160,7 +161,6 @@ class ModuleFacts:
     is_script: bool = False  # has an `if __name__ == "__main__":` block
     names_read: set[str] = field(default_factory=set)  # every name the module's code mentions (not a def's own name)
     item_stores: list[ItemStore] = field(default_factory=list)
-    idle_with_calls: set[int] = field(default_factory=set)  # id() of `with open(...): pass` items
     download_items: set[int] = field(default_factory=set)  # id() of `with urlopen(u) as src, open(p, "wb")` items
     attributes: set[str] = field(default_factory=set)  # `x.<name>` (x not self nor a module), `x["<name>"]`
     asserts: list[Assert] = field(default_factory=list)
@@ -653,12 +653,6 @@ class _Collector(Walker):
             if item.asname is not None:
                 for name in _target_names(item.asname.name):
                     self._record(name, item.item)
-        body = node.body.body
-        idle = (
-            len(body) == 1 and type(body[0]) is cst.SimpleStatementLine and all(type(small) is cst.Pass for small in body[0].body)
-        )
-        if idle:
-            self.facts.idle_with_calls.update(id(item.item) for item in node.items)
         callees = {self.facts.callee(i.item) for i in node.items if type(i.item) is cst.Call}
         if NETWORK_READS & callees:  # what the block writes is what it downloads
             self.facts.download_items.update(id(item.item) for item in node.items)
@@ -1293,7 +1287,9 @@ def _binding_scope(facts: ModuleFacts, a: Assignment) -> str:
 def _parameter_roles(facts: ModuleFacts) -> None:
     """A parameter that every call of its function in the module fills with the same rank holds
     it: `self.init_distributed(rank, world_size)` in a spawned `__init__(self, rank, ...)`, or
-    `Trainer(rank, world_size)` for the constructor's `device_rank`."""
+    `Trainer(rank, world_size)` for the constructor's `device_rank`. Likewise the fields of a
+    record every call hands it by name: `train(rt)` after `rt = start()` whose `rt.leader` is the
+    main-process flag makes `leader` of the parameter one too (handed_objects._returned_fields)."""
     calls_of: dict[str, list[CallSite]] = {}
     for call in facts.calls:
         callee = _method_of_self(facts, call.name, call.function) if call.name else None
@@ -1301,15 +1297,26 @@ def _parameter_roles(facts: ModuleFacts) -> None:
             callee = f"{callee}.__init__"  # `Trainer(rank, world_size)` fills the constructor's parameters
         if callee in facts.functions and not any(a.star for a in call.node.args):
             calls_of.setdefault(callee, []).append(call)
+    fields: dict[tuple[str, str], dict[str, Role]] = {}  # (function, name) -> field -> role
+    for (function, name), role in facts.roles.items():
+        head, dot, field = name.partition(".")
+        if dot and "." not in field and function != "*" and role in FIELD_ROLES:
+            fields.setdefault((function, head), {})[field] = role
     for callee, calls in calls_of.items():
         info = facts.functions[callee]
         method = "." in callee and info.params[:1] in (("self",), ("cls",))
         for index, param in enumerate(info.params[1:] if method else info.params):
-            if (callee, param) in facts.roles:
-                continue
-            given = {facts.role_of(arg(c.node, index, param), c.function) for c in calls}
-            if len(given) == 1 and (role := given.pop()) in RANKS:
-                facts.roles[(callee, param)] = role
+            given = [arg(c.node, index, param) for c in calls]
+            if (callee, param) not in facts.roles:
+                roles = {facts.role_of(g, c.function) for g, c in zip(given, calls, strict=True)}
+                if len(roles) == 1 and (only := roles.pop()) in RANKS:
+                    facts.roles[(callee, param)] = only
+            held = [
+                fields.get((c.function, g.value), {}) if type(g) is cst.Name else {} for g, c in zip(given, calls, strict=True)
+            ]
+            for field, role in held[0].items():
+                if all(h.get(field) is role for h in held) and (callee, f"{param}.{field}") not in facts.roles:
+                    facts.roles[(callee, f"{param}.{field}")] = role
 
 
 def _environment_dict(facts: ModuleFacts, comp: cst.DictComp) -> list[tuple[str, Role]]:

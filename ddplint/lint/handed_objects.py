@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from ddplint.lint.facts import Assignment, Condition, ModuleFacts, process_index_parameter, returned_role
-from ddplint.lint.names import argument_for, computed_test, parameter_for, reference
-from ddplint.lint.roles import RANKS, Role
+from ddplint.lint.names import argument_for, computed_test, parameter_for, reference, string_value
+from ddplint.lint.roles import FIELD_ROLES, RANKS, Role
 
 if TYPE_CHECKING:
     from ddplint.lint.context import LintContext
@@ -57,7 +57,7 @@ def with_handed_bindings(ctx: LintContext) -> ModuleFacts:
         for target in ctx.spawned_through_helpers()
         if (index := process_index_parameter(facts, target)) is not None and (target, index) not in facts.roles
     }
-    roles = {**_imported_roles(ctx), **_helper_returns(ctx), **kept, **indexes}
+    roles = {**_imported_roles(ctx), **_helper_returns(ctx), **_returned_fields(ctx), **kept, **indexes}
     return facts.with_bindings(replayed, roles) if replayed or roles else facts
 
 
@@ -118,6 +118,56 @@ def _helper_returns(ctx: LintContext) -> dict[tuple[str, str], Role]:
         if role in RANKS:
             roles[(a.function, a.target)] = role
     return roles
+
+
+def _returned_fields(ctx: LintContext) -> dict[tuple[str, str], Role]:
+    """The roles of the fields of a record that a function of another project module builds and
+    returns (`return Runtime(device=device, leader=rank == 0, shard=rank)`, or a dict literal
+    with those keys), as the caller's attributes of the name it binds it to: after `rt =
+    start()`, `rt.leader` is the main-process flag and `rt.shard` the global rank. A field whose
+    value differs in role between the function's returns is left unknown."""
+    facts, roles = ctx.facts, {}
+    for a in facts.assignments:
+        if type(a.value) is not cst.Call or a.element or a.position is not None or "." in a.target:
+            continue
+        if len(facts.by_scope.get((a.function, a.target), ())) != 1:
+            continue
+        callee = facts.callee(a.value)
+        resolved = ctx.resolve_function(facts, ctx.path, callee) if callee and callee not in facts.functions else None
+        if resolved is None or resolved.facts is facts:
+            continue
+        for field, role in _record_roles(resolved.facts, resolved.function).items():
+            if (a.function, f"{a.target}.{field}") not in facts.roles:
+                roles[(a.function, f"{a.target}.{field}")] = role
+    return roles
+
+
+def _record_roles(facts: ModuleFacts, function: str) -> dict[str, Role]:
+    """Field -> role of the record every `return` of the function gives (see _returned_fields)."""
+    found: dict[str, set[Role | None]] = {}
+    for returned in facts.functions[function].returns:
+        record: cst.BaseExpression | None = returned
+        if type(returned) is cst.Name:  # `runtime = Runtime(...)`, then `return runtime`
+            bound = facts.by_scope.get((function, returned.value), [])
+            record = bound[0].value if len(bound) == 1 and not bound[0].element and bound[0].position is None else None
+        fields = _fields(record)
+        if fields is None:
+            return {}
+        for field, value in fields.items():
+            found.setdefault(field, set()).add(facts.role_of(value, function))
+    return {field: role for field, seen in found.items() if len(seen) == 1 and (role := next(iter(seen))) in FIELD_ROLES}
+
+
+def _fields(record: cst.BaseExpression | None) -> dict[str, cst.BaseExpression] | None:
+    """The named fields of a record built in place: a call's keyword arguments (a NamedTuple, a
+    dataclass, `dict(...)`), or a dict literal's constant keys."""
+    if type(record) is cst.Call and record.args and all(a.keyword is not None and not a.star for a in record.args):
+        return {a.keyword.value: a.value for a in record.args if a.keyword is not None}
+    if type(record) is cst.Dict and record.elements:
+        pairs = [(string_value(e.key), e.value) for e in record.elements if type(e) is cst.DictElement]
+        if len(pairs) == len(record.elements) and all(k is not None and k.isidentifier() for k, _ in pairs):
+            return {k: value for k, value in pairs if k is not None}
+    return None
 
 
 HANDED_ON = 1  # a helper that hands the object on to another (`init_dist(args)` calling `_init_pytorch(args)`)

@@ -25,6 +25,8 @@ class Role(Enum):
 
 RANKS = frozenset({Role.GLOBAL_RANK, Role.LOCAL_RANK})
 PER_NODE = frozenset({Role.LOCAL_RANK, Role.LOCAL_DEVICE})
+# what a field of a record keeps of its value's role (a device is reported where it is built)
+FIELD_ROLES = RANKS | {Role.MAIN_FLAG, Role.WORLD_SIZE}
 
 
 class DeviceKind(Enum):

@@ -16,9 +16,9 @@ from pathlib import Path
 import libcst as cst
 
 from ddplint.lint import constants
-from ddplint.lint.caller_state import Handed, gated_at_call, handed_state
+from ddplint.lint.caller_state import Handed, built_objects, gated_at_call, handed_state
 from ddplint.lint.context import LintContext
-from ddplint.lint.facts import CallSite, Condition, ModuleFacts, names_read
+from ddplint.lint.facts import Assignment, CallSite, Condition, ModuleFacts, names_read
 from ddplint.lint.guards import NOT_MAIN_WORLD
 from ddplint.lint.loaders import bound_names, drawn_batch
 from ddplint.lint.names import (
@@ -105,8 +105,6 @@ def effect_of(site: CallSite, facts: ModuleFacts, bindings: constants.Bindings |
             text = _held_mode(facts, site, mode.value)
         if text is None or not MODE.match(text) or not WRITE_MODES & set(text) or _per_rank(target, facts, site.function):
             return None
-        if id(call) in facts.idle_with_calls:
-            return None  # `with open(log, "w"): pass` only empties the file; nothing races
         if _holds_a_save(site, facts):
             return None  # `with open(path, "wb") as f: torch.save(state, f)`: the save is reported
         if id(call) in facts.download_items or _fills_with_a_download(site, facts):
@@ -284,8 +282,9 @@ def _per_rank_call(call: cst.Call, facts: ModuleFacts, function: str) -> bool:
 
 def _fills_with_a_download(site: CallSite, facts: ModuleFacts) -> bool:
     """`open(target, "wb").write(response.content)`, or `with open(target, "wb") as f:
-    f.write(response.content)`, where `response = requests.get(url)`: every write into the file
-    is what a remote read returned, a download cache, as `facts.download_items`."""
+    f.write(response.content)`, where `response = requests.get(url)`, or `for chunk in
+    response.iter_content(4096): f.write(chunk)`: every write into the file is what a remote read
+    returned, a download cache, as `facts.download_items`."""
     handles = {a.target for a in facts.bindings_of(site.node)}
     writes = [
         c
@@ -299,13 +298,36 @@ def _fills_with_a_download(site: CallSite, facts: ModuleFacts) -> bool:
         if not write.node.args:
             return False
         roots = {name.split(".")[0] for name in names_in(write.node.args[0].value)}
-        reaching = [facts.reaching(root, write.function, write.order, write.blocks) for root in roots]
-        return bool(roots) and all(
-            bindings and all(type(b.value) is cst.Call and facts.callee(b.value) in NETWORK_READS for b in bindings)
-            for bindings in reaching
-        )
+        return bool(roots) and all(_from_a_download(root, write, facts, depth=2) for root in roots)
 
     return bool(writes) and all(downloaded(w) for w in writes)
+
+
+def _from_a_download(name: str, use: CallSite | Assignment, facts: ModuleFacts, depth: int) -> bool:
+    """Every binding of `name` that reaches `use` is a remote read (`requests.get(url)`), or, at
+    most `depth` steps away, a part of one: its attribute or what a method of it returns
+    (`response.content`, `response.iter_content(4096)`, each chunk of that in a `for`)."""
+    bindings = facts.reaching(name, use.function, use.order, use.blocks)
+    if not bindings:
+        return False
+    for b in bindings:
+        if type(b.value) is cst.Call and facts.callee(b.value) in NETWORK_READS:
+            continue
+        head = _head(b.value)
+        if depth == 0 or head is None or head == name or not _from_a_download(head, b, facts, depth - 1):
+            return False
+    return True
+
+
+def _head(expr: cst.BaseExpression) -> str | None:
+    """The name an attribute chain or a method call starts from: `reply.raw.read(n)` -> "reply"."""
+    while True:
+        if type(expr) is cst.Call:
+            expr = expr.func
+        elif type(expr) is cst.Attribute:
+            expr = expr.value
+        else:
+            return expr.value if type(expr) is cst.Name else None
 
 
 def _saves_a_download(site: CallSite, facts: ModuleFacts) -> bool:
@@ -536,7 +558,7 @@ def _helper_writes(
     inner_facts, inner_path, function = resolved
     definition = inner_facts.functions[function].node
     # `setup_logging()` leaves log_path=None: its `if log_path:` block stays dark
-    bindings = constants.bind_call(site.node, inner_facts, function, {})
+    bindings = constants.bind_call(site.node, inner_facts, function, built_objects(ctx, site, facts, path))
     off = _main_only_arguments(ctx, site, definition, facts, path)
     # `save_model(..., log)` with `log = GpuLogger(dist_id=rank)`: `if log.dist_id == 0:` there
     handed = handed_state(ctx, site, facts, path, inner_facts, function)

@@ -9,7 +9,7 @@ import libcst as cst
 
 from ddplint.diagnostics import Severity
 from ddplint.lint import constants
-from ddplint.lint.caller_state import gated_at_call, handed_state
+from ddplint.lint.caller_state import built_objects, gated_at_call, handed_state
 from ddplint.lint.context import LintContext
 from ddplint.lint.devices import visible_devices_per_rank
 from ddplint.lint.facts import CallSite, ModuleFacts
@@ -103,7 +103,8 @@ def _helper_loads(ctx: LintContext, site: CallSite, facts: ModuleFacts, path: Pa
     branch the call's constant arguments do not rule out (`get_networks(cfg)` leaves
     `load_checkpoint=False`: its `if load_checkpoint:` block stays dark)."""
     resolved = ctx.resolve_function(facts, path, ctx.method_target(facts, site))
-    bindings = constants.bind_call(site.node, resolved.facts, resolved.function, {}) if resolved is not None else {}
+    built = built_objects(ctx, site, facts, path) if resolved is not None else {}
+    bindings = constants.bind_call(site.node, resolved.facts, resolved.function, built) if resolved is not None else {}
     handed = handed_state(ctx, site, facts, path, resolved.facts, resolved.function) if resolved is not None else {}
 
     def answer(inner_facts: ModuleFacts, inner_path: Path, function: str) -> Inside | None:

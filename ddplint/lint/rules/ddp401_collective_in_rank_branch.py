@@ -173,7 +173,7 @@ def _runs_forward(ctx: LintContext, facts: ModuleFacts, path: Path, function: st
     if any(a.target == param and dotted(_unmoved(a.value)) != param for a in facts.assignments_within(function)):
         return False
     calls = facts.calls_within(function)
-    if any(c.name in (param, f"{param}.forward") for c in calls):
+    if any(c.name in (param, f"{param}.forward") and not _single_process_only(ctx, facts, path, c) for c in calls):
         return True
     if hops <= 0:
         return False
@@ -245,9 +245,15 @@ def _model_it_sees(ctx: LintContext, site: CallSite, models: dict[str, tuple[str
         attribute = same_object and inner.name.count(".") == 1 and inner.name.startswith("self.")
         rebound = attribute and any(a.target == inner.name for a in facts.assignments_within(function))
         seen = attribute and not rebound or inner.name.split(".")[0] not in own
-        if seen and _is_wrapped(ctx, inner.name, inner, models):
+        if seen and _is_wrapped(ctx, inner.name, inner, models) and not _single_process_only(ctx, facts, ctx.path, inner):
             return inner.name
     return None
+
+
+def _single_process_only(ctx: LintContext, facts: ModuleFacts, path: Path, site: CallSite) -> bool:
+    """Only a run without distribution gets to the site (`else:` of the launch test, where
+    `self.model.module(x)` is the distributed side): there is no other rank to wait for."""
+    return any(ctx.guards.condition_kind(c, facts, path, site.function) == SINGLE for c in site.conditions)
 
 
 def _model_in_attribute(ctx: LintContext, site: CallSite, models: dict[str, tuple[str, int]]) -> str | None:
@@ -273,7 +279,9 @@ def _model_in_attribute(ctx: LintContext, site: CallSite, models: dict[str, tupl
     bindings = facts.reaching(obj, site.function, site.order, site.blocks)
     if init is None or not bindings:
         return None
-    called = {inner.name for inner in inner_facts.calls_within(method)}
+    called = {
+        inner.name for inner in inner_facts.calls_within(method) if not _single_process_only(ctx, inner_facts, inner_path, inner)
+    }
 
     def runs(attribute: str) -> bool:  # `runner.net = runner.net.module` replaces it
         return bool({f"self.{attribute}", f"self.{attribute}.forward"} & called) and not facts.assigned(f"{obj}.{attribute}")
@@ -429,7 +437,7 @@ def _find_in_rank_branches(ctx: LintContext) -> Iterator[tuple[CallSite, str, st
             continue
         if forward and not what.startswith("forward pass") and ctx.method_target(ctx.facts, site) in inside:
             continue
-        if any(guards.condition_kind(c, ctx.facts, ctx.path, site.function) == SINGLE for c in site.conditions):
+        if _single_process_only(ctx, ctx.facts, ctx.path, site):
             continue  # only a run without distribution gets there: no other rank to wait for
         paired = any(
             other.name == site.name
