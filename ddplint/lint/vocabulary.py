@@ -36,6 +36,9 @@ FILE_LOCKS = frozenset({"filelock.FileLock", "filelock.SoftFileLock", "filelock.
 # An exclusive lock of the operating system on an open file: `fcntl.flock(f, fcntl.LOCK_EX)`.
 OS_LOCKS = frozenset({"fcntl.flock", "fcntl.lockf"})
 
+# Whether a path is there: `if not os.path.exists(d): os.makedirs(d)` makes it only when missing.
+EXISTENCE_CHECKS = frozenset({"os.path.exists", "os.path.isdir"})
+
 # Reads of a remote file: a file opened beside one in a `with` receives the download, the same
 # bytes on every rank (a cache fill), not a log of the run.
 NETWORK_READS = frozenset({"urllib.request.urlopen", "requests.get", "requests.request"})

@@ -43,6 +43,7 @@ from ddplint.lint.vocabulary import (
     CHECKPOINT_WRITERS,
     DATASETS,
     DEEPSPEED,
+    EXISTENCE_CHECKS,
     LOADER,
     LOG_WRITERS,
     NETWORK_READS,
@@ -482,26 +483,54 @@ def _builds_data(ctx: LintContext, site: CallSite, resolved: Resolved) -> bool:
         return True
     facts = ctx.facts
     names = set(bound_names(facts, site.node))
-    return bool(names) and any(_fed_to_a_loader(ctx, call, names) for call in facts.calls)
+    kept = {n for n in names if "." in n}  # an attribute (`self.data`) is read by other methods too
+    # data itself, never an object whose attributes the script reads (`opt.name`, `logger.info`)
+    plain = {n for n in names if not _read_as_object(facts, site.function, n)}
+    return bool(names) and any(
+        _fed_to_a_loader(ctx, c, names, plain) if c.function == site.function else _fed_to_a_loader(ctx, c, kept, kept & plain)
+        for c in facts.calls
+    )
 
 
-def _fed_to_a_loader(ctx: LintContext, call: CallSite, names: set[str]) -> bool:
+def _read_as_object(facts: ModuleFacts, function: str, name: str) -> bool:
+    """The function reads an attribute of `name` or calls a method of it (`opt.batch_size`)."""
+    prefix = f"{name}."
+    exprs: list[cst.CSTNode] = [c.node for c in facts.calls_in(function)]
+    own = facts.assignments_within(function) if function else facts.assignments
+    exprs += [a.value for a in own if a.function == function]
+    return any(n.startswith(prefix) for expr in exprs for n in names_in(expr))
+
+
+def _fed_to_a_loader(ctx: LintContext, call: CallSite, names: set[str], plain: set[str]) -> bool:
     """The call is a DataLoader given one of `names` as its dataset, or a project function that
     builds and returns a DataLoader of the parameter it fills with one (`def make_loader(graphs,
-    batch_size): return DataLoader(graphs, ...)`). Only the value itself counts: a logger
-    handed to a dataset builder is no data."""
+    batch_size): return DataLoader(graphs, ...)`); also of a dataset built there of what `plain`
+    holds (`ds = NewsDataset(cand, hist, labels)`, then `DataLoader(ds, ...)`). Only the value
+    itself counts: a logger or the options handed to a dataset builder are no data."""
     if data_name(call.name) == LOADER:
-        dataset = arg(call.node, 0, "dataset")
-        return dataset is not None and reference(dataset) in names
+        return _holds_data(ctx.facts, call.function, arg(call.node, 0, "dataset"), names, plain)
     given = [a for a in call.node.args if not a.star and reference(a.value) in names]
     callee = ctx.resolve_function(ctx.facts, ctx.path, ctx.method_target(ctx.facts, call)) if given else None
     if callee is None or not _returns_loaders(callee):
         return False
     inner, _, function = callee
     definition = inner.functions[function].node
-    params = {parameter_for(call.node, definition, a) for a in given}
+    params = {p for a in given if (p := parameter_for(call.node, definition, a)) is not None}
+    data = {p for a in given if reference(a.value) in plain and (p := parameter_for(call.node, definition, a)) is not None}
     datasets = [arg(c.node, 0, "dataset") for c in inner.calls_within(function) if data_name(c.name) == LOADER]
-    return any(d is not None and reference(d) in params for d in datasets)
+    return any(_holds_data(inner, function, d, params, data) for d in datasets)
+
+
+def _holds_data(facts: ModuleFacts, function: str, dataset: cst.BaseExpression | None, names: set[str], plain: set[str]) -> bool:
+    """The loader's dataset is one of `names`, or a name the function binds, on every binding,
+    to an object built of one of `plain` (`ds = NewsDataset(cand, hist, labels)`)."""
+    held = reference(dataset) if dataset is not None else None
+    if held is None or held in names:
+        return held is not None
+    bound = facts.by_scope.get((function, held), [])
+    return bool(bound) and all(
+        type(b.value) is cst.Call and any(reference(a.value) in plain for a in b.value.args) for b in bound
+    )
 
 
 def _returns_loaders(resolved: Resolved, hops: int = 1) -> bool:
@@ -581,6 +610,7 @@ def _helper_writes(
                 and not constants.dark(inner.conditions, bindings)
                 and not on_the_way_to_a_failure(inner_facts, inner)
                 and not any(_given(c) in off for c in inner.conditions)
+                and not (kind == MKDIR and _made_by_the_caller(inner, inner_facts, function, site, facts))
                 and not (handed and any(gated_at_call(ctx, c, handed, site, facts, path) for c in inner.conditions))
                 and not (carried and any(gated_at_call(ctx, c, carried[0], *carried[1:]) for c in inner.conditions))
                 and (
@@ -594,6 +624,55 @@ def _helper_writes(
             None,
         )
     return cache[key]
+
+
+def _made_by_the_caller(inner: CallSite, inner_facts: ModuleFacts, function: str, site: CallSite, facts: ModuleFacts) -> bool:
+    """The helper makes a directory it is handed only when it is missing (`if not
+    os.path.exists(save_dir): os.makedirs(save_dir)`), and the caller made that directory before
+    the call on every path to it (`os.makedirs(out, exist_ok=True)`, also behind its own
+    existence check, `if not os.path.exists(out):`): the helper finds it and makes nothing."""
+    made_there = _made_dir(inner)
+    param = reference(made_there) if made_there is not None else None
+    if param is None or param not in inner_facts.functions[function].params or inner_facts.by_scope.get((function, param)):
+        return False  # not a parameter the helper keeps as it is handed
+    if not any(_existence_test(c.test, param, inner_facts) == (True, True) for c in inner.conditions):
+        return False
+    given = argument_for(site.node, inner_facts.functions[function].node, param)
+    name = reference(given) if given is not None else None
+    if name is None:
+        return False
+    for made in facts.calls_in(site.function):
+        target = _made_dir(made)
+        if made.order >= site.order or target is None or reference(target) != name or site.loops[: len(made.loops)] != made.loops:
+            continue
+        own = [c for c in made.conditions if not any(c.test is s.test and c.negated == s.negated for s in site.conditions)]
+        if all(_existence_test(c.test, name, facts)[0] for c in own):
+            return True
+    return False
+
+
+def _made_dir(site: CallSite) -> cst.BaseExpression | None:
+    """The directory `os.makedirs(d)`, `os.mkdir(d)` or `Path(d).mkdir()` makes."""
+    if site.name in {"os.makedirs", "os.mkdir"}:
+        return arg(site.node, 0, "name" if site.name == "os.makedirs" else "path")
+    func = site.node.func
+    return func.value if site.method == "mkdir" and type(func) is cst.Attribute else None
+
+
+def _existence_test(test: cst.BaseExpression, name: str, facts: ModuleFacts) -> tuple[bool, bool]:
+    """(every part of the test is about the path `name`: its truth or whether it exists; some part
+    asks whether it exists): `out and not os.path.exists(out)` -> (True, True)."""
+    if type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
+        return _existence_test(test.expression, name, facts)
+    if type(test) is cst.BooleanOperation:
+        left, right = _existence_test(test.left, name, facts), _existence_test(test.right, name, facts)
+        return left[0] and right[0], left[1] or right[1]
+    if type(test) is cst.Call:
+        asks = facts.callee(test) in EXISTENCE_CHECKS and test.args and reference(test.args[0].value) == name
+        func = test.func
+        asks = asks or type(func) is cst.Attribute and func.attr.value in {"exists", "is_dir"} and reference(func.value) == name
+        return bool(asks), bool(asks)
+    return reference(test) == name, False
 
 
 def _on_self(call: CallSite) -> bool:
