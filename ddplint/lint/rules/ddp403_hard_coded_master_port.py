@@ -73,6 +73,7 @@ def _pinned_by_helper(
                 for variable in RENDEZVOUS
                 for write in inner_facts.env_writes.get(variable, [])
                 if (write.function == function or write.function.startswith(f"{function}."))
+                and not constants.dark(write.conditions, bindings)
                 and (_pinned(write, inner_facts) or write.function == function and _given_constant(write, bindings, inner_facts))
             ),
             None,
