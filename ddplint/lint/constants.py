@@ -161,6 +161,12 @@ def dark(conditions: tuple[Condition, ...], bindings: Bindings) -> bool:
     return False
 
 
+def truth(test: cst.BaseExpression, bindings: Bindings) -> bool | None:
+    """Whether the test holds under these bindings; None where they do not decide it."""
+    value = _evaluate(test, bindings) if bindings else UNKNOWN
+    return None if value is UNKNOWN else bool(value)
+
+
 def key(bindings: Bindings) -> tuple:
     return tuple(sorted((name, repr(value)) for name, value in bindings.items()))
 

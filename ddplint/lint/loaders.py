@@ -10,6 +10,7 @@ from pathlib import Path
 
 import libcst as cst
 
+from ddplint.lint import constants
 from ddplint.lint.context import LintContext
 from ddplint.lint.facts import Assignment, CallSite, Loop, ModuleFacts
 from ddplint.lint.names import (
@@ -209,7 +210,8 @@ def whole_loaders_of_helper(ctx: LintContext, site: CallSite, resolved: Resolved
         elif len(bindings) != 1:
             continue
         built = _loaders_returned_through(facts, function, value)
-        if built and all(_whole(ctx, loader, facts, path) for loader in built):
+        known = constants.bind_call(site.node, facts, function, {})
+        if built and all(_whole(ctx, loader, facts, path, known if loader.function == function else {}) for loader in built):
             found.append((binding.target, built[0]))
     return found
 
@@ -231,21 +233,28 @@ def _loaders_returned_through(facts: ModuleFacts, function: str, returned: cst.B
     return _loaders_returned_through(facts, inner.name, inner.returns[0], hops - 1)
 
 
-def _whole(ctx: LintContext, loader: CallSite, facts: ModuleFacts, path: Path) -> bool:
+def _whole(ctx: LintContext, loader: CallSite, facts: ModuleFacts, path: Path, known: constants.Bindings) -> bool:
     if any(a.star for a in loader.node.args):
         return False
     chosen = chosen_sampler(facts, loader)
-    if chosen is not None and sharding(chosen, facts, loader) != NO:
+    if chosen is not None and sharding(chosen, facts, loader, known=known) != NO:
         return False
     return not dataset_shards(ctx, arg(loader.node, 0, "dataset"), loader, facts, path)
 
 
-def sharding(expr: cst.BaseExpression | None, facts: ModuleFacts, site: CallSite, depth: int = 3) -> str:
-    """Whether a sampler expression splits the data by rank: YES, NO, or UNKNOWN."""
+def sharding(
+    expr: cst.BaseExpression | None, facts: ModuleFacts, site: CallSite, depth: int = 3, known: constants.Bindings | None = None
+) -> str:
+    """Whether a sampler expression splits the data by rank: YES, NO, or UNKNOWN. `known`: the
+    constant arguments of the call into the function that builds it, which decide its tests
+    (`DistributedSampler(ds) if validation else None` where the call leaves `validation=False`)."""
     if expr is None or type(expr) is cst.Name and expr.value == "None":
         return NO
     if type(expr) is cst.IfExp:
-        return _either(sharding(expr.body, facts, site, depth), sharding(expr.orelse, facts, site, depth))
+        taken = constants.truth(expr.test, known or {})
+        if taken is not None:
+            return sharding(expr.body if taken else expr.orelse, facts, site, depth, known)
+        return _either(sharding(expr.body, facts, site, depth, known), sharding(expr.orelse, facts, site, depth, known))
     if type(expr) is cst.Call:
         callee = data_name(facts.callee(expr)) or ""
         if is_sampler(facts, callee) or "Distributed" in callee.rsplit(".", 1)[-1]:
@@ -255,17 +264,18 @@ def sharding(expr: cst.BaseExpression | None, facts: ModuleFacts, site: CallSite
         if callee in PLAIN_SAMPLERS:
             return NO
         if callee == BATCH_SAMPLER:
-            return sharding(arg(expr, 0, "sampler"), facts, site, depth)
+            return sharding(arg(expr, 0, "sampler"), facts, site, depth, known)
         return UNKNOWN
     name = dotted(expr)
     if name is None or depth == 0:
         return UNKNOWN
-    values = [a.value for a in facts.reaching(name, site.function, site.order, site.blocks)]
+    reaching = facts.reaching(name, site.function, site.order, site.blocks)
+    values = [a.value for a in reaching if not constants.dark(a.conditions, known or {})]
     if not values:
         return UNKNOWN
     verdict = NO
     for value in values:
-        verdict = _either(verdict, sharding(value, facts, site, depth - 1))
+        verdict = _either(verdict, sharding(value, facts, site, depth - 1, known))
     return verdict
 
 

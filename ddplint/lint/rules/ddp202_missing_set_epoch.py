@@ -298,8 +298,8 @@ def _shuffling_sampler_of(
         return None
     for sampler in calls:
         shuffle = arg(sampler.node, 3, "shuffle")
-        if type(shuffle) is cst.Name and bindings.get(shuffle.value) is False:
-            continue
+        if type(shuffle) is cst.Name and bindings.get(shuffle.value) is False or constants.dark(sampler.conditions, bindings):
+            continue  # a sampler that does not shuffle, or that this call never builds
         if not is_sampler(facts, sampler.name) or is_false(shuffle):
             continue
         if given is sampler.node or reference(given) in bound_names(facts, sampler.node):
