@@ -104,6 +104,8 @@ def effect_of(site: CallSite, facts: ModuleFacts, bindings: constants.Bindings |
             text = bound
         elif text is None and type(mode) is cst.Name:
             text = _held_mode(facts, site, mode.value)
+        elif text is None and type(mode) is cst.IfExp:  # `open(log, "a" if resume else "w")`
+            text = _writing_mode([mode.body, mode.orelse])
         if text is None or not MODE.match(text) or not WRITE_MODES & set(text) or _per_rank(target, facts, site.function):
             return None
         if _holds_a_save(site, facts):
@@ -394,6 +396,11 @@ def _held_mode(facts: ModuleFacts, site: CallSite, name: str) -> str | None:
     for binding in facts.reaching(name, site.function, site.order, site.blocks):
         value = binding.value
         values += [value.body, value.orelse] if type(value) is cst.IfExp else [value]
+    return _writing_mode(values)
+
+
+def _writing_mode(values: list[cst.BaseExpression]) -> str | None:
+    """A writing mode among literal file modes (all of them literals), else None."""
     modes = [string_value(v) for v in values]
     if not modes or None in modes:
         return None

@@ -33,7 +33,18 @@ from ddplint.lint.loaders import (
     samplers,
     updates_weights,
 )
-from ddplint.lint.names import arg, argument_for, data_name, dotted, int_value, names_in, over_range, parameter_for, reference
+from ddplint.lint.names import (
+    arg,
+    argument_for,
+    callee_text,
+    data_name,
+    dotted,
+    int_value,
+    names_in,
+    over_range,
+    parameter_for,
+    reference,
+)
 from ddplint.lint.paths import dominates
 from ddplint.lint.resolver import Resolved
 from ddplint.lint.rules.base import Finding, InsertBefore, Inside, Remedy, Rule
@@ -126,6 +137,35 @@ class MissingSetEpoch(Rule):
     severity = Severity.WARNING  # training runs, with a worse data order
 
     def check(self, ctx: LintContext) -> Iterator[Finding]:
+        yield from self._own(ctx)
+        yield from self._in_helpers(ctx)
+
+    def _in_helpers(self, ctx: LintContext) -> Iterator[Finding]:
+        """A sampler that a function or class of another project module builds and never gives the
+        epoch while it runs the epochs itself (`trainer = Trainer(cfg)` whose `__init__` builds the
+        loader and whose `fit()` loops over it), as the helper's own lint finds it: reported once,
+        at the first call of this module that reaches it. Not where this module sets an epoch
+        itself (it may reach that sampler through the object: `trainer.loader.sampler`)."""
+        facts = ctx.facts
+        if any(c.method == "set_epoch" for c in facts.calls):
+            return
+        told: set[int] = set()
+        for site in facts.calls:
+            callee = ctx.callee_module(site)
+            if callee is None or ctx.guards.main_only(site) or ctx.runs_nowhere(site):
+                continue
+            helper, resolved = callee
+            key = "DDP202 own samplers"
+            if key not in helper.memo:
+                helper.memo[key] = [(f, _function_of(helper.facts, f.node)) for f in self._own(helper) if not f.inside]
+            reached = helper.reached_from(resolved.function)
+            for finding, function in helper.memo[key]:
+                if function in reached and id(finding.node) not in told:
+                    told.add(id(finding.node))
+                    built = Inside(helper.path, finding.node, "the DistributedSampler is built here, and its epochs run")
+                    yield Finding(site.node, f"{callee_text(site.node)}(): {finding.message}", inside=(built,))
+
+    def _own(self, ctx: LintContext) -> Iterator[Finding]:
         facts = ctx.facts
         samplers_inside = _samplers_from_helpers(ctx)
         loaders_inside = _loaders_from_helpers(ctx)
@@ -162,6 +202,8 @@ class MissingSetEpoch(Rule):
             names = [loader[1]] if loader is not None else [named] if named else bound_names(facts, site.node)
             if id(site.node) in by_loader or by_loader & {id(b.value) for b in facts.bindings_of(site.node)}:
                 continue  # loader.sampler.set_epoch(epoch) for the loader it was given to
+            if _set_through_its_container(facts, site):
+                continue  # `samplers = [DistributedSampler(d) for d in sets]`, then `samplers[i].set_epoch(epoch)`
             if facts.bindings_of(site.node) and all(facts.replaced_unread(b) for b in facts.bindings_of(site.node)):
                 continue  # bound again before any use: the sampler the loader gets is the next one
             dataset = arg(site.node, 0, "dataset")
@@ -198,6 +240,11 @@ class MissingSetEpoch(Rule):
                 _set_epoch_fix(facts, site) if built is None else None,
                 inside=(built,) if built is not None else _returned_to(ctx, site),
             )
+
+
+def _function_of(facts: ModuleFacts, node: cst.CSTNode) -> str | None:
+    """The function of the module whose call `node` is."""
+    return next((c.function for c in facts.calls if c.node is node), None)
 
 
 def _samplers_from_helpers(ctx: LintContext) -> dict[CallSite, tuple[Inside, str | None]]:
@@ -479,6 +526,27 @@ def _set_epoch_fix(facts: ModuleFacts, site: CallSite) -> Remedy | None:
     if not isinstance(first, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
         return None
     return Remedy(f"call {call} at the start of the epoch loop", InsertBefore(first, cst.parse_statement(code)))
+
+
+def _set_through_its_container(facts: ModuleFacts, site: CallSite) -> bool:
+    """The sampler is an element of a list (a comprehension or a literal) bound to a name, and the
+    module calls `set_epoch` on an element of that name (`self.samplers[k].set_epoch(epoch)`)."""
+    own = facts.assignments_within(site.function) if site.function else facts.assignments
+    held = {a.target for a in own if a.function == site.function and _an_element(a.value, site.node)}
+    return bool(held) and any(
+        c.method == "set_epoch"
+        and type(c.node.func) is cst.Attribute
+        and type(c.node.func.value) is cst.Subscript
+        and reference(c.node.func.value.value) in held
+        for c in facts.calls
+    )
+
+
+def _an_element(value: cst.BaseExpression, node: cst.CSTNode) -> bool:
+    """`node` is what a comprehension makes each element of, or an element of a list literal."""
+    if isinstance(value, (cst.ListComp, cst.GeneratorExp)):
+        return value.elt is node
+    return isinstance(value, (cst.List, cst.Tuple)) and any(e.value is node for e in value.elements)
 
 
 def _holder(facts: ModuleFacts, site: CallSite) -> tuple[Assignment, str, bool] | None:
