@@ -152,13 +152,7 @@ def bind_call(call: cst.Call, facts, function: str, outer: Bindings) -> Bindings
 
 def dark(conditions: tuple[Condition, ...], bindings: Bindings) -> bool:
     """Some enclosing condition is known to be false under these bindings."""
-    if not bindings:
-        return False
-    for condition in conditions:
-        value = _evaluate(condition.test, bindings)
-        if value is not UNKNOWN and bool(value) == condition.negated:
-            return True
-    return False
+    return bool(bindings) and any(truth(c.test, bindings) is c.negated for c in conditions)
 
 
 def truth(test: cst.BaseExpression, bindings: Bindings) -> bool | None:

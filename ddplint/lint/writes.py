@@ -650,7 +650,9 @@ def _made_by_the_caller(inner: CallSite, inner_facts: ModuleFacts, function: str
         return False
     for made in facts.calls_in(site.function):
         target = _made_dir(made)
-        if made.order >= site.order or target is None or reference(target) != name or site.loops[: len(made.loops)] != made.loops:
+        if made.order >= site.order or made.in_handler or target is None or reference(target) != name:
+            continue  # (made later, or only when something failed)
+        if site.loops[: len(made.loops)] != made.loops:
             continue
         own = [c for c in made.conditions if not any(c.test is s.test and c.negated == s.negated for s in site.conditions)]
         if all(_existence_test(c.test, name, facts)[0] for c in own):

@@ -150,14 +150,16 @@ class MissingSetEpoch(Rule):
         if any(c.method == "set_epoch" for c in facts.calls):
             return
         told: set[int] = set()
+        key = "DDP202 own samplers"
         for site in facts.calls:
             callee = ctx.callee_module(site)
             if callee is None or ctx.guards.main_only(site) or ctx.runs_nowhere(site):
                 continue
             helper, resolved = callee
-            key = "DDP202 own samplers"
             if key not in helper.memo:
                 helper.memo[key] = [(f, _function_of(helper.facts, f.node)) for f in self._own(helper) if not f.inside]
+            if not helper.memo[key]:
+                continue
             reached = helper.reached_from(resolved.function)
             for finding, function in helper.memo[key]:
                 if function in reached and id(finding.node) not in told:
