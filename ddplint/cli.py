@@ -236,6 +236,13 @@ def _fail(message: str) -> None:
     "gloo (auto: when no GPU is visible); cuda: never map.",
 )
 @click.option(
+    "--mapped-gpus",
+    type=click.IntRange(min=1),
+    help="[runtime] With CUDA mapped to the CPU: how many GPUs each process sees (default: one "
+    "per process on the node). A script that starts one worker per GPU itself (mp.spawn) is "
+    "audited with --nproc-per-node 1 --mapped-gpus 2.",
+)
+@click.option(
     "--scaling",
     is_flag=True,
     help="[runtime] Also run the same steps with 1 process and report the throughput of each "

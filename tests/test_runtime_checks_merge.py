@@ -308,6 +308,16 @@ def test_init_never_returned_fails_and_no_process_group_skips():
     assert allreduce_check(none).status is Status.SKIP
 
 
+def test_an_init_that_raised_is_the_failures_not_a_stalled_communicator():
+    """A worker whose init_process_group raised (its port taken) leaves no all_reduce anywhere:
+    run.failure tells the error, and comm.allreduce does not blame NCCL."""
+    raised = replace(record(0), status="raised")
+    r = allreduce_check([raised, record(1)])
+    assert (r.status, r.summary) == (Status.SKIP, "init_process_group raised on rank 0 (see run.failure)")
+    r = allreduce_check([raised, record(1, comm=smoke(1, world=2))])  # another rank's group stood
+    assert r.status is Status.FAIL
+
+
 def nccl_sweep(world: int, peak_busbw: float) -> list[dict]:
     sizes = [1 << (10 + 2 * k) for k in range(10)]
     out = []

@@ -122,3 +122,16 @@ def test_a_failing_worker_of_the_script_is_named_as_the_root_cause(runs):
     assert failure["summary"].startswith("worker 1 of rank 0's script (mp.spawn) raised ValueError: worker 1 cannot")
     assert failure["data"]["workers"][0]["site"]["line"] == 16
     assert run.proc.returncode == 1
+
+
+def test_a_script_that_spawns_one_worker_per_gpu_is_audited_once_per_node(runs):
+    """The tutorial's mp.spawn shape (one worker per GPU it sees) launched as it is meant to run,
+    once per node: --mapped-gpus shows that one process two GPUs, and its two workers are the
+    audited ranks."""
+    run = runs("spawns_own_workers.py", "--nproc-per-node", "1", "--mapped-gpus", "2")
+    assert run.report["launch"]["nproc_per_node"] == 1
+    assert run.check("run.reached")["data"]["audited_workers"] == 2, run.story()
+    for name in ("data.disjoint", "bind.distinct", "comm.allreduce", "run.failure"):
+        assert run.check(name)["status"] == "PASS", run.story()
+    assert run.check("bind.distinct")["summary"] == "2 ranks asked for 2 different GPUs (CUDA mapped to the CPU)"
+    assert run.proc.returncode == 0, run.proc.stderr[-2000:]

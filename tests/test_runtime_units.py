@@ -135,6 +135,7 @@ def options(tmp_path, **kw) -> RuntimeOptions:
         ({"steps": 0}, "--steps must be at least 1"),
         ({"backend": "mpi"}, "unknown backend 'mpi'"),
         ({"backend": "nccl"}, "--backend nccl needs GPUs and none is visible"),
+        ({"device": "cuda", "mapped_gpus": 2}, "--mapped-gpus needs CUDA mapped to the CPU"),
     ],
 )
 def test_bad_arguments_exit_2_with_one_line(tmp_path, capsys, kw, message):
@@ -224,6 +225,24 @@ def test_the_first_failure_is_the_root_cause_whether_a_rank_or_one_of_rank_0s_wo
     failure = check_failure(result, 2, "/job")
     assert failure.summary.startswith("worker 1 of rank 0's script (mp.spawn) raised ValueError: no batch"), failure.summary
     assert f"rank 1 then failed: {bad}" in failure.evidence
+
+
+def test_workers_spawned_by_every_rank_point_to_one_process_per_node():
+    """The tutorial's mp.spawn script under torchrun with two processes: each rank starts a job of
+    its own on the script's fixed port, and the second cannot listen. The fix says to launch it
+    once per node; a failure with one spawning rank gets no such advice."""
+    from ddplint.runtime.checks.run import SPAWNED_BY_EVERY_RANK_FIX, check_failure
+    from ddplint.runtime.launcher import LaunchResult
+
+    in_use = _error("DistNetworkError", "DistNetworkError: port: 12355, EADDRINUSE, address already in use", 5.0, 22)
+    raised = {"own_workers": 2, "status": "raised", "error": in_use}
+    both = rank_records({0: {"own_workers": 2, "status": "terminated"}, 1: raised})
+    failure = check_failure(LaunchResult(1, both, {}, None, 6.0, ""), 2, "/job")
+    assert failure.status.value == "FAIL" and failure.fix == SPAWNED_BY_EVERY_RANK_FIX, failure
+    assert "ranks 0, 1 each started workers of their own (mp.spawn)" in failure.evidence
+    one = rank_records({0: {"status": "terminated"}, 1: raised})
+    alone = check_failure(LaunchResult(1, one, {}, None, 6.0, ""), 2, "/job")
+    assert alone.status.value == "FAIL" and alone.fix is None and not any("each started" in e for e in alone.evidence)
 
 
 def test_a_stall_in_the_first_collective_is_told_apart_and_points_to_nccl_debug():

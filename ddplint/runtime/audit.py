@@ -122,6 +122,8 @@ def _validate(options: RuntimeOptions) -> tuple[int, str, GpuCount, bool]:
     on_cpu = options.device == "cpu" or (options.device == "auto" and not gpus.count)
     if on_cpu and options.backend == "nccl":
         raise UsageError("--device cpu runs the ranks on the CPU, with gloo: drop --backend nccl")
+    if options.mapped_gpus is not None and not on_cpu:
+        raise UsageError("--mapped-gpus needs CUDA mapped to the CPU (--device cpu, or no GPU visible)")
     backend = options.backend if options.backend != "auto" else ("nccl" if gpus.count and not on_cpu else "gloo")
     return nproc, backend, gpus, on_cpu
 
@@ -261,6 +263,7 @@ def _write_config(rundir, options: RuntimeOptions, on_cpu: bool, plan: Plan | No
             "epochs": options.epochs,
             "backend": "gloo" if on_cpu else options.backend,
             "cuda_on_cpu": on_cpu,
+            "mapped_gpus": options.mapped_gpus,
             "timeout": options.timeout,
             "sandbox": plan is not None,
             "keep_checkpoints": options.resume_args is not None,  # the first version of each, for the restart

@@ -28,6 +28,7 @@ class RuntimeOptions:
     verbose: bool = False  # stream the ranks' output with a rank prefix (-v)
     quiet: bool = False  # text report: only what is not PASS (-q)
     device: str = "auto"  # auto | cpu | cuda: cpu maps the script's CUDA to the CPU (auto: when no GPU)
+    mapped_gpus: int | None = None  # GPUs each process sees with CUDA mapped to the CPU; None: the node's processes
     allow_no_data: bool = False  # a run that reached no batch is not a failure (--allow-no-data)
     scaling: bool = False  # also run the steps with 1 process: perf.scaling (--scaling)
     resume_args: tuple[str, ...] | None = None  # restart the script with these arguments: ckpt.restart

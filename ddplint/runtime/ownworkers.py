@@ -19,8 +19,10 @@ from __future__ import annotations
 import faulthandler
 import functools
 import importlib
+import inspect
 import os
 import signal
+import sys
 from dataclasses import dataclass
 
 
@@ -45,6 +47,31 @@ def force_backend(args: list, kwargs: dict, backend: str) -> None:
         kwargs["backend"] = backend
     if backend == "gloo":
         kwargs.pop("device_id", None)
+
+
+def replace_init_process_group(wrap, fn) -> None:
+    """Make `torch.distributed.init_process_group` the function `wrap` makes of it, also where
+    the script holds it by a name of its own: a spawned worker imports the script to unpickle
+    `fn`, the function it runs, so the script's `from torch.distributed import
+    init_process_group` bound the original before the worker could patch it. (multiprocessing
+    runs the script as `__mp_main__` and keeps a copy of its names: `fn` reads the originals.)"""
+    import torch.distributed as dist
+
+    original = dist.init_process_group
+    patched = wrap(original)
+    dist.init_process_group = patched
+    namespaces: list[dict] = [vars(module) for module in list(sys.modules.values()) if _the_scripts(module)]
+    namespaces.append(getattr(inspect.unwrap(fn), "__globals__", {}))
+    for names in namespaces:
+        for name, value in list(names.items()):
+            if value is original:
+                names[name] = patched
+
+
+def _the_scripts(module) -> bool:
+    """A module of the script or its libraries (not torch's own, nor ddplint's)."""
+    has_names = hasattr(module, "__dict__") and isinstance(getattr(module, "__name__", None), str)
+    return has_names and module.__name__.partition(".")[0] not in ("torch", "ddplint")
 
 
 def follow(settings: WorkerSettings, on_start) -> None:
@@ -89,14 +116,17 @@ def _worker(settings: WorkerSettings, fn, index: int, *args) -> None:
         WorkerProbe(RunDir(settings.rundir), index, settings.backend).run_function(fn, index, args)
         return
     if settings.backend is not None:
-        original = dist.init_process_group
+        backend = settings.backend
 
-        def init_process_group(*call_args, **kwargs):
-            call_args_list = list(call_args)
-            force_backend(call_args_list, kwargs, settings.backend)
-            return original(*call_args_list, **kwargs)
+        def forcing(original):
+            def init_process_group(*call_args, **kwargs):
+                call_args_list = list(call_args)
+                force_backend(call_args_list, kwargs, backend)
+                return original(*call_args_list, **kwargs)
 
-        dist.init_process_group = init_process_group
+            return init_process_group
+
+        replace_init_process_group(forcing, fn)
     tracker = LoaderTracker(settings.steps, settings.epochs, plumbing_dirs() + torch_dirs(), _quiet, _quiet)
     tracker.install()
     try:

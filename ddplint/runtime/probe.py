@@ -163,13 +163,13 @@ class Probe:
 
         self._hook("collect_rank_info", "info")
         self._patch_process_group()
-        local_world = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+        gpus = self.config.get("mapped_gpus") or int(os.environ.get("LOCAL_WORLD_SIZE", "1"))  # on the CPU
         if self.config.get("cuda_on_cpu"):
             from ddplint.runtime import cpucuda
 
-            cpucuda.install(local_world)
+            cpucuda.install(gpus)
             self.record["cuda_on_cpu"] = True
-        mapped = local_world if self.config.get("cuda_on_cpu") else None
+        mapped = gpus if self.config.get("cuda_on_cpu") else None
         settings = ownworkers.WorkerSettings(
             mapped,
             self._forced_backend(),
@@ -359,7 +359,10 @@ class WorkerProbe(Probe):
     def run_function(self, fn, index: int, args: tuple) -> None:
         import torch.distributed as dist
 
-        dist.init_process_group = self._recording_init(dist.init_process_group, self._backend, self._take_group_rank)
+        def recording(original):
+            return self._recording_init(original, self._backend, self._take_group_rank)
+
+        ownworkers.replace_init_process_group(recording, fn)
         raised = self.audit(lambda: fn(index, *args))
         if self.record["status"] == "stopped" and dist.is_available() and dist.is_initialized():
             dist.barrier()  # every worker stops at the same batch; none leaves a peer waiting

@@ -190,6 +190,11 @@ def allreduce_check(records: list[RankRecord], log_tail: str | None = None) -> C
         )
     if not any(r.init_called or r.comm.ran for r in records):
         return CheckResult(COMM_ALLREDUCE, Status.SKIP, "the script created no process group before the audit stopped it")
+    raised_in_init = [r.rank for r in records if r.init_called and r.comm.allreduce is None and r.status == "raised"]
+    if raised_in_init and not any(r.comm.allreduce for r in records):  # the error is the failure's, told there
+        return CheckResult(
+            COMM_ALLREDUCE, Status.SKIP, f"init_process_group raised on {ranks_text(raised_in_init)} (see {RUN_FAILURE})"
+        )
     found = Findings()
     evidence = []
     ok_ranks, seconds = [], []

@@ -29,6 +29,11 @@ from ddplint.runtime.verdict import CheckResult, Status
 if TYPE_CHECKING:
     from ddplint.runtime.records import RankError, RankRecord
 
+SPAWNED_BY_EVERY_RANK_FIX = (
+    "a script that starts one worker per GPU itself (mp.spawn) runs once per node: audit it with "
+    "--nproc-per-node 1 (and --mapped-gpus N, the GPUs it would see, on a machine without GPUs)"
+)
+
 _FRAME = re.compile(r'^\s*File "(?P<file>.+)", line (?P<line>\d+) in (?P<func>\S+)')
 _THREAD = re.compile(r"^(Current thread|Thread) ")
 
@@ -190,6 +195,9 @@ def check_failure(result: LaunchResult, world: int, base: str) -> CheckResult:
         cause = cause_of(err.message, err.text, "\n".join(err.stderr_tail))
         if cause is not None:
             evidence.insert(0, f"cause: {cause.what}")
+        spawning = sorted(r.rank for r in records.values() if r.own_workers)
+        if len(spawning) > 1:  # torchrun's processes each started a job of their own
+            evidence.append(f"ranks {', '.join(map(str, spawning))} each started workers of their own (mp.spawn)")
         sealed = result.sandbox.read_only if result.sandbox is not None else []
         if sealed and os.strerror(errno.EROFS) in err.message:  # the audit's doing, not the script's
             return CheckResult(
@@ -206,7 +214,7 @@ def check_failure(result: LaunchResult, world: int, base: str) -> CheckResult:
             Status.FAIL,
             f"{who} raised {err.message}{where}",
             evidence,
-            fix=cause.fix if cause else None,
+            fix=cause.fix if cause else SPAWNED_BY_EVERY_RANK_FIX if len(spawning) > 1 else None,
             data={"ranks": [_raised_json(r) for r in raised], "workers": [_raised_json(w) for w in workers]},
         )
     if result.hang is not None:
