@@ -72,8 +72,45 @@ def _set_epoch_receivers(ctx: LintContext) -> tuple[set[str], bool]:
         )
     }
     receivers |= _passed_for(ctx, receivers)
-    in_helper = any(any(c.method == "set_epoch" for c in module.calls) for module in ctx.imported_project_modules(depth=2))
+    in_helper = any(
+        c.method == "set_epoch" and not _switched_off_by_the_script(ctx, module, c)
+        for module in ctx.imported_project_modules(depth=2)
+        for c in module.calls
+    )
     return receivers, in_helper
+
+
+def _switched_off_by_the_script(ctx: LintContext, module: ModuleFacts, site: CallSite) -> bool:
+    """A trainer method's `set_epoch` under a flag its object keeps from the constructor (`if
+    self.ddp:`, `self.ddp = ddp` in `__init__`), where every object of that class this script
+    builds leaves the flag at a value that turns the branch off (`ddp=False` by default)."""
+    cls = site.function.rpartition(".")[0]
+    init = module.functions.get(f"{cls}.__init__")
+    if not cls or not site.conditions or init is None:
+        return False
+    kept = {
+        b.target: b.value.value
+        for b in module.assignments_within(f"{cls}.__init__")
+        if b.function == init.name and b.target.startswith("self.") and type(b.value) is cst.Name
+    }
+    # a flag set again anywhere in the class is not the constructor's alone
+    kept = {t: p for t, p in kept.items() if sum(1 for a in module.assigned(t) if a.function.startswith(cls + ".")) == 1}
+    builds = [
+        c
+        for c in ctx.facts.calls
+        if (found := ctx.resolve_function(ctx.facts, ctx.path, ctx.facts.qualify(dotted(c.node.func)), constructors=True))
+        is not None
+        and found.facts is module
+        and found.function == init.name
+    ]
+    if not kept or not builds:
+        return False
+    for build in builds:
+        bound = constants.bind_arguments(build.node, init.node, {})
+        flags = {target: bound[param] for target, param in kept.items() if param in bound}
+        if not constants.dark(site.conditions, flags):
+            return False
+    return True
 
 
 def _passed_for(ctx: LintContext, receivers: set[str]) -> set[str]:
@@ -761,7 +798,8 @@ def _may_set_epoch(
     (`for batch in dist_tqdm(loader):` with `return tqdm.tqdm(obj)`): that call only wraps it."""
     facts, path, function = resolved
     owner = function.rpartition(".")[0]
-    if any(c.method == "set_epoch" for c in facts.calls_within(owner if owner and facts.has_members(owner) else function)):
+    setting = owner if owner and facts.has_members(owner) else function
+    if any(c.method == "set_epoch" and not _switched_off_by_the_script(ctx, facts, c) for c in facts.calls_within(setting)):
         return True
     definition = facts.functions[function].node
     received = {p for a in call.node.args if _hands(a.value, name) and (p := parameter_for(call.node, definition, a)) is not None}
