@@ -568,24 +568,33 @@ def _set_epoch_fix(facts: ModuleFacts, site: CallSite) -> Remedy | None:
 
 
 def _set_through_its_container(facts: ModuleFacts, site: CallSite) -> bool:
-    """The sampler is an element of a list (a comprehension or a literal) bound to a name, and the
-    module calls `set_epoch` on an element of that name (`self.samplers[k].set_epoch(epoch)`)."""
+    """The sampler (or the name it is bound to) is an element of a list (a comprehension or a
+    literal) bound to a name, and the module calls `set_epoch` on an element of that name, by
+    index (`self.samplers[k].set_epoch(epoch)`) or as a loop over it (`for s in samplers:
+    s.set_epoch(epoch)`)."""
     own = facts.assignments_within(site.function) if site.function else facts.assignments
-    held = {a.target for a in own if a.function == site.function and _an_element(a.value, site.node)}
-    return bool(held) and any(
-        c.method == "set_epoch"
-        and type(c.node.func) is cst.Attribute
-        and type(c.node.func.value) is cst.Subscript
-        and reference(c.node.func.value.value) in held
-        for c in facts.calls
-    )
+    names = set(bound_names(facts, site.node))
+    held = {a.target for a in own if a.function == site.function and _an_element(a.value, site.node, names)}
+    if not held:
+        return False
+    elements = {a.target for a in facts.assignments if a.element and reference(a.value) in held}
+    for c in facts.calls:
+        receiver = c.node.func.value if c.method == "set_epoch" and type(c.node.func) is cst.Attribute else None
+        if receiver is None:
+            continue
+        if type(receiver) is cst.Subscript and reference(receiver.value) in held or reference(receiver) in elements:
+            return True
+    return False
 
 
-def _an_element(value: cst.BaseExpression, node: cst.CSTNode) -> bool:
-    """`node` is what a comprehension makes each element of, or an element of a list literal."""
+def _an_element(value: cst.BaseExpression, node: cst.CSTNode, names: set[str]) -> bool:
+    """`node` is what a comprehension makes each element of, or an element of a list literal,
+    itself or by one of the `names` it is bound to."""
     if isinstance(value, (cst.ListComp, cst.GeneratorExp)):
         return value.elt is node
-    return isinstance(value, (cst.List, cst.Tuple)) and any(e.value is node for e in value.elements)
+    return isinstance(value, (cst.List, cst.Tuple)) and any(
+        e.value is node or reference(e.value) in names for e in value.elements
+    )
 
 
 def _holder(facts: ModuleFacts, site: CallSite) -> tuple[Assignment, str, bool] | None:
