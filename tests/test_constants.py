@@ -152,3 +152,22 @@ def test_a_built_object_decides_only_whether_it_is_none(test, dark):
     negated = Condition(condition.test, negated=True)
     assert constants.dark((condition,), bound) is bool(dark)
     assert constants.dark((negated,), bound) is (dark is False)
+
+
+@pytest.mark.parametrize(
+    "test, negated, known",
+    [
+        ('phase == "train"', False, {"phase": "train"}),
+        ('phase == "train" and opt.mode != "val"', False, {"phase": "train"}),
+        ('phase != "train"', True, {"phase": "train"}),
+        ('phase != "train"', False, {}),  # only what it is not: nothing to bind
+        ('phase == "train" or resume', False, {}),  # either side may hold
+        ("args.ddp and not args.cpu", False, {"args.ddp": True, "args.cpu": False}),
+        ('not (rank == 0 or phase == "val")', False, {}),
+    ],
+)
+def test_the_tests_around_a_call_bind_what_they_decide(test, negated, known):
+    """`if phase == "train":` binds phase for the calls under it; an `and` that holds binds both
+    sides, an `or` neither; a truth test records only the truth."""
+    got = constants.branch_facts((Condition(cst.parse_expression(test), negated),))
+    assert {name: value if not isinstance(value, constants.Truth) else bool(value) for name, value in got.items()} == known

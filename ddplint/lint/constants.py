@@ -84,16 +84,33 @@ BUILT = Built()
 
 
 def branch_facts(conditions: tuple[Condition, ...]) -> Bindings:
-    """What the tests around a call say about the names and attributes they test."""
+    """What the tests around a call say about the names and attributes they test: their truth
+    (`if args.distributed:`), and the constant a name equals (`if phase == "train":`, also as
+    one side of an `and` that holds, or the `else` of `!=`)."""
     known: Bindings = {}
     for condition in conditions:
-        test, truth = condition.test, not condition.negated
-        while type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
-            test, truth = test.expression, not truth
-        name = reference(test) if type(test) in (cst.Name, cst.Attribute) else None
-        if name is not None:
-            known[name] = Truth(truth)
+        _learn(condition.test, not condition.negated, known)
     return known
+
+
+def _learn(test: cst.BaseExpression, truth: bool, known: Bindings) -> None:
+    while type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
+        test, truth = test.expression, not truth
+    if type(test) is cst.BooleanOperation and type(test.operator) is (cst.And if truth else cst.Or):
+        _learn(test.left, truth, known)  # both sides of an `and` that holds (of an `or` that fails)
+        _learn(test.right, truth, known)
+        return
+    name = reference(test) if type(test) in (cst.Name, cst.Attribute) else None
+    if name is not None:
+        known[name] = Truth(truth)
+        return
+    if type(test) is cst.Comparison and len(test.comparisons) == 1:
+        target = test.comparisons[0]
+        equal = cst.Equal if truth else cst.NotEqual
+        name = reference(test.left) if type(test.left) in (cst.Name, cst.Attribute) else None
+        value = literal(target.comparator)
+        if name is not None and type(target.operator) is equal and value is not UNKNOWN:
+            known[name] = value
 
 
 def carried(bindings: Bindings, facts: ModuleFacts, function: str) -> Bindings:

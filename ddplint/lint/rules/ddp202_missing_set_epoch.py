@@ -299,7 +299,7 @@ def _samplers_from_helpers(ctx: LintContext) -> dict[CallSite, tuple[Inside, str
         names = bound_names(facts, site.node)
         parts = [e.value for e in returns[0].elements] if len(returns) == 1 and type(returns[0]) is cst.Tuple else []
         by_position = len(parts) == len(names) > 1 and all(b.element for b in facts.bindings_of(site.node))
-        bindings = constants.bind_call(site.node, inner_facts, function, {})
+        bindings = constants.bind_call(site.node, inner_facts, function, constants.branch_facts(site.conditions))
         for inner in inner_facts.calls_within(function):
             shuffle = arg(inner.node, 3, "shuffle")
             if not is_sampler(inner_facts, inner.name) or is_false(shuffle):
@@ -351,7 +351,7 @@ def _loaders_from_helpers(ctx: LintContext) -> dict[CallSite, tuple[Inside, str]
         names = bound_names(facts, site.node)
         inner_facts, inner_path, function = resolved
         info = inner_facts.functions[function]
-        bindings = constants.bind_call(site.node, inner_facts, function, {})
+        bindings = constants.bind_call(site.node, inner_facts, function, constants.branch_facts(site.conditions))
         # the returns the call's constant arguments leave reachable (`load_dataset(args, "train")`)
         returns = [
             r for r, around in zip(info.returns, info.return_conditions, strict=True) if not constants.dark(around, bindings)
