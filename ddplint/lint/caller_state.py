@@ -151,6 +151,15 @@ class _Replace(cst.CSTTransformer):
         return updated if id(original) in self.not_read else self.handed.get(original.value, updated)
 
 
+def replaced(memo: dict, expr: cst.BaseExpression, handed: Handed) -> cst.BaseExpression:
+    """`expr` with the caller's expressions in place of what it reads of `handed`; one copy per
+    expression and hand-over, kept alive in `memo` (the guards memoise by node identity)."""
+    key = ("caller's test", id(expr), tuple(sorted((k, id(v)) for k, v in handed.items())))
+    if key not in memo:
+        memo[key] = expr.visit(_Replace(handed))
+    return memo[key]
+
+
 def gated_at_call(
     ctx: LintContext, condition: Condition, handed: Handed, caller: CallSite, facts: ModuleFacts, path: Path
 ) -> bool:
@@ -159,9 +168,6 @@ def gated_at_call(
     names = names_in(condition.test)
     if not any(name == key or name.startswith(key + ".") for name in names for key in handed):
         return False  # (`self.cfg.GPU_ID` reads the handed `self.cfg`)
-    key = ("caller's test", id(condition.test), tuple(sorted((k, id(v)) for k, v in handed.items())))
-    if key not in ctx.memo:  # kept alive with the context: the guards memoise by node identity
-        ctx.memo[key] = condition.test.visit(_Replace(handed))
-    true, false = ctx.guards.worlds(ctx.memo[key], facts, path, caller.function)
+    true, false = ctx.guards.worlds(replaced(ctx.memo, condition.test, handed), facts, path, caller.function)
     side = false if condition.negated else true
     return bool(side) and NOT_MAIN_WORLD not in side

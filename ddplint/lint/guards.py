@@ -34,11 +34,22 @@ from ddplint.lint.facts import (
     enclosing_scopes,
     group_call,
     in_main_block,
+    process_class,
     starts_own_workers,
     starts_workers,
 )
 from ddplint.lint.launch import LaunchTests
-from ddplint.lint.names import argument_for, computed_test, dotted, int_value, names_in, parameter_for, reference, string_value
+from ddplint.lint.names import (
+    arg,
+    argument_for,
+    computed_test,
+    dotted,
+    int_value,
+    names_in,
+    parameter_for,
+    reference,
+    string_value,
+)
 from ddplint.lint.paths import literal_truth
 from ddplint.lint.roles import (
     DIST_FLAGS,
@@ -105,6 +116,7 @@ class Guards:
         self._callers: dict[int, dict[str, list[CallSite]]] = {}
         self._reached: dict[tuple[int, str], tuple[float, ...]] = {}
         self._predicates: dict[tuple[int, str], Worlds] = {}
+        self._substituted: dict = {}  # predicates read with a call's arguments, kept alive for the memos
         self._methods: dict[str, Worlds] = {}
         self._refused: dict[int, frozenset[str]] = {}
         self._single_branches: dict[int, list[Assert]] = {}
@@ -372,6 +384,9 @@ class Guards:
         name = facts.qualify(raw)
         if name is None or raw is None:  # (raw is None only where name is)
             return ALL, ALL
+        if name == "isinstance" and len(call.args) == 2 and dotted(call.args[1].value) != "int":
+            if self._rankish(call.args[0].value, facts, path, function):
+                return frozenset(), ALL  # a rank is an int, never an instance of another type
         last = last_part(name)
         if self._declared(raw, facts, self._extra_predicates):
             return _atom(MAIN)
@@ -381,10 +396,31 @@ class Guards:
             return _atom(DIST)
         if name == "torch.distributed.is_available":  # true wherever a group runs; false only in one process
             return ALL, frozenset({SINGLE_WORLD})
-        answer = self._project_predicate(facts, path, self.ctx.member_name(facts, name, function))
+        member = self.ctx.member_name(facts, name, function)
+        answer = self._project_predicate(facts, path, member)
         if answer == (ALL, ALL) and "." in raw and self.ctx.resolve_function(facts, path, name) is None:
             return self._method_of_project_classes(last)
+        if answer == (ALL, ALL) and depth > 0:
+            inlined = self._with_arguments(call, facts, path, member)
+            if inlined is not None:
+                return self.worlds(inlined, facts, path, function, depth - 1)
         return answer
+
+    def _with_arguments(self, call: cst.Call, facts: ModuleFacts, path: Path, name: str | None) -> cst.BaseExpression | None:
+        """The one `return` of a predicate of this module, with the call's arguments in place of
+        the parameters: `is_main_device(rank)` where `def is_main_device(device): return
+        isinstance(device, torch.device) or device == 0` reads `isinstance(rank, ...) or rank == 0`,
+        though other callers hand the same predicate a device."""
+        from ddplint.lint.caller_state import Handed, replaced  # (caller_state reads the guards' worlds)
+
+        resolved = self.ctx.resolve_function(facts, path, name)
+        if resolved is None or resolved.facts is not facts or any(a.star for a in call.args):
+            return None
+        info = facts.functions[resolved.function]
+        if len(info.returns) != 1 or info.return_conditions[0] or facts.assignments_within(resolved.function):
+            return None
+        handed: Handed = {p: a for p in info.params if (a := argument_for(call, info.node, p)) is not None}
+        return replaced(self._substituted, info.returns[0], handed) if handed else None
 
     def _method_of_project_classes(self, method: str) -> tuple[frozenset[str], frozenset[str]]:
         """`backend.is_root_worker()` on an object whose class is chosen at run time: the method of
@@ -1059,7 +1095,7 @@ class Guards:
         does so in its own process (`launcher.run()` where `def run(self): mp.spawn(self.worker,
         ...)`), so that its caller is the launcher too (`run = wandb.init(); launcher.run(run)`)."""
         if starts_workers(facts, site):
-            return True
+            return not self._starts_plain_processes(site, facts, path)
         callee = self.callee(site, facts)
         if callee is not None:
             return self._is_launcher(callee, facts, path)
@@ -1068,6 +1104,16 @@ class Guards:
         if resolved is not None and resolved.facts is not facts:
             return self._is_launcher(resolved.function, resolved.facts, resolved.path)
         return self._hands_a_launcher(site, facts, path)
+
+    def _starts_plain_processes(self, site: CallSite, facts: ModuleFacts, path: Path) -> bool:
+        """`Process(target=preprocess, ...)` whose target, a function of the module, does nothing
+        of a distributed run (no group, GPU binding, collective or model wrap, itself or in what
+        it calls): the workers of a data pipeline, not the ranks."""
+        name = dotted(arg(site.node, None, "target")) if process_class(facts, site) else None
+        # the function of that name nearest the call: nested in its function, or the module's
+        scopes = [*reversed(enclosing_scopes(site.function)), ""]
+        target = next((f for s in scopes if (f := f"{s}.{name}" if s else name) in facts.functions), None) if name else None
+        return target is not None and not self.summaries.of_function(facts, path, target, {})
 
     def _hands_a_launcher(self, site: CallSite, facts: ModuleFacts, path: Path) -> bool:
         """`study.optimize(objective, n_trials=...)`: a library call handed a function of the
