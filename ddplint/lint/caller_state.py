@@ -11,7 +11,7 @@ A parameter the helper tests itself (`def split(seed, device): ... if device == 
 json.dump(...)`) is read the same way, with the argument the call gives it, unless the helper
 rebinds it. Of an object, only a constructor argument kept as it is (`self.x = x` in
 `__init__`, `self.x = kwargs["x"]` of its keywords, or in the base's `__init__` that a
-constructor of `*args, **kwargs` hands them on to) is followed; the object must be built once
+constructor of `*args, **kwargs` hands them on to; a field of a `@dataclass`) is followed; the object must be built once
 before the call, in the caller's function.
 """
 
@@ -97,7 +97,11 @@ def _kept(ctx: LintContext, call: cst.Call, facts: ModuleFacts, path: Path, cls:
     they are, by attribute name."""
     name = cls or dotted(call.func)
     resolved = ctx.resolve_function(facts, path, f"{facts.qualify(name) or name}.__init__") if name else None
-    if resolved is None or not resolved.function.endswith(".__init__") or any(a.star for a in call.args):
+    if any(a.star for a in call.args):
+        return {}
+    if resolved is None and name:
+        return _dataclass_fields(ctx, call, facts, path, name)
+    if resolved is None or not resolved.function.endswith(".__init__"):
         return {}
     inner, inner_path, init = resolved
     definition = inner.functions[init].node
@@ -114,6 +118,21 @@ def _kept(ctx: LintContext, call: cst.Call, facts: ModuleFacts, path: Path, cls:
             base = super_method(inner, site)
             if base is not None:
                 kept = {**_kept(ctx, call, inner, inner_path, base.rpartition(".")[0], hops - 1), **kept}
+    return kept
+
+
+def _dataclass_fields(ctx: LintContext, call: cst.Call, facts: ModuleFacts, path: Path, name: str) -> Handed:
+    """A @dataclass of the project keeps each argument as the field of its name or position
+    (`EngineConfig(..., is_master_process=is_master_process)`)."""
+    fields = facts.dataclass_fields.get(name)
+    if fields is None:
+        found = ctx.project.resolve(path, facts.qualify(name) or name)
+        fields = found.facts.dataclass_fields.get(found.attr) if found is not None and found.attr else None
+    if fields is None:
+        return {}
+    positional = [a.value for a in call.args if a.keyword is None]
+    kept: Handed = dict(zip(fields, positional, strict=False))
+    kept.update({a.keyword.value: a.value for a in call.args if a.keyword is not None and a.keyword.value in fields})
     return kept
 
 

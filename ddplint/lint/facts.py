@@ -150,6 +150,8 @@ class ModuleFacts:
     loops: list[Loop] = field(default_factory=list)
     functions: dict[str, FunctionInfo] = field(default_factory=dict)
     bases: dict[str, tuple[str, ...]] = field(default_factory=dict)  # class (dotted) -> its base classes, qualified
+    # class (dotted) -> the fields a @dataclass keeps, in order: its constructor's parameters
+    dataclass_fields: dict[str, tuple[str, ...]] = field(default_factory=dict)
     env_reads: set[str] = field(default_factory=set)  # os.environ["X"], os.getenv("X"), ...
     env_writes: dict[str, list[Assignment]] = field(default_factory=dict)  # os.environ["X"] = value
     env_names: set[str] = field(default_factory=set)  # launcher variables named in any string literal
@@ -565,6 +567,18 @@ class _Collector(Walker):
         self.in_class.append(True)
         named = [self.facts.qualify(dotted(b.value)) or dotted(b.value) for b in node.bases if b.keyword is None]
         self.facts.bases[".".join(self.function)] = tuple(b for b in named if b)
+        decorators = {
+            self.facts.qualify(dotted(d.decorator.func if type(d.decorator) is cst.Call else d.decorator))
+            for d in node.decorators
+        }
+        if "dataclasses.dataclass" in decorators:
+            self.facts.dataclass_fields[".".join(self.function)] = tuple(
+                statement.body[0].target.value
+                for statement in node.body.body
+                if type(statement) is cst.SimpleStatementLine
+                and type(statement.body[0]) is cst.AnnAssign
+                and type(statement.body[0].target) is cst.Name
+            )
 
     def leave_ClassDef(self, original_node: cst.ClassDef) -> None:
         self.function.pop()
