@@ -191,7 +191,8 @@ def allreduce_check(records: list[RankRecord], log_tail: str | None = None) -> C
     if not any(r.init_called or r.comm.ran for r in records):
         return CheckResult(COMM_ALLREDUCE, Status.SKIP, "the script created no process group before the audit stopped it")
     raised_in_init = [r.rank for r in records if r.init_called and r.comm.allreduce is None and r.status == "raised"]
-    if raised_in_init and not any(r.comm.allreduce for r in records):  # the error is the failure's, told there
+    # the script's error is run.failure's to tell; a torch without NCCL is this check's
+    if raised_in_init and not any(r.comm.allreduce or _no_nccl(r) for r in records):
         return CheckResult(
             COMM_ALLREDUCE, Status.SKIP, f"init_process_group raised on {ranks_text(raised_in_init)} (see {RUN_FAILURE})"
         )
