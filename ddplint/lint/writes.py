@@ -617,7 +617,7 @@ def _helper_writes(
                 and not constants.dark(inner.conditions, bindings)
                 and not on_the_way_to_a_failure(inner_facts, inner)
                 and not any(_given(c) in off for c in inner.conditions)
-                and not (kind == MKDIR and _made_by_the_caller(inner, inner_facts, function, site, facts))
+                and not (kind == MKDIR and _made_by_the_caller(ctx, inner, inner_facts, function, site, facts, path))
                 and not (handed and any(gated_at_call(ctx, c, handed, site, facts, path) for c in inner.conditions))
                 and not (carried and any(gated_at_call(ctx, c, carried[0], *carried[1:]) for c in inner.conditions))
                 and (
@@ -633,31 +633,85 @@ def _helper_writes(
     return cache[key]
 
 
-def _made_by_the_caller(inner: CallSite, inner_facts: ModuleFacts, function: str, site: CallSite, facts: ModuleFacts) -> bool:
+def _made_by_the_caller(
+    ctx: LintContext, inner: CallSite, inner_facts: ModuleFacts, function: str, site: CallSite, facts: ModuleFacts, path: Path
+) -> bool:
     """The helper makes a directory it is handed only when it is missing (`if not
-    os.path.exists(save_dir): os.makedirs(save_dir)`), and the caller made that directory before
-    the call on every path to it (`os.makedirs(out, exist_ok=True)`, also behind its own
-    existence check, `if not os.path.exists(out):`): the helper finds it and makes nothing."""
+    os.path.exists(save_dir): os.makedirs(save_dir)`, also of a name it binds from a parameter,
+    `exp_dir = args.log_dir`), and the caller made that directory before the call on every path
+    to it: itself (`os.makedirs(out, exist_ok=True)`, also behind its own existence check, `if not
+    os.path.exists(out):`), or through an earlier call of a project helper that makes it
+    whenever it runs (`set_log_dir(args)` making `args.log_dir`; `log = Log(root)` whose
+    `__init__` makes `self.metadata_dir`, then `save_args(args, log.metadata_dir)`): the helper
+    finds it and makes nothing."""
     made_there = _made_dir(inner)
-    param = reference(made_there) if made_there is not None else None
-    if param is None or param not in inner_facts.functions[function].params or inner_facts.by_scope.get((function, param)):
-        return False  # not a parameter the helper keeps as it is handed
-    if not any(_existence_test(c.test, param, inner_facts) == (True, True) for c in inner.conditions):
+    local = reference(made_there) if made_there is not None else None
+    if made_there is None or local is None:
         return False
-    given = argument_for(site.node, inner_facts.functions[function].node, param)
-    name = reference(given) if given is not None else None
+    if not any(_existence_test(c.test, local, inner_facts) == (True, True) for c in inner.conditions):
+        return False
+    name = _in_callers_terms(made_there, inner_facts, function, site.node, None)
     if name is None:
         return False
     for made in facts.calls_in(site.function):
-        target = _made_dir(made)
-        if made.order >= site.order or made.in_handler or target is None or reference(target) != name:
-            continue  # (made later, or only when something failed)
-        if site.loops[: len(made.loops)] != made.loops:
-            continue
+        if made.order >= site.order or made.in_handler or site.loops[: len(made.loops)] != made.loops:
+            continue  # (made later, only when something failed, or in a loop the call is not in)
         own = [c for c in made.conditions if not any(c.test is s.test and c.negated == s.negated for s in site.conditions)]
-        if all(_existence_test(c.test, name, facts)[0] for c in own):
+        if not all(_existence_test(c.test, name, facts)[0] for c in own):
+            continue
+        target = _made_dir(made)
+        if target is not None and reference(target) == name or name in _made_by_helper(ctx, made, facts, path):
             return True
     return False
+
+
+def _made_by_helper(ctx: LintContext, call: CallSite, facts: ModuleFacts, path: Path) -> set[str]:
+    """The directories, in the caller's terms, that the project helper a call runs makes
+    whenever it runs (unconditionally, or only when missing): `set_log_dir(args)` with
+    `os.makedirs(args.log_dir, exist_ok=True)` makes `args.log_dir`; `log = Log(root)` whose
+    `__init__` makes `self.metadata_dir` makes `log.metadata_dir`."""
+    resolved = ctx.resolve_function(facts, path, ctx.method_target(facts, call), constructors=True)
+    if resolved is None or resolved.facts is facts and resolved.function not in facts.functions:
+        return set()
+    inner_facts, _, function = resolved
+    built = [b.target for b in facts.bindings_of(call.node) if b.value is call.node and not b.element]
+    receiver = built[0] if function.endswith(".__init__") and len(built) == 1 else None
+    made = set()
+    for inner in inner_facts.calls_in(function):
+        target = _made_dir(inner)
+        local = reference(target) if target is not None else None
+        if target is None or local is None:
+            continue
+        if not all(_existence_test(c.test, local, inner_facts) == (True, True) for c in inner.conditions):
+            continue
+        found = _in_callers_terms(target, inner_facts, function, call.node, receiver)
+        if found is not None:
+            made.add(found)
+    return made
+
+
+def _in_callers_terms(
+    expr: cst.BaseExpression, facts: ModuleFacts, function: str, call: cst.Call, receiver: str | None, hops: int = 2
+) -> str | None:
+    """The path a helper's expression names, as the caller of `call` spells it: a parameter the
+    helper keeps as it is handed (`save_dir` -> the caller's `out`), an attribute of one
+    (`args.log_dir`), `self.X` of the object a constructor builds (`log.X` where the caller binds
+    it to `log`), or a name the helper binds once from one of those (`exp_dir = args.log_dir`)."""
+    name = reference(expr) if type(expr) in (cst.Name, cst.Attribute) else None
+    if name is None:
+        return None
+    head, dot, rest = name.partition(".")
+    info = facts.functions[function]
+    if head == "self" and receiver is not None and rest:
+        return f"{receiver}.{rest}"
+    bound = [a for a in facts.by_scope.get((function, head), ()) if a.function == function]
+    if head in info.params and not bound:
+        given = argument_for(call, info.node, head)
+        held = reference(given) if given is not None and type(given) in (cst.Name, cst.Attribute) else None
+        return f"{held}{dot}{rest}" if held is not None else None
+    if not rest and len(bound) == 1 and not bound[0].element and hops > 0:
+        return _in_callers_terms(bound[0].value, facts, function, call, receiver, hops - 1)
+    return None
 
 
 def _made_dir(site: CallSite) -> cst.BaseExpression | None:
