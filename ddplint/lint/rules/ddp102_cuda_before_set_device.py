@@ -12,6 +12,7 @@ from ddplint.lint.devices import (
     bound_before_cuda_named,
     bound_where_cuda,
     device_uses,
+    on_local_rank_zero,
     replaced_before_read,
     visible_devices_per_rank,
 )
@@ -57,6 +58,8 @@ class CudaBeforeSetDevice(Rule):
                 continue
             if bound_where_cuda(ctx, use, bindings) or bound_before_cuda_named(ctx, use, bindings):
                 continue
+            if on_local_rank_zero(ctx, use.site):
+                continue  # GPU 0 is local rank 0's own
             first[function] = Finding(
                 use.expr,
                 "'cuda' without an index before torch.cuda.set_device: every rank lands on GPU 0; "
