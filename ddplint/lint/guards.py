@@ -513,6 +513,8 @@ class Guards:
             return MAIN if type(op) is cst.LessThan else NOTMAIN  # `rank < 1`, `rank >= 1`
         if dotted(right) == "None" and type(op) in (cst.Is, cst.IsNot) and self._named_rank(left, facts, function):
             return SINGLE if type(op) is cst.Is else DIST  # `rank is None`: no process group
+        if dotted(right) == "None" and type(op) in (cst.Is, cst.IsNot) and facts.role_of(left, function) is Role.WORLD_SIZE:
+            return SINGLE if type(op) is cst.Is else DIST  # a world size, like a rank, is given to distributed runs
         if (
             type(op) in (cst.In, cst.NotIn)
             and ENV_ROLES.get(string_value(left) or "") is not None
