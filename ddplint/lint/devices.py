@@ -15,6 +15,7 @@ from pathlib import Path
 
 import libcst as cst
 
+from ddplint.lint import constants
 from ddplint.lint.context import LintContext
 from ddplint.lint.facts import Assignment, CallSite, Condition, ModuleFacts, names_read
 from ddplint.lint.guards import DIST, SINGLE_WORLD
@@ -701,21 +702,10 @@ def _global_conditions(facts: ModuleFacts, use: CallSite) -> tuple[Condition, ..
 
 def on_local_rank_zero(ctx: LintContext, site: CallSite) -> bool:
     """A test around the site lets only local rank 0 in (`if args.gpu: ... else:` of a local rank,
-    `if local_rank == 0:`): there the current device, GPU 0, is that process's own."""
-    for condition in site.conditions:
-        test, holds = condition.test, not condition.negated
-        while type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
-            test, holds = test.expression, not holds
-        if type(test) in (cst.Name, cst.Attribute):
-            tested, zero = test, not holds  # a local rank is falsy only as 0 (None: no distribution)
-        elif type(test) is cst.Comparison and len(test.comparisons) == 1 and int_value(test.comparisons[0].comparator) == 0:
-            equal = {cst.Equal: True, cst.NotEqual: False}.get(type(test.comparisons[0].operator))
-            tested, zero = test.left, equal is not None and holds == equal  # `== 0` that holds, `!= 0` that fails
-        else:
-            continue
-        if zero and ctx.facts.role_of(tested, site.function) is Role.LOCAL_RANK:
-            return True
-    return False
+    `if local_rank == 0:`): there the current device, GPU 0, is that process's own. A local rank
+    the tests leave falsy is 0 (or None: no distribution)."""
+    known = constants.branch_facts(site.conditions)
+    return any(not value and ctx.facts.role_of_name(name, site.function) is Role.LOCAL_RANK for name, value in known.items())
 
 
 def bound_where_cuda(ctx: LintContext, use: DeviceUse, bindings: list[CallSite]) -> bool:

@@ -1112,9 +1112,9 @@ class Guards:
         of a distributed run (no group, GPU binding, collective or model wrap, itself or in what
         it calls): the workers of a data pipeline, not the ranks."""
         name = dotted(arg(site.node, None, "target")) if process_class(facts, site) else None
-        # the function of that name nearest the call: nested in its function, or the module's
-        scopes = [*reversed(enclosing_scopes(site.function)), ""]
-        target = next((f for s in scopes if (f := f"{s}.{name}" if s else name) in facts.functions), None) if name else None
+        if name is None:
+            return False
+        target = _nested_function(facts, name, site.function) or (name if name in facts.functions else None)
         return target is not None and not self.summaries.of_function(facts, path, target, {})
 
     def _hands_a_launcher(self, site: CallSite, facts: ModuleFacts, path: Path) -> bool:
@@ -1275,7 +1275,7 @@ def _callers(facts: ModuleFacts) -> dict[str, list[CallSite]]:
         if site.name in facts.functions:
             out.setdefault(site.name, []).append(site)
             continue
-        nested = _nested_function(facts, site)
+        nested = _nested_function(facts, site.name, site.function)
         if nested is not None:
             out.setdefault(nested, []).append(site)
             continue
@@ -1294,15 +1294,16 @@ def _callers(facts: ModuleFacts) -> dict[str, list[CallSite]]:
     return out
 
 
-def _nested_function(facts: ModuleFacts, site: CallSite) -> str | None:
-    """A bare call of a function defined inside the caller or a function around it (`def
-    run(): def test(loader): ...; test(val_loader)`); a class body is no enclosing scope."""
-    if "." in (site.name or "."):
+def _nested_function(facts: ModuleFacts, name: str, function: str) -> str | None:
+    """The function a bare name in `function` means when it is defined inside that function or
+    one around it (`def run(): def test(loader): ...; test(val_loader)`); a class body is no
+    enclosing scope."""
+    if "." in name:
         return None
-    scope = site.function
+    scope = function
     while scope:
-        if scope in facts.functions and f"{scope}.{site.name}" in facts.functions:
-            return f"{scope}.{site.name}"
+        if scope in facts.functions and f"{scope}.{name}" in facts.functions:
+            return f"{scope}.{name}"
         scope = scope.rpartition(".")[0]
     return None
 

@@ -95,15 +95,20 @@ def _switched_off_by_the_script(ctx: LintContext, module: ModuleFacts, site: Cal
     }
     # a flag set again anywhere in the class is not the constructor's alone
     kept = {t: p for t, p in kept.items() if sum(1 for a in module.assigned(t) if a.function.startswith(cls + ".")) == 1}
-    builds = [
-        c
-        for c in ctx.facts.calls
-        if (found := ctx.resolve_function(ctx.facts, ctx.path, ctx.facts.qualify(dotted(c.node.func)), constructors=True))
-        is not None
-        and found.facts is module
-        and found.function == init.name
-    ]
-    if not kept or not builds:
+    if not kept:
+        return False
+    key = ("DDP202 objects built of", id(module), init.name)  # asked once per set_epoch of the class
+    if key not in ctx.memo:
+        ctx.memo[key] = [
+            c
+            for c in ctx.facts.calls
+            if (found := ctx.resolve_function(ctx.facts, ctx.path, ctx.facts.qualify(dotted(c.node.func)), constructors=True))
+            is not None
+            and found.facts is module
+            and found.function == init.name
+        ]
+    builds = ctx.memo[key]
+    if not builds:
         return False
     for build in builds:
         bound = constants.bind_arguments(build.node, init.node, {})
