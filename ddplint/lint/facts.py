@@ -359,6 +359,8 @@ class ModuleFacts:
             return self._env_role(env)
         if type(expr) in (cst.Name, cst.Attribute, cst.Subscript):
             name = reference(expr)
+            if name is None and type(expr) is cst.Subscript:
+                return self._picked_by_local_rank(expr, function)
             if name is None or self.qualify(name) == "os.environ":
                 return None
             return self.role_of_name(name, function)
@@ -392,6 +394,16 @@ class ModuleFacts:
         if type(expr) is cst.IfExp:
             return self.role_of(expr.body, function) or self.role_of(expr.orelse, function)
         return None
+
+    def _picked_by_local_rank(self, expr: cst.Subscript, function: str) -> Role | None:
+        """The entry of a per-node list that the local rank picks (`cfg.gpus[local_rank]`, a
+        spawned worker's `devices[rank]`) is a device of this process's own, where it is used
+        as one; an entry picked by the global rank is not known to be."""
+        if len(expr.slice) != 1 or type(expr.slice[0].slice) is not cst.Index:
+            return None
+        if self.qualify(dotted(expr.value) or "") == "os.environ":
+            return None
+        return Role.LOCAL_DEVICE if self.role_of(expr.slice[0].slice.value, function) is Role.LOCAL_RANK else None
 
     def _formatted(self, values: list[cst.BaseExpression], function: str) -> Role | None:
         """A string built from values (`f"cuda:{local_rank}"`): a device of this rank's own if one
@@ -1237,6 +1249,8 @@ def _infer_roles(facts: ModuleFacts) -> None:
             if role is None:
                 continue
             held = (scope, a.target)
+            if role is Role.LOCAL_DEVICE and facts.roles.get(held) in RANKS:
+                continue  # `rank = gpus[rank]`: the name is still read as the rank it was
             # a name that holds the local rank on one path and the global one only in a branch
             # (`rank = LOCAL_RANK if set, elif RANK: rank = RANK`) is taken as local: precision first
             if role is Role.GLOBAL_RANK and a.conditions and facts.roles.get(held) is Role.LOCAL_RANK:
