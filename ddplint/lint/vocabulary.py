@@ -137,7 +137,8 @@ FRAMEWORK_CALLS = {
 }
 
 # Process classes a script starts its own workers with, one per rank (no torchrun).
-PROCESS_CLASSES = frozenset({"multiprocessing.Process", "torch.multiprocessing.Process"})
+# (DGL's wrapper of the module is documented to be used exactly like it)
+PROCESS_CLASSES = frozenset({"multiprocessing.Process", "torch.multiprocessing.Process", "dgl.multiprocessing.Process"})
 # Start-method contexts, whose `.Process` is the same class: `mp = multiprocessing.get_context("spawn")`.
 PROCESS_CONTEXTS = frozenset({"multiprocessing.get_context", "torch.multiprocessing.get_context"})
 
