@@ -412,19 +412,35 @@ def _single_pass(ctx: LintContext, site: CallSite, names: list[str]) -> bool:
     """The loaders the sampler is given to are read only by loops that nothing repeats (`for
     step, batch in enumerate(loader):` with the steps inside, up to a limit; also through `bar =
     tqdm(loader)` or a function of the module it is handed to): no loop around them in their
-    function, and that function runs once, at module level, as the process's entry (what
-    mp.spawn starts) or called from this module outside every loop."""
+    function but one of a single turn (`for epoch in range(1):`), and that function runs once,
+    at module level, as the process's entry (what mp.spawn starts) or called from this module
+    outside every loop."""
     found = [readers(ctx, loader) for loader in loader_calls_given(ctx.facts, names, site.node)]
     loops = [loop for reading in found for loop in reading or ()]
     return (
         bool(loops)
         and None not in found
         and all(
-            not any(other.node is not loop.node and contains(other.node, loop.node) for other in ctx.facts.loops)
+            not any(
+                other.node is not loop.node and contains(other.node, loop.node) and not _one_turn(other.node)
+                for other in ctx.facts.loops
+            )
             and _runs_once(ctx, loop.function, set())
             for loop in loops
         )
     )
+
+
+def _one_turn(loop: cst.For | cst.While) -> bool:
+    """`for epoch in range(1):`, `range(0, 1)`: a loop that turns at most once repeats nothing."""
+    if type(loop) is not cst.For or type(loop.iter) is not cst.Call or dotted(loop.iter.func) != "range":
+        return False
+    bounds = [int_value(a.value) if a.keyword is None and not a.star else None for a in loop.iter.args]
+    known = [b for b in bounds if b is not None]
+    if not 1 <= len(bounds) <= 2 or len(known) != len(bounds):
+        return False
+    start, stop = (0, known[0]) if len(known) == 1 else (known[0], known[1])
+    return stop - start <= 1
 
 
 def _runs_once(ctx: LintContext, function: str, seen: set[str]) -> bool:
