@@ -18,7 +18,7 @@ import libcst as cst
 from ddplint.lint import constants
 from ddplint.lint.caller_state import Handed, built_objects, gated_at_call, handed_state
 from ddplint.lint.context import LintContext
-from ddplint.lint.facts import Assignment, CallSite, Condition, ModuleFacts, names_read
+from ddplint.lint.facts import Assignment, CallSite, Condition, ModuleFacts, in_main_block, names_read, starts_own_workers
 from ddplint.lint.guards import NOT_MAIN_WORLD
 from ddplint.lint.loaders import bound_names, drawn_batch
 from ddplint.lint.names import (
@@ -663,6 +663,17 @@ def _made_by_the_caller(
         if target is not None and reference(target) == name or name in _made_by_helper(ctx, made, facts, path):
             return True
     return False
+
+
+def made_before_the_workers(facts: ModuleFacts, site: CallSite) -> bool:
+    """`if not os.path.exists(d): os.makedirs(d)` at module level of a script that starts its own
+    workers (mp.spawn, Process): the launching process runs it before any worker exists, and a
+    worker that imports the module again finds the directory and makes nothing."""
+    if site.function or in_main_block(site) or not starts_own_workers(facts):
+        return False
+    made = _made_dir(site)
+    name = reference(made) if made is not None else None
+    return name is not None and any(_existence_test(c.test, name, facts) == (True, True) for c in site.conditions)
 
 
 def _made_by_helper(ctx: LintContext, call: CallSite, facts: ModuleFacts, path: Path) -> set[str]:
