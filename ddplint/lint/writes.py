@@ -20,6 +20,7 @@ from ddplint.lint.caller_state import Handed, built_objects, gated_at_call, hand
 from ddplint.lint.context import LintContext
 from ddplint.lint.facts import Assignment, CallSite, Condition, ModuleFacts, in_main_block, names_read, starts_own_workers
 from ddplint.lint.guards import NOT_MAIN_WORLD
+from ddplint.lint.launch import test_key
 from ddplint.lint.loaders import bound_names, drawn_batch
 from ddplint.lint.names import (
     arg,
@@ -460,6 +461,7 @@ def unguarded_writes(ctx: LintContext, kind: WriteKind) -> Iterator[tuple[CallSi
             not guards.main_only(site, main_first=kind != MKDIR)
             and not guards.untrained_mode(site, ctx.facts, ctx.path)
             and not _undecided(ctx, site, ctx.facts, ctx.path)
+            and not settled_by_the_launcher(ctx.facts, site)
         ):
             reported |= keys
             yield site, inside or ()
@@ -665,15 +667,23 @@ def _made_by_the_caller(
     return False
 
 
-def made_before_the_workers(facts: ModuleFacts, site: CallSite) -> bool:
-    """`if not os.path.exists(d): os.makedirs(d)` at module level of a script that starts its own
-    workers (mp.spawn, Process): the launching process runs it before any worker exists, and a
-    worker that imports the module again finds the directory and makes nothing."""
+def settled_by_the_launcher(facts: ModuleFacts, site: CallSite) -> bool:
+    """Module-level code in the branch of `if not os.path.exists(d):` that makes `d`, in a script
+    that starts its own workers (mp.spawn, Process): the launching process takes the branch before
+    any worker exists, and a worker that imports the module again finds `d` and skips it (`if not
+    os.path.exists(d): os.makedirs(d)`, then the header of `open(f"{d}/log.csv", "a")`)."""
     if site.function or in_main_block(site) or not starts_own_workers(facts):
         return False
-    made = _made_dir(site)
-    name = reference(made) if made is not None else None
-    return name is not None and any(_existence_test(c.test, name, facts) == (True, True) for c in site.conditions)
+    for made in facts.calls_in(""):
+        target = _made_dir(made)
+        if target is None:
+            continue
+        name = reference(target) or test_key(target)  # also `"logs"`, f"logs/{run}"
+        for c in made.conditions:
+            same_branch = any(c.test is s.test and c.negated == s.negated for s in site.conditions)
+            if same_branch and _existence_test(c.test, name, facts) == (True, True):
+                return True
+    return False
 
 
 def _made_by_helper(ctx: LintContext, call: CallSite, facts: ModuleFacts, path: Path) -> set[str]:
@@ -742,11 +752,16 @@ def _existence_test(test: cst.BaseExpression, name: str, facts: ModuleFacts) -> 
         left, right = _existence_test(test.left, name, facts), _existence_test(test.right, name, facts)
         return left[0] and right[0], left[1] or right[1]
     if type(test) is cst.Call:
-        asks = facts.callee(test) in EXISTENCE_CHECKS and test.args and reference(test.args[0].value) == name
+        asks = facts.callee(test) in EXISTENCE_CHECKS and test.args and _names_path(test.args[0].value, name)
         func = test.func
         asks = asks or type(func) is cst.Attribute and func.attr.value in {"exists", "is_dir"} and reference(func.value) == name
         return bool(asks), bool(asks)
     return reference(test) == name, False
+
+
+def _names_path(expr: cst.BaseExpression, name: str) -> bool:
+    """`expr` is the path `name`: a reference to it, or the same expression written out."""
+    return reference(expr) == name or test_key(expr) == name
 
 
 def _on_self(call: CallSite) -> bool:

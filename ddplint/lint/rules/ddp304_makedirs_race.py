@@ -14,7 +14,7 @@ from ddplint.lint.names import (
     with_argument,
 )
 from ddplint.lint.rules.base import Finding, Remedy, Replace, Rule
-from ddplint.lint.writes import MKDIR, OUTSIDE_TRAINER, called_from, made_before_the_workers, unguarded_writes
+from ddplint.lint.writes import MKDIR, OUTSIDE_TRAINER, called_from, unguarded_writes
 
 
 class MakedirsRace(Rule):
@@ -26,8 +26,6 @@ class MakedirsRace(Rule):
 
     def check(self, ctx: LintContext) -> Iterator[Finding]:
         for site, inside in unguarded_writes(ctx, MKDIR):
-            if not inside and made_before_the_workers(ctx.facts, site):
-                continue
             helper = callee_text(site.node) if inside else None
             # os.makedirs and Path.mkdir both take exist_ok as their third parameter; os.mkdir has none
             mkdir = ctx.facts.qualify(dotted(site.node.func)) == "os.mkdir"
