@@ -93,8 +93,8 @@ def _bare_restore(ctx: LintContext, site: CallSite, facts: ModuleFacts, path: Pa
         return False
     key = (id(facts), "restoring names")
     if key not in ctx.memo:
-        ctx.memo[key] = _restoring_names(facts)
-    return _restores(site, facts, ctx.memo[key]) or _loads_module(ctx, site, facts, path)
+        ctx.memo[key] = _restoring_names(ctx, facts, path)
+    return _restores(ctx, site, facts, path, ctx.memo[key]) or _loads_module(ctx, site, facts, path)
 
 
 def _helper_loads(ctx: LintContext, site: CallSite, facts: ModuleFacts, path: Path, top: bool = False) -> Inside | None:
@@ -134,18 +134,31 @@ def _helper_loads(ctx: LintContext, site: CallSite, facts: ModuleFacts, path: Pa
     return ask_helper(ctx, site, facts, path, ("loads without map_location", constants.key(bindings), state), answer, None, top)
 
 
-def _a_scheduler(facts: ModuleFacts, call: CallSite) -> bool:
+def _a_scheduler(ctx: LintContext, facts: ModuleFacts, path: Path, call: CallSite) -> bool:
     """`scheduler.load_state_dict(...)` of a learning-rate scheduler: every binding of the receiver
-    in reach builds one (`scheduler = get_linear_schedule_with_warmup(optimizer, ...)`). Its state
-    holds no tensors, so no GPU is involved."""
+    in reach builds one (`scheduler = get_linear_schedule_with_warmup(optimizer, ...)`), also
+    through a function of the project that returns one (a copy of that function returning
+    `LambdaLR(...)`). Its state holds no tensors, so no GPU is involved."""
     receiver = call.name.rpartition(".")[0] if call.name else ""
     bindings = [b for b in facts.assigned(receiver) if b.function == call.function or "." in receiver] if receiver else []
-    return bool(bindings) and all(
-        type(b.value) is cst.Call and LR_SCHEDULERS.fullmatch(facts.callee(b.value) or "") is not None for b in bindings
+    return bool(bindings) and all(type(b.value) is cst.Call and _builds_scheduler(ctx, facts, path, b.value) for b in bindings)
+
+
+def _builds_scheduler(ctx: LintContext, facts: ModuleFacts, path: Path, call: cst.Call, hops: int = 1) -> bool:
+    callee = facts.callee(call) or ""
+    if LR_SCHEDULERS.fullmatch(callee) is not None:
+        return True
+    resolved = ctx.resolve_function(facts, path, callee) if hops else None
+    if resolved is None:
+        return False
+    inner_facts, inner_path, function = resolved
+    returns = inner_facts.functions[function].returns if function in inner_facts.functions else ()
+    return bool(returns) and all(
+        type(r) is cst.Call and _builds_scheduler(ctx, inner_facts, inner_path, r, hops - 1) for r in returns
     )
 
 
-def _restoring_names(facts: ModuleFacts) -> dict[str, set[str]]:
+def _restoring_names(ctx: LintContext, facts: ModuleFacts, path: Path) -> dict[str, set[str]]:
     """Names mentioned in the arguments of `load_state_dict(...)` calls, and the dicts they are
     filled from: `model_dict.update(pretrained)`, `state = {k[7:]: v for k, v in ckpt.items()}`,
     `state = ckpt["model"]`; each with the functions it is read in there. A local name is the
@@ -159,7 +172,7 @@ def _restoring_names(facts: ModuleFacts) -> dict[str, set[str]]:
             frontier.append((name, function))
 
     for site in facts.calls:
-        if site.method == "load_state_dict" and not _a_scheduler(facts, site):
+        if site.method == "load_state_dict" and not _a_scheduler(ctx, facts, path, site):
             for a in site.node.args:
                 for name in names_in(a.value):
                     add(name, site.function)
@@ -201,12 +214,12 @@ def _filled_from(value: cst.BaseExpression) -> set[str]:
     return {name} if name is not None else set()
 
 
-def _restores(site: CallSite, facts: ModuleFacts, restores: dict[str, set[str]]) -> bool:
+def _restores(ctx: LintContext, site: CallSite, facts: ModuleFacts, path: Path, restores: dict[str, set[str]]) -> bool:
     """The loaded object is a checkpoint that goes into a model or optimizer, directly or by a
     key of it (`optimizer.load_state_dict(torch.load(path)["optimizer"])`)."""
     for outer in facts.calls:
         if outer.method == "load_state_dict" and any(_unkeyed(a.value) is site.node for a in outer.node.args):
-            return not _a_scheduler(facts, outer)
+            return not _a_scheduler(ctx, facts, path, outer)
     bindings = [*facts.bindings_of(site.node)]
     bindings += [a for a in facts.assignments if type(a.value) is cst.Subscript and a.value.value is site.node]
     return any(
