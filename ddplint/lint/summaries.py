@@ -17,7 +17,7 @@ import libcst as cst
 
 from ddplint.lint import constants
 from ddplint.lint.facts import Assignment, CallSite, ModuleFacts, single_process_init
-from ddplint.lint.names import arg, data_name, dotted, enters, getattr_call, names_in, string_value
+from ddplint.lint.names import arg, data_name, dotted, enters, getattr_call, names_in, reference, string_value
 from ddplint.lint.paths import never_runs
 from ddplint.lint.roles import RANKS
 from ddplint.lint.vocabulary import (
@@ -99,6 +99,8 @@ def per_process_visible_devices(facts: ModuleFacts) -> list[Assignment]:
     found = []
     for w in facts.env_writes.get("CUDA_VISIBLE_DEVICES", []):
         starts = [c for c in facts.calls_in(w.function) if c.name in SPAWN]
+        if _an_option(facts, w.value):
+            continue  # the command line every process is started with: the same GPUs in each
         computed = string_value(w.value) is None
         if any({id(loop) for loop in w.loops} & {id(loop) for loop in c.loops} for c in starts):
             if computed:  # `for rank in ...: os.environ[...] = str(rank); mp.start_processes(...)`
@@ -112,6 +114,17 @@ def per_process_visible_devices(facts: ModuleFacts) -> list[Assignment]:
         ):
             found.append(w)
     return found
+
+
+def _an_option(facts: ModuleFacts, value: cst.BaseExpression) -> bool:
+    """`args.gpu_ids` of `add_argument("--gpu-ids", default="0")`, which nothing in the module
+    assigns: what the command line says, the same in every process (but `--local_rank`, which
+    torch.distributed.launch fills per process)."""
+    name = reference(value) if type(value) is cst.Attribute else None
+    if name is None or name.count(".") != 1:
+        return False
+    dest = name.partition(".")[2]
+    return dest in facts.options and dest != "local_rank" and not facts.assigned(name)
 
 
 def _joins_a_list(facts: ModuleFacts, value: cst.BaseExpression, function: str) -> bool:
