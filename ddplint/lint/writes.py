@@ -461,7 +461,7 @@ def unguarded_writes(ctx: LintContext, kind: WriteKind) -> Iterator[tuple[CallSi
             not guards.main_only(site, main_first=kind != MKDIR)
             and not guards.untrained_mode(site, ctx.facts, ctx.path)
             and not _undecided(ctx, site, ctx.facts, ctx.path)
-            and not settled_by_the_launcher(ctx.facts, site)
+            and not _settled_by_the_launcher(ctx.facts, site)
         ):
             reported |= keys
             yield site, inside or ()
@@ -667,7 +667,7 @@ def _made_by_the_caller(
     return False
 
 
-def settled_by_the_launcher(facts: ModuleFacts, site: CallSite) -> bool:
+def _settled_by_the_launcher(facts: ModuleFacts, site: CallSite) -> bool:
     """Module-level code in the branch of `if not os.path.exists(d):` that makes `d`, in a script
     that starts its own workers (mp.spawn, Process): the launching process takes the branch before
     any worker exists, and a worker that imports the module again finds `d` and skips it (`if not
