@@ -29,9 +29,9 @@ class LocalRankArgument(Rule):
     severity = Severity.WARNING
 
     def check(self, ctx: LintContext) -> Iterator[Finding]:
-        flags: list[tuple[cst.CSTNode, str, Inside | None]] = [
-            (site.node, flag, None) for site in ctx.facts.calls if (flag := local_rank_flag(site)) is not None
-        ]
+        # `--local-rank` beside `--local_rank` (both spellings kept for old launchers) is one option
+        own = [(site.node, flag) for site in ctx.facts.calls if (flag := local_rank_flag(site)) is not None]
+        flags: list[tuple[cst.CSTNode, str, Inside | None]] = [(node, flag, None) for node, flag in own[:1]]
         flags += list(_helper_flags(ctx))
         if (
             not flags
