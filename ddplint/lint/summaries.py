@@ -119,12 +119,19 @@ def per_process_visible_devices(facts: ModuleFacts) -> list[Assignment]:
 def _an_option(facts: ModuleFacts, value: cst.BaseExpression) -> bool:
     """`args.gpu_ids` of `add_argument("--gpu-ids", default="0")`, which nothing in the module
     assigns: what the command line says, the same in every process (but `--local_rank`, which
-    torch.distributed.launch fills per process)."""
-    name = reference(value) if type(value) is cst.Attribute else None
-    if name is None or name.count(".") != 1:
+    torch.distributed.launch fills per process, and any option where the group takes its rank
+    from the command line: each process is then started with a command line of its own)."""
+    name = reference(value) if _unassigned_option(facts, value) else None
+    if name is None or name.endswith(".local_rank"):
         return False
-    dest = name.partition(".")[2]
-    return dest in facts.options and dest != "local_rank" and not facts.assigned(name)
+    ranks = [arg(site.node, None, "rank") for site in facts.calls_to(INIT_PG)]
+    return not any(rank is not None and _unassigned_option(facts, rank) for rank in ranks)
+
+
+def _unassigned_option(facts: ModuleFacts, value: cst.BaseExpression) -> bool:
+    """`args.X` where X is an argparse option of the module and nothing assigns `args.X`."""
+    name = reference(value) if type(value) is cst.Attribute else None
+    return name is not None and name.count(".") == 1 and name.partition(".")[2] in facts.options and not facts.assigned(name)
 
 
 def _joins_a_list(facts: ModuleFacts, value: cst.BaseExpression, function: str) -> bool:

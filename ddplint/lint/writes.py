@@ -754,7 +754,7 @@ def _existence_test(test: cst.BaseExpression, name: str, facts: ModuleFacts) -> 
     if type(test) is cst.Call:
         asks = facts.callee(test) in EXISTENCE_CHECKS and test.args and _names_path(test.args[0].value, name)
         func = test.func
-        asks = asks or type(func) is cst.Attribute and func.attr.value in {"exists", "is_dir"} and reference(func.value) == name
+        asks = asks or type(func) is cst.Attribute and func.attr.value in {"exists", "is_dir"} and _names_path(func.value, name)
         return bool(asks), bool(asks)
     return reference(test) == name, False
 

@@ -147,7 +147,9 @@ def _a_scheduler(ctx: LintContext, facts: ModuleFacts, path: Path, call: CallSit
 def _builds_scheduler(ctx: LintContext, facts: ModuleFacts, path: Path, call: cst.Call, hops: int = 1) -> bool:
     """The call builds a learning-rate scheduler of torch or transformers, itself or through a
     project function whose every return does."""
-    callee = facts.callee(call) or ""
+    callee = facts.callee(call)
+    if callee is None:
+        return False
     if LR_SCHEDULERS.fullmatch(callee) is not None:
         return True
     resolved = ctx.resolve_function(facts, path, callee) if hops else None
